@@ -1,0 +1,1 @@
+"""The features party (publisher): receives releases, joins them to features, trains and serves."""

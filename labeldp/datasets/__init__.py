@@ -1,0 +1,97 @@
+"""Real datasets shipped with the package (provenance and licenses in PROVENANCE.md).
+
+Each loader returns the label column as float64 and the public parameters a deployment would fix
+in advance for it (bounds and support); none of them is computed from the data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from labels_party.mechanisms import Support, integer_grid, uniform_grid
+
+_HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class LabelDataset:
+    name: str
+    table: pa.Table
+    label_column: str
+    lo: float  # public bounds, fixed before looking at the data
+    hi: float
+    support: Support
+    integer: bool
+    description: str
+
+    @property
+    def labels(self) -> np.ndarray:
+        return np.asarray(self.table.column(self.label_column).to_numpy(), dtype=np.float64)
+
+    @property
+    def features(self) -> pa.Table:
+        drop = {self.label_column, "income"}
+        return self.table.select([c for c in self.table.column_names if c not in drop])
+
+
+def weeks_worked() -> LabelDataset:
+    """1980 US Census (AER::Fertility): weeks worked in 1979, integers 0..52 (a year has 52 weeks)."""
+    return LabelDataset(
+        "weeks",
+        pq.read_table(_HERE / "b_fertility_weeks_worked.parquet"),
+        "work",
+        0.0,
+        52.0,
+        integer_grid(0, 52),
+        True,
+        "census weeks worked (AER::Fertility), n=254,654, labels 0..52",
+    )
+
+
+# A public cap on a single diamond's price for this marketplace: 20,000 USD. Prices above it would be
+# clipped (none are in this dataset; its maximum is 18,823). The support is a 201-point grid with a
+# 100 USD step: rounding to it adds at most 50 USD of error, negligible beside DP noise.
+PRICE_CAP_USD = 20_000.0
+PRICE_GRID_POINTS = 201
+
+
+def diamond_prices() -> LabelDataset:
+    """ggplot2::diamonds sale prices (USD), clipped at the public cap of 20,000 USD."""
+    return LabelDataset(
+        "prices",
+        pq.read_table(_HERE / "a_diamonds_price.parquet"),
+        "price",
+        0.0,
+        PRICE_CAP_USD,
+        uniform_grid(0.0, PRICE_CAP_USD, PRICE_GRID_POINTS),
+        False,
+        "diamond prices (ggplot2::diamonds), n=53,940, USD clipped to [0, 20000]",
+    )
+
+
+def adult_income() -> LabelDataset:
+    """UCI Adult: income > 50K (binary)."""
+    return LabelDataset(
+        "income",
+        pq.read_table(_HERE / "c_adult_income.parquet"),
+        "label",
+        0.0,
+        1.0,
+        integer_grid(0, 1),
+        True,
+        "UCI Adult income > 50K, n=48,842, binary",
+    )
+
+
+LOADERS = {"weeks": weeks_worked, "prices": diamond_prices, "income": adult_income}
+
+
+def load(name: str) -> LabelDataset:
+    if name not in LOADERS:
+        raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(LOADERS)}")
+    return LOADERS[name]()

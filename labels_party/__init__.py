@@ -1,0 +1,1 @@
+"""The labels party (advertiser): holds raw labels, spends privacy budget, releases noisy labels."""

@@ -1,0 +1,160 @@
+"""Comparison baselines (paper Appendix D; MATH.md §7), each clipped to the public ``[lo, hi]``.
+
+Labels are clipped to ``[lo, hi]`` first, so the sensitivity is ``Δ = hi − lo`` (Appendix F), and
+outputs are clipped again (post-processing). These exist to measure RR-on-Bins against; the
+continuous ones use 53-bit floating-point uniforms from the CSPRNG, which is standard for baselines
+but not bit-exact DP (Mironov 2012), so production releases use RR-on-Bins.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from labels_party.mechanisms._types import ArrayLike, FloatArray, IntArray
+from labels_party.mechanisms.randomized_response import randomized_response
+from labels_party.mechanisms.rng import SecureRandom
+from labels_party.mechanisms.support import Support, as_support
+from labels_party.mechanisms.validation import check_bounds, check_epsilon, finite_vector
+
+
+def _prepare(
+    labels: ArrayLike, lo: float, hi: float, epsilon: float
+) -> tuple[FloatArray, float, float, float]:
+    eps = check_epsilon(epsilon)
+    lo_f, hi_f = check_bounds(lo, hi)
+    y = np.clip(finite_vector(labels, "labels", allow_empty=True), lo_f, hi_f)
+    return y, lo_f, hi_f, eps
+
+
+def _integer_bounds(lo: float, hi: float) -> int:
+    if lo != math.floor(lo) or hi != math.floor(hi):
+        raise ValueError("discrete mechanisms need integer bounds lo and hi")
+    return int(hi - lo)
+
+
+def _geometric(q: float, n: int, rng: SecureRandom) -> IntArray:
+    """``P(G = g) = (1 − q)·q^g`` for ``g >= 0`` (inverse CDF)."""
+    if q <= 0:
+        return np.zeros(n, dtype=np.int64)
+    return np.floor(np.log(rng.uniform01(n)) / math.log(q)).astype(np.int64)
+
+
+def _signs(n: int, rng: SecureRandom) -> IntArray:
+    return 1 - 2 * rng.integers_below(2, n)
+
+
+def laplace(
+    labels: ArrayLike, lo: float, hi: float, epsilon: float, *, rng: SecureRandom | None = None
+) -> FloatArray:
+    """Continuous Laplace: ``y + Laplace(Δ/ε)``, clipped."""
+    y, lo, hi, eps = _prepare(labels, lo, hi, epsilon)
+    stream = rng or SecureRandom()
+    scale = (hi - lo) / eps
+    noise = scale * (np.log(stream.uniform01(y.size)) - np.log(stream.uniform01(y.size)))
+    return np.clip(y + noise, lo, hi)
+
+
+def discrete_laplace(
+    labels: ArrayLike, lo: int, hi: int, epsilon: float, *, rng: SecureRandom | None = None
+) -> FloatArray:
+    """Discrete Laplace for integer labels: ``y + Z``, ``P(Z = z) ∝ e^{−ε|z|/Δ}``, clipped."""
+    y, lo_f, hi_f, eps = _prepare(labels, lo, hi, epsilon)
+    delta = _integer_bounds(lo_f, hi_f)
+    stream = rng or SecureRandom()
+    q = math.exp(-eps / delta)
+    z = _geometric(q, y.size, stream) - _geometric(q, y.size, stream)
+    return np.clip(np.rint(y) + z, lo_f, hi_f)
+
+
+def staircase_gamma(epsilon: float) -> float:
+    """The staircase's optimal step fraction ``γ* = 1/(1 + e^{ε/2})`` (Geng & Viswanath)."""
+    return 1.0 / (1.0 + math.exp(epsilon / 2))
+
+
+def staircase(
+    labels: ArrayLike, lo: float, hi: float, epsilon: float, *, rng: SecureRandom | None = None
+) -> FloatArray:
+    """Continuous staircase mechanism with ``γ*``, clipped (Geng & Viswanath's sampler)."""
+    y, lo, hi, eps = _prepare(labels, lo, hi, epsilon)
+    stream = rng or SecureRandom()
+    n, delta, gamma, b = y.size, hi - lo, staircase_gamma(eps), math.exp(-eps)
+    sign = _signs(n, stream)
+    period = _geometric(b, n, stream)
+    u = stream.uniform01(n)
+    p_inner = gamma / (gamma + (1 - gamma) * b)
+    outer = stream.uniform01(n) >= p_inner
+    magnitude = np.where(outer, period + gamma + (1 - gamma) * u, period + gamma * u) * delta
+    return np.clip(y + sign * magnitude, lo, hi)
+
+
+def discrete_staircase(
+    labels: ArrayLike, lo: int, hi: int, epsilon: float, *, rng: SecureRandom | None = None
+) -> FloatArray:
+    """Discrete staircase (Definition 24) with ``r = max(1, round(γ*·Δ))``, clipped.
+
+    ``P(Z = z) ∝ e^{−ε·⌊|z|/Δ⌋}``, times ``e^{−ε}`` when ``|z| mod Δ >= r``.
+    """
+    y, lo_f, hi_f, eps = _prepare(labels, lo, hi, epsilon)
+    delta = _integer_bounds(lo_f, hi_f)
+    stream = rng or SecureRandom()
+    r = min(delta, max(1, round(staircase_gamma(eps) * delta)))
+    b = math.exp(-eps)
+    p_inner = r / (r + (delta - r) * b)
+    n = y.size
+    z = np.zeros(n, dtype=np.int64)
+    todo = np.arange(n)
+    while todo.size:
+        m = todo.size
+        period = _geometric(b, m, stream)
+        inner = stream.uniform01(m) < p_inner
+        offset = np.where(inner, stream.integers_below(r, m), r + stream.integers_below(max(delta - r, 1), m))
+        magnitude = period * delta + offset
+        sign = _signs(m, stream)
+        ok = ~((sign < 0) & (magnitude == 0))  # zero has one sign, not two
+        z[todo[ok]] = (sign * magnitude)[ok]
+        todo = todo[~ok]
+    return np.clip(np.rint(y) + z, lo_f, hi_f)
+
+
+def exponential_mechanism(
+    labels: ArrayLike,
+    lo: float,
+    hi: float,
+    epsilon: float,
+    *,
+    integer: bool = False,
+    rng: SecureRandom | None = None,
+) -> FloatArray:
+    """Exponential mechanism with score ``−|ŷ − y|`` on ``[lo, hi]`` (integers if ``integer``):
+    density ``∝ exp(−ε|ŷ − y|/(2Δ))``, sampled by rejection from the matching (discrete) Laplace."""
+    y, lo, hi, eps = _prepare(labels, lo, hi, epsilon)
+    stream = rng or SecureRandom()
+    delta = hi - lo
+    out = np.empty(y.size)
+    todo = np.arange(y.size)
+    for _ in range(100_000):
+        if not todo.size:
+            return out
+        m = todo.size
+        if integer:
+            _integer_bounds(lo, hi)
+            q = math.exp(-eps / (2 * delta))
+            proposal = np.rint(y[todo]) + _geometric(q, m, stream) - _geometric(q, m, stream)
+        else:
+            scale = 2 * delta / eps
+            proposal = y[todo] + scale * (np.log(stream.uniform01(m)) - np.log(stream.uniform01(m)))
+        ok = (proposal >= lo) & (proposal <= hi)
+        out[todo[ok]] = proposal[ok]
+        todo = todo[~ok]
+    raise RuntimeError("exponential mechanism rejection sampling did not finish")  # pragma: no cover
+
+
+def rr_over_support(
+    labels: ArrayLike, support: Support | ArrayLike, epsilon: float, *, rng: SecureRandom | None = None
+) -> FloatArray:
+    """Randomized response treating each support value as a category."""
+    sup = as_support(support)
+    idx = sup.snap(labels)
+    return sup.values[randomized_response(idx, sup.k, epsilon, rng=rng)]

@@ -1,0 +1,68 @@
+"""The private prior (Algorithm 4) and the default split of ε between prior and randomization.
+
+Changing one label moves one unit of count from one support cell to another, so the histogram has L1
+sensitivity 2; exact discrete Laplace noise with scale ``2/ε₁`` on the integer counts makes it
+ε₁-DP. Negative noisy counts are clipped to 0 and the result normalized (uniform if nothing is left).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from labels_party.mechanisms._types import ArrayLike, FloatArray, IntArray
+from labels_party.mechanisms.exact_laplace import sample_discrete_laplace
+from labels_party.mechanisms.rng import SecureRandom
+from labels_party.mechanisms.support import Support, as_support
+from labels_party.mechanisms.validation import check_epsilon, finite_vector
+
+HISTOGRAM_SENSITIVITY = 2
+
+# Default split (Theorem 7 shape, constants measured in benchmarks/bench_prior_split.py):
+#   ε₁ = clip(PRIOR_SHARE_SCALE · sqrt(k / n) · ε, PRIOR_SHARE_MIN · ε, PRIOR_SHARE_MAX · ε)
+PRIOR_SHARE_SCALE = 3.0
+PRIOR_SHARE_MIN = 0.05
+PRIOR_SHARE_MAX = 0.5
+
+
+def default_prior_epsilon(epsilon: float, n: int, k: int) -> float:
+    """The share of ``epsilon`` spent on the prior for ``n`` labels on a ``k``-point support.
+
+    Theorem 7: the excess loss from a noisy prior behaves like ``A·ε₁ + B·k/(n·ε₁)``, minimized at
+    ``ε₁ ∝ sqrt(k/n)``, so the prior's share shrinks as ``n`` grows. The constant and the clamps
+    come from a measurement on the real datasets (BENCHMARKS.md, "Privacy budget split").
+    """
+    eps = check_epsilon(epsilon)
+    if n <= 0 or k <= 0:
+        raise ValueError(f"n and k must be positive, got n={n}, k={k}")
+    share = PRIOR_SHARE_SCALE * math.sqrt(k / n)
+    return eps * min(PRIOR_SHARE_MAX, max(PRIOR_SHARE_MIN, share))
+
+
+def noisy_counts(
+    labels: ArrayLike, support: Support | ArrayLike, epsilon: float, *, rng: SecureRandom | None = None
+) -> IntArray:
+    """Histogram counts on the support plus exact discrete Laplace noise of scale ``2/epsilon``."""
+    eps = check_epsilon(epsilon)
+    sup = as_support(support)
+    y = finite_vector(labels, "labels", allow_empty=True)
+    counts = sup.counts(y)
+    scale = Fraction(HISTOGRAM_SENSITIVITY) / Fraction(eps)
+    return counts + sample_discrete_laplace(scale, sup.k, rng or SecureRandom())
+
+
+def normalize_counts(counts: IntArray) -> FloatArray:
+    clipped = np.maximum(np.asarray(counts, dtype=np.float64), 0.0)
+    total = clipped.sum()
+    if total <= 0:
+        return np.full(clipped.size, 1.0 / clipped.size)
+    return np.asarray(clipped / total, dtype=np.float64)
+
+
+def private_prior(
+    labels: ArrayLike, support: Support | ArrayLike, epsilon: float, *, rng: SecureRandom | None = None
+) -> FloatArray:
+    """An ε-DP estimate of the label distribution on the public support (Algorithm 4)."""
+    return normalize_counts(noisy_counts(labels, support, epsilon, rng=rng))

@@ -1,0 +1,116 @@
+"""Randomized response with exact integer thresholds: the sampling core of every RR-style mechanism.
+
+A label whose true output is ``j`` keeps ``j`` when a uniform 64-bit word falls below the threshold
+``T = floor(2^64 · e^ε / (e^ε + m − 1))`` and otherwise moves to one of the other ``m − 1`` outputs,
+chosen uniformly by rejection sampling. The implemented ratio between "keep" and any single "move" is
+then exactly ``T·(m − 1) / (2^64 − T) <= e^ε``: the thresholds never spend more than the nominal ε,
+and ``implemented_epsilon`` reports what they do spend, rounded up. Every label draws the same words
+and does the same arithmetic whatever its value.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from decimal import ROUND_FLOOR, Decimal, localcontext
+
+import numpy as np
+
+from labels_party.mechanisms._types import ArrayLike, FloatArray, IntArray
+from labels_party.mechanisms.rng import SecureRandom
+from labels_party.mechanisms.validation import check_epsilon
+
+_TWO64 = 1 << 64
+_PRECISION = 60  # decimal digits; far beyond the 20 digits a 64-bit threshold needs
+
+
+@dataclass(frozen=True)
+class KeepThreshold:
+    """Integer keep threshold for ε-randomized response over ``m`` outputs."""
+
+    epsilon: float
+    m: int
+    threshold: int  # P(keep) = threshold / 2^64
+
+    @classmethod
+    def for_epsilon(cls, epsilon: float, m: int) -> KeepThreshold:
+        if m < 1:
+            raise ValueError(f"m must be >= 1, got {m}")
+        if m == 1:
+            return cls(epsilon, 1, _TWO64)
+        with localcontext() as ctx:
+            ctx.prec = _PRECISION
+            # exp() is correctly rounded, so it may overshoot e^ε by half an ulp; shrink it by far
+            # more than that so the threshold can only err towards less privacy loss.
+            e = Decimal(epsilon).exp() * (1 - Decimal(10) ** (5 - _PRECISION))
+            t = int((Decimal(_TWO64) * e / (e + (m - 1))).to_integral_value(rounding=ROUND_FLOOR))
+        return cls(epsilon, m, t)
+
+    @property
+    def keep_probability(self) -> float:
+        return self.threshold / _TWO64
+
+    @property
+    def implemented_epsilon(self) -> float:
+        """``log(P(keep) / P(one other output))`` of the integer thresholds, as the smallest double
+        that is not below the exact value."""
+        if self.m == 1:
+            return 0.0
+        with localcontext() as ctx:
+            ctx.prec = _PRECISION
+            ratio = Decimal(self.threshold * (self.m - 1)) / Decimal(_TWO64 - self.threshold)
+            exact = ratio.ln()
+        approx = float(exact)
+        return approx if Decimal(approx) >= exact else math.nextafter(approx, math.inf)
+
+
+def rr_draw(true_index: IntArray, threshold: KeepThreshold, rng: SecureRandom) -> IntArray:
+    """Randomized response on output indices ``0..m-1`` given each label's true output index."""
+    n, m = int(true_index.size), threshold.m
+    if m == 1 or n == 0:
+        return np.zeros(n, dtype=np.int64)
+    keep = rng.uint64(n) < np.uint64(threshold.threshold)  # threshold < 2^64 once m >= 2
+    other = rng.integers_below(m - 1, n)
+    other += other >= true_index  # skip the true output: uniform over the m − 1 others
+    return np.where(keep, true_index, other)
+
+
+def randomized_response(
+    labels: ArrayLike, num_classes: int, epsilon: float, *, rng: SecureRandom | None = None
+) -> IntArray:
+    """ε-randomized response over classes ``0..num_classes-1`` (Warner; MATH.md §5)."""
+    eps = check_epsilon(epsilon)
+    if int(num_classes) != num_classes or num_classes < 1:
+        raise ValueError(f"num_classes must be a positive integer, got {num_classes!r}")
+    y = class_labels(labels, int(num_classes))
+    return rr_draw(y, KeepThreshold.for_epsilon(eps, int(num_classes)), rng or SecureRandom())
+
+
+def class_labels(labels: ArrayLike, num_classes: int, name: str = "labels") -> IntArray:
+    """Validate integer class labels in ``0..num_classes-1``."""
+    arr = np.asarray(labels)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    if arr.dtype.kind == "b":
+        arr = arr.astype(np.int64)
+    if arr.dtype.kind == "f":
+        if not np.isfinite(arr).all():
+            raise ValueError(f"{name} must be finite")
+        if np.any(arr != np.round(arr)):
+            raise ValueError(f"{name} must be integer class indices")
+    elif arr.dtype.kind not in "iu":
+        raise ValueError(f"{name} must be integer class indices, got dtype {arr.dtype}")
+    out = arr.astype(np.int64)
+    if out.size and (out.min() < 0 or out.max() >= num_classes):
+        raise ValueError(f"{name} must lie in 0..{num_classes - 1}")
+    return out
+
+
+def rr_transition_matrix(epsilon: float, m: int) -> FloatArray:
+    """``T[i, j] = P(output j | true output i)`` of ε-randomized response over ``m`` outputs."""
+    if m == 1:
+        return np.ones((1, 1))
+    denom = math.exp(epsilon) + m - 1
+    t = np.full((m, m), 1.0 / denom)
+    np.fill_diagonal(t, math.exp(epsilon) / denom)
+    return t

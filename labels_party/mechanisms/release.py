@@ -1,0 +1,68 @@
+"""Algorithm 3: spend ε₁ on a private prior, optimize RR-on-Bins for it, randomize every label once.
+
+By basic composition the release is (ε₁ + ε₂)-label-DP; the prior and the mechanism are DP outputs
+themselves and may travel with the noisy labels. Charging the budget is the caller's job and must
+happen before this function is called (privacy invariant 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from labels_party.mechanisms._types import ArrayLike, FloatArray, IntArray
+from labels_party.mechanisms.losses import Loss, LossFn, check_labels_for_loss, resolve_loss
+from labels_party.mechanisms.optimize import optimize_rr_on_bins
+from labels_party.mechanisms.prior import default_prior_epsilon, private_prior
+from labels_party.mechanisms.rng import SecureRandom
+from labels_party.mechanisms.rr_on_bins import RROnBins
+from labels_party.mechanisms.support import Support, as_support
+from labels_party.mechanisms.validation import check_epsilon, finite_vector
+
+
+@dataclass(frozen=True)
+class LabelRelease:
+    mechanism: RROnBins
+    prior: FloatArray  # the noisy prior on ``mechanism.support``
+    bin_indices: IntArray  # one privatized bin per input label, in input order
+    epsilon_prior: float
+    epsilon_randomize: float
+
+    @property
+    def epsilon(self) -> float:
+        return self.epsilon_prior + self.epsilon_randomize
+
+    @property
+    def noisy_labels(self) -> FloatArray:
+        return self.mechanism.values_of(self.bin_indices)
+
+
+def release_labels(
+    labels: ArrayLike,
+    support: Support | ArrayLike,
+    epsilon: float,
+    loss: str | LossFn | Loss = "squared",
+    epsilon_prior: float | None = None,
+    *,
+    rng: SecureRandom | None = None,
+) -> LabelRelease:
+    """Privatize ``labels`` with total budget ``epsilon`` (Algorithm 3).
+
+    ``epsilon_prior`` is the part spent on the prior; by default ``default_prior_epsilon`` (which
+    depends only on the public ``n``, ``k`` and ``epsilon``). Labels are clipped to the support's
+    range and snapped to it first; the support is public and never derived from the labels.
+    """
+    eps = check_epsilon(epsilon)
+    sup = as_support(support)
+    loss_spec = resolve_loss(loss)
+    y = finite_vector(labels, "labels")
+    check_labels_for_loss(y, loss_spec, "labels")
+    eps_prior = default_prior_epsilon(eps, y.size, sup.k) if epsilon_prior is None else epsilon_prior
+    eps_prior = check_epsilon(eps_prior, "epsilon_prior")
+    if not eps_prior < eps:
+        raise ValueError(f"epsilon_prior must be < epsilon ({eps_prior!r} >= {eps!r})")
+    eps_randomize = eps - eps_prior
+    stream = rng or SecureRandom()
+    prior = private_prior(y, sup, eps_prior, rng=stream)
+    mechanism = optimize_rr_on_bins(sup, prior, eps_randomize, loss_spec)
+    bins = mechanism.randomize(y, rng=stream)
+    return LabelRelease(mechanism, prior, bins, eps_prior, eps_randomize)

@@ -1,0 +1,107 @@
+"""RR-on-Bins (Algorithm 1): randomized response over the bins of a monotone map Φ."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from labels_party.mechanisms._types import ArrayLike, FloatArray, IntArray
+from labels_party.mechanisms.losses import Loss, check_labels_for_loss, resolve_loss
+from labels_party.mechanisms.randomized_response import KeepThreshold, rr_draw, rr_transition_matrix
+from labels_party.mechanisms.rng import SecureRandom
+from labels_party.mechanisms.support import Support
+from labels_party.mechanisms.validation import check_epsilon, finite_vector
+
+
+@dataclass(frozen=True, eq=False)
+class RROnBins:
+    """ε-RR-on-Bins for a public support.
+
+    ``support_bins[i]`` is the bin (output index) of support point ``i``; ``bin_values`` are the
+    ``m`` sorted output values. Input labels are clipped and snapped to the support, mapped to their
+    bin, and then kept with probability ``e^ε/(e^ε+m−1)`` or moved to another bin uniformly.
+    """
+
+    epsilon: float
+    support: Support
+    support_bins: IntArray
+    bin_values: FloatArray
+    loss: Loss = field(default_factory=lambda: resolve_loss("squared"))
+    threshold: KeepThreshold = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        eps = check_epsilon(self.epsilon)
+        bins = np.asarray(self.support_bins, dtype=np.int64)
+        values = finite_vector(self.bin_values, "bin_values")
+        if bins.shape != (self.support.k,):
+            raise ValueError("support_bins must have one entry per support point")
+        if np.any(np.diff(bins) < 0) or bins[0] != 0 or np.any(np.diff(bins) > 1):
+            raise ValueError("support_bins must be a non-decreasing map onto 0..m-1 (intervals)")
+        if int(bins[-1]) + 1 != values.size:
+            raise ValueError("bin_values must have one value per bin")
+        if np.any(np.diff(values) < 0):
+            raise ValueError("bin_values must be sorted")
+        bins.setflags(write=False)
+        values.setflags(write=False)
+        object.__setattr__(self, "epsilon", eps)
+        object.__setattr__(self, "support_bins", bins)
+        object.__setattr__(self, "bin_values", values)
+        object.__setattr__(self, "threshold", KeepThreshold.for_epsilon(eps, int(values.size)))
+
+    @property
+    def m(self) -> int:
+        return int(self.bin_values.size)
+
+    @property
+    def implemented_epsilon(self) -> float:
+        """The ε the integer sampling thresholds actually implement (<= ``epsilon``), rounded up."""
+        return self.threshold.implemented_epsilon
+
+    @property
+    def bin_edges(self) -> list[tuple[float, float]]:
+        """Each bin's interval of support values, ``(lowest, highest)``."""
+        starts = np.flatnonzero(np.diff(self.support_bins, prepend=-1))
+        ends = np.append(starts[1:], self.support.k) - 1
+        v = self.support.values
+        return [(float(v[a]), float(v[b])) for a, b in zip(starts, ends, strict=True)]
+
+    def bin_of(self, labels: ArrayLike) -> IntArray:
+        """Φ as bin indices: labels clipped to the support's range and snapped to the support."""
+        return self.support_bins[self.support.snap(labels)]
+
+    def values_of(self, indices: ArrayLike) -> FloatArray:
+        idx = np.asarray(indices)
+        if idx.size and (idx.dtype.kind not in "iu" or idx.min() < 0 or idx.max() >= self.m):
+            raise ValueError(f"indices must be integer bin indices in 0..{self.m - 1}")
+        return self.bin_values[idx]
+
+    def transition_matrix(self) -> FloatArray:
+        """``M[i, j] = P(output bin j | label = support value i)``, shape ``(k, m)``."""
+        return rr_transition_matrix(self.epsilon, self.m)[self.support_bins]
+
+    def expected_loss(self, values: ArrayLike, probs: ArrayLike) -> float:
+        """Expected loss ``Σ_i p_i Σ_j P(j | y_i) ℓ(ŷ_j, y_i)`` when labels follow ``probs`` on
+        ``values`` (e.g. the true prior, not the one the mechanism was optimized for)."""
+        y = finite_vector(values, "values")
+        p = finite_vector(probs, "probs")
+        if y.size != p.size:
+            raise ValueError(f"values and probs must have the same length ({y.size} != {p.size})")
+        if np.any(p < 0) or p.sum() <= 0:
+            raise ValueError("probs must be non-negative with a positive sum")
+        check_labels_for_loss(y, self.loss, "values")
+        p = p / p.sum()
+        rows = rr_transition_matrix(self.epsilon, self.m)[self.bin_of(y)]
+        losses = self.loss(self.bin_values[None, :], y[:, None])
+        per_label = np.einsum("ij,ij->i", rows, np.where(rows > 0, losses, 0.0))
+        return float(np.dot(p, per_label))
+
+    def randomize(self, labels: ArrayLike, *, rng: SecureRandom | None = None) -> IntArray:
+        """Draw one privatized bin index per label (``int64``), using a fresh CSPRNG stream."""
+        return rr_draw(self.bin_of(labels), self.threshold, rng or SecureRandom())
+
+    def __repr__(self) -> str:
+        return (
+            f"RROnBins(epsilon={self.epsilon:g}, m={self.m}, loss={self.loss.name!r}, "
+            f"bin_values={np.array2string(self.bin_values, precision=4, threshold=12)})"
+        )
