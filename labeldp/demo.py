@@ -37,8 +37,15 @@ def run_mechanism_demo(
     true_prior = sup.counts(y) / y.size
     echo(f"Dataset: {ds.description}")
     echo(f"Public support: {sup.k} points on [{ds.lo:g}, {ds.hi:g}]; loss: squared\n")
-    header = f"{'ε':>5}  {'ε prior':>7}  {'m':>3}  {'RR-on-Bins MSE':>15}  {'known-prior MSE':>15}  {'Laplace MSE':>13}"
-    echo(header + "  bins")
+    columns = (
+        ("ε", 5),
+        ("ε prior", 7),
+        ("m", 3),
+        ("RR-on-Bins MSE", 15),
+        ("known-prior MSE", 15),
+        ("Laplace MSE", 13),
+    )
+    echo("  ".join(f"{name:>{width}}" for name, width in columns) + "  bins")
     rows: list[dict[str, float]] = []
     releases: dict[float, LabelRelease] = {}
     for eps in epsilons:
