@@ -25,7 +25,7 @@ from labels_party.mechanisms.support import Support
 from labels_party.mechanisms.validation import check_epsilon, finite_vector
 
 _MAX_PASSES = 200
-_REL_TOL = 1e-13
+_REL_TOL = 1e-12
 
 
 def optimize_rr_on_bins(
@@ -108,7 +108,9 @@ def _best_partition(costs: IntervalCosts, e_eps: float) -> IntArray:
             return starts
         cand_numerator = _partition_cost(costs, candidate)
         cand_ratio = cand_numerator / (e_eps + candidate.size - 1)
-        if cand_ratio >= ratio:  # no strict progress left at floating-point resolution
+        if cand_ratio >= ratio - _REL_TOL * abs(ratio):
+            # no progress beyond rounding: keep the simpler partition (ties would otherwise add
+            # bins with equal values, e.g. at tiny ε)
             return starts
         starts, ratio = candidate, cand_ratio
     return starts  # pragma: no cover - Dinkelbach converges in a handful of passes

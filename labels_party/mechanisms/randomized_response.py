@@ -44,6 +44,9 @@ class KeepThreshold:
             # more than that so the threshold can only err towards less privacy loss.
             e = Decimal(epsilon).exp() * (1 - Decimal(10) ** (5 - _PRECISION))
             t = int((Decimal(_TWO64) * e / (e + (m - 1))).to_integral_value(rounding=ROUND_FLOOR))
+        # Every other output must keep a positive probability, or the ratio would be infinite:
+        # for huge ε the quotient rounds to 2^64 and has to be held one below it.
+        t = min(t, _TWO64 - 1)
         return cls(epsilon, m, t)
 
     @property

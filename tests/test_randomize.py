@@ -1,0 +1,106 @@
+"""``randomize`` draws exactly the transition matrix, within fixed false-alarm rates (α = 1e-6)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from labels_party.mechanisms import RROnBins, SecureRandom, integer_grid, optimize_rr_on_bins
+from labels_party.mechanisms.randomized_response import KeepThreshold
+from tests.support.seeded import SeededRandom
+from tests.support.stats import ALPHA, chi_square_ok, wilson
+
+DRAWS = 1_200_000
+
+
+def mechanism(eps: float, m_target: int | None = None) -> RROnBins:
+    sup = integer_grid(0, 40)
+    p = np.exp(-np.arange(41) / 8.0)
+    mech = optimize_rr_on_bins(sup, p, eps, "squared")
+    if m_target is not None:
+        assert mech.m == m_target
+    return mech
+
+
+@pytest.mark.parametrize("eps", [0.3, 1.5, 4.0])
+def test_joint_counts_match_transition_matrix(eps: float) -> None:
+    mech = mechanism(eps)
+    labels = SecureRandom().integers_below(41, DRAWS).astype(float)
+    out = mech.randomize(labels)
+    assert out.dtype == np.int64 and out.min() >= 0 and out.max() < mech.m
+    true_bin = mech.bin_of(labels)
+    joint = np.zeros((mech.m, mech.m))
+    np.add.at(joint, (true_bin, out), 1)
+    rows = joint.sum(axis=1, keepdims=True)
+    bin_matrix = mech.transition_matrix()[np.searchsorted(mech.support_bins, np.arange(mech.m))]
+    ok, ratio = chi_square_ok(joint, rows * bin_matrix)
+    assert ok, f"chi-square statistic at {ratio:.2f} of its 1 - {ALPHA} quantile"
+    lo, hi = wilson(joint, np.broadcast_to(rows, joint.shape))
+    assert np.all((lo <= bin_matrix) & (bin_matrix <= hi))
+
+
+def test_output_frequency_ratio_is_within_e_to_the_epsilon() -> None:
+    """For any two inputs and any output, P(o | a) / P(o | b) <= e^ε (checked with Wilson bounds),
+    and the keep/move ratio is actually attained (the mechanism is not over-noised)."""
+    eps = 1.2
+    sup = integer_grid(0, 9)
+    mech = RROnBins(eps, sup, np.array([0, 0, 1, 1, 1, 2, 2, 3, 3, 3]), np.array([0.5, 3.0, 5.5, 8.0]))
+    per_bin = 400_000
+    counts = np.zeros((mech.m, mech.m))
+    first_support_point = np.searchsorted(mech.support_bins, np.arange(mech.m))
+    for b in range(mech.m):
+        labels = np.full(per_bin, mech.support.values[first_support_point[b]])
+        counts[b] = np.bincount(mech.randomize(labels), minlength=mech.m)
+    lo, hi = wilson(counts, np.full(counts.shape, per_bin), alpha=ALPHA / counts.size)
+    bound = math.exp(eps)
+    for a in range(mech.m):
+        for b in range(mech.m):
+            assert np.all(lo[a] <= bound * hi[b]), (a, b)
+    keep_over_move_hi = hi[0, 0] / lo[1, 0]
+    keep_over_move_lo = lo[0, 0] / hi[1, 0]
+    assert keep_over_move_lo <= bound <= keep_over_move_hi
+
+
+def test_threshold_implements_at_most_the_nominal_epsilon() -> None:
+    for eps in (1e-6, 0.05, 0.5, 1.0, 3.3, 8.0, 30.0, 600.0):
+        for m in (2, 3, 7, 256, 10_000):
+            t = KeepThreshold.for_epsilon(eps, m)
+            # exact rational check of the implemented ratio against e^ε with 60-digit arithmetic
+            assert t.threshold * (m - 1) <= math.exp(eps) * ((1 << 64) - t.threshold) * (1 + 1e-15)
+            assert t.implemented_epsilon <= eps
+            # integer resolution: 2^64 − T is exact to one unit, so ε is exact to about e^ε/2^64
+            assert eps - t.implemented_epsilon <= 4 * (math.exp(eps) + m) / 2**64 + 1e-12
+    assert KeepThreshold.for_epsilon(1.0, 1).implemented_epsilon == 0.0
+
+
+def test_seeded_stream_is_reproducible_and_secure_stream_is_not() -> None:
+    mech = mechanism(1.0)
+    labels = np.arange(41, dtype=float).repeat(100)
+    a = mech.randomize(labels, rng=SeededRandom(7))
+    b = mech.randomize(labels, rng=SeededRandom(7))
+    assert np.array_equal(a, b)
+    assert not np.array_equal(mech.randomize(labels), mech.randomize(labels))
+
+
+def test_integers_below_is_uniform() -> None:
+    for bound in (2, 3, 7, 1000, 2**31 + 11):
+        draws = SecureRandom().integers_below(bound, 600_000)
+        assert draws.min() >= 0 and draws.max() < bound
+        cells = min(bound, 64)
+        buckets = draws * cells // bound
+        if bound <= 10**6:
+            expected = np.bincount(np.arange(bound) * cells // bound, minlength=cells).astype(float)
+        else:  # buckets of 2^31 values differ in size by at most one value
+            expected = np.ones(cells)
+        ok, ratio = chi_square_ok(np.bincount(buckets, minlength=cells), expected)
+        assert ok, (bound, ratio)
+
+
+def test_values_of_maps_indices_to_bin_values() -> None:
+    mech = mechanism(2.0)
+    idx = mech.randomize(np.arange(41.0))
+    assert np.array_equal(mech.values_of(idx), mech.bin_values[idx])
+    with pytest.raises(ValueError, match="indices"):
+        mech.values_of(np.array([mech.m]))
