@@ -31,7 +31,7 @@ unit: $(STAMP)
 
 ## make bench: every benchmark; results land in benchmarks/results/ and are summarized in BENCHMARKS.md
 bench: $(STAMP)
-	$(BIN)/python -m benchmarks.run_all
+	PYTHON=$(BIN)/python $(BIN)/python -m benchmarks.run_all
 
 clean:
 	rm -rf $(VENV) demo-output benchmarks/results .mypy_cache .ruff_cache .pytest_cache

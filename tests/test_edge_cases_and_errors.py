@@ -33,7 +33,9 @@ def test_all_mass_in_one_cell_gives_one_bin_at_that_value() -> None:
         p[4] = 1.0
         mech = optimize_rr_on_bins(np.arange(10.0), p, 2.0, loss)
         assert mech.m == 1 and mech.bin_values[0] == pytest.approx(4.0)
-        assert mech.expected_loss(np.arange(10.0), p) == pytest.approx(0.0 if loss != "poisson" else 4 - 4 * math.log(4))
+        assert mech.expected_loss(np.arange(10.0), p) == pytest.approx(
+            0.0 if loss != "poisson" else 4 - 4 * math.log(4)
+        )
 
 
 def test_release_of_a_single_label_value() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from fractions import Fraction
 
@@ -9,7 +10,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from labels_party.mechanisms import SecureRandom, default_prior_epsilon, integer_grid, noisy_counts, private_prior
+from labels_party.mechanisms import (
+    SecureRandom,
+    default_prior_epsilon,
+    integer_grid,
+    noisy_counts,
+    private_prior,
+)
 from labels_party.mechanisms.exact_laplace import bernoulli_exp_neg, sample_discrete_laplace
 from tests.support.stats import ALPHA, chi_square_ok, wilson
 
@@ -76,9 +83,10 @@ def test_private_prior_is_uniform_when_every_noisy_count_is_negative() -> None:
 
 
 def test_default_split_follows_theorem_7_shape() -> None:
-    shares = [default_prior_epsilon(1.0, n, 53) for n in (100, 10_000, 1_000_000, 10**9)]
-    assert all(a >= b for a, b in zip(shares, shares[1:], strict=False))
-    assert shares[0] <= 0.5 and shares[-1] > 0
-    assert default_prior_epsilon(2.0, 10_000, 53) == pytest.approx(2 * default_prior_epsilon(1.0, 10_000, 53))
+    shares = [default_prior_epsilon(1.0, n, 53) / 1.0 for n in (100, 10_000, 1_000_000, 10**9)]
+    assert all(a > b for a, b in itertools.pairwise(shares))  # shrinks as n grows
+    assert shares[0] == 0.5 and shares[-1] > 0  # capped at half the budget
+    assert default_prior_epsilon(1.0, 10_000, 100) == pytest.approx(0.1)
+    assert default_prior_epsilon(0.1, 10_000, 100) == pytest.approx(0.05)
     with pytest.raises(ValueError, match="n and k"):
         default_prior_epsilon(1.0, 0, 53)

@@ -73,49 +73,59 @@ def staircase_gamma(epsilon: float) -> float:
     return 1.0 / (1.0 + math.exp(epsilon / 2))
 
 
+def staircase_noise(n: int, delta: float, epsilon: float, rng: SecureRandom) -> FloatArray:
+    """Continuous staircase noise with ``γ*`` (Geng & Viswanath's sampler): density ``a·b^j`` on
+    ``[jΔ, (j+γ)Δ)`` and ``a·b^{j+1}`` on ``[(j+γ)Δ, (j+1)Δ)``, mirrored, with ``b = e^{−ε}``."""
+    gamma, b = staircase_gamma(epsilon), math.exp(-epsilon)
+    sign = _signs(n, rng)
+    period = _geometric(b, n, rng)
+    u = rng.uniform01(n)
+    outer = rng.uniform01(n) >= gamma / (gamma + (1 - gamma) * b)
+    magnitude = np.where(outer, period + gamma + (1 - gamma) * u, period + gamma * u) * delta
+    return np.asarray(sign * magnitude, dtype=np.float64)
+
+
 def staircase(
     labels: ArrayLike, lo: float, hi: float, epsilon: float, *, rng: SecureRandom | None = None
 ) -> FloatArray:
-    """Continuous staircase mechanism with ``γ*``, clipped (Geng & Viswanath's sampler)."""
+    """Continuous staircase mechanism with ``γ*``, clipped."""
     y, lo, hi, eps = _prepare(labels, lo, hi, epsilon)
-    stream = rng or SecureRandom()
-    n, delta, gamma, b = y.size, hi - lo, staircase_gamma(eps), math.exp(-eps)
-    sign = _signs(n, stream)
-    period = _geometric(b, n, stream)
-    u = stream.uniform01(n)
-    p_inner = gamma / (gamma + (1 - gamma) * b)
-    outer = stream.uniform01(n) >= p_inner
-    magnitude = np.where(outer, period + gamma + (1 - gamma) * u, period + gamma * u) * delta
-    return np.clip(y + sign * magnitude, lo, hi)
+    return np.clip(y + staircase_noise(y.size, hi - lo, eps, rng or SecureRandom()), lo, hi)
+
+
+def discrete_staircase_step(delta: int, epsilon: float) -> int:
+    """The discrete staircase's ``r = max(1, round(γ*·Δ))``."""
+    return min(delta, max(1, round(staircase_gamma(epsilon) * delta)))
+
+
+def discrete_staircase_noise(n: int, delta: int, epsilon: float, rng: SecureRandom) -> IntArray:
+    """``P(Z = z) ∝ b^{⌊|z|/Δ⌋}``, times ``b`` when ``|z| mod Δ >= r`` (Definition 24), ``b = e^{−ε}``."""
+    r, b = discrete_staircase_step(delta, epsilon), math.exp(-epsilon)
+    p_inner = r / (r + (delta - r) * b)
+    z = np.zeros(n, dtype=np.int64)
+    todo = np.arange(n)
+    while todo.size:
+        m = todo.size
+        period = _geometric(b, m, rng)
+        inner = rng.uniform01(m) < p_inner
+        offset = np.where(inner, rng.integers_below(r, m), r + rng.integers_below(max(delta - r, 1), m))
+        magnitude = period * delta + offset
+        sign = _signs(m, rng)
+        ok = ~((sign < 0) & (magnitude == 0))  # zero has one sign, not two
+        z[todo[ok]] = (sign * magnitude)[ok]
+        todo = todo[~ok]
+    return z
 
 
 def discrete_staircase(
     labels: ArrayLike, lo: int, hi: int, epsilon: float, *, rng: SecureRandom | None = None
 ) -> FloatArray:
-    """Discrete staircase (Definition 24) with ``r = max(1, round(γ*·Δ))``, clipped.
-
-    ``P(Z = z) ∝ e^{−ε·⌊|z|/Δ⌋}``, times ``e^{−ε}`` when ``|z| mod Δ >= r``.
-    """
+    """Discrete staircase mechanism for integer labels, clipped."""
     y, lo_f, hi_f, eps = _prepare(labels, lo, hi, epsilon)
     delta = _integer_bounds(lo_f, hi_f)
-    stream = rng or SecureRandom()
-    r = min(delta, max(1, round(staircase_gamma(eps) * delta)))
-    b = math.exp(-eps)
-    p_inner = r / (r + (delta - r) * b)
-    n = y.size
-    z = np.zeros(n, dtype=np.int64)
-    todo = np.arange(n)
-    while todo.size:
-        m = todo.size
-        period = _geometric(b, m, stream)
-        inner = stream.uniform01(m) < p_inner
-        offset = np.where(inner, stream.integers_below(r, m), r + stream.integers_below(max(delta - r, 1), m))
-        magnitude = period * delta + offset
-        sign = _signs(m, stream)
-        ok = ~((sign < 0) & (magnitude == 0))  # zero has one sign, not two
-        z[todo[ok]] = (sign * magnitude)[ok]
-        todo = todo[~ok]
-    return np.clip(np.rint(y) + z, lo_f, hi_f)
+    return np.clip(
+        np.rint(y) + discrete_staircase_noise(y.size, delta, eps, rng or SecureRandom()), lo_f, hi_f
+    )
 
 
 def exponential_mechanism(

@@ -26,6 +26,30 @@ from labels_party.mechanisms.validation import check_epsilon, finite_vector
 
 _MAX_PASSES = 200
 _REL_TOL = 1e-12
+# Interval costs do not depend on λ: later Dinkelbach passes reuse the first pass's rows when all
+# k(k+1)/2 of them fit in this budget (k <= ~11,500); beyond it they are recomputed per pass.
+ROW_CACHE_BYTES = 512 * 2**20
+
+
+class _RowCache:
+    """Rows ``c(·, i)`` packed into one triangular buffer (row ``i`` at offset ``i(i−1)/2``): a single
+    allocation, so the cache costs exactly ``8·k(k+1)/2`` bytes without heap fragmentation."""
+
+    def __init__(self, costs: IntervalCosts, budget_bytes: int = ROW_CACHE_BYTES) -> None:
+        self.k = costs.k
+        self._costs = costs
+        size = self.k * (self.k + 1) // 2
+        self._buffer: FloatArray | None = np.empty(size) if 8 * size <= budget_bytes else None
+        self._filled = np.zeros(self.k + 1, dtype=bool)
+
+    def row(self, i: int) -> FloatArray:
+        if self._buffer is None:
+            return self._costs.row(i)
+        view = self._buffer[i * (i - 1) // 2 : i * (i + 1) // 2]
+        if not self._filled[i]:
+            view[:] = self._costs.row(i)
+            self._filled[i] = True
+        return view
 
 
 def optimize_rr_on_bins(
@@ -72,7 +96,7 @@ def _support_and_prior(values: Support | ArrayLike, probs: ArrayLike) -> tuple[S
     return support, p / total
 
 
-def _segment(costs: IntervalCosts, reward: float) -> tuple[float, IntArray]:
+def _segment(costs: _RowCache, reward: float) -> tuple[float, IntArray]:
     """``min_P Σ_{bins} (c(bin) − reward)`` over all interval partitions, and its bin starts."""
     k = costs.k
     best = np.empty(k + 1)
@@ -91,13 +115,14 @@ def _segment(costs: IntervalCosts, reward: float) -> tuple[float, IntArray]:
     return float(best[k]), np.array(starts[::-1], dtype=np.int64)
 
 
-def _partition_cost(costs: IntervalCosts, starts: IntArray) -> float:
+def _partition_cost(costs: _RowCache, starts: IntArray) -> float:
     ends = np.append(starts[1:], costs.k)
     return float(sum(costs.row(int(b))[int(a)] for a, b in zip(starts, ends, strict=True)))
 
 
-def _best_partition(costs: IntervalCosts, e_eps: float) -> IntArray:
+def _best_partition(interval: IntervalCosts, e_eps: float) -> IntArray:
     """Dinkelbach iteration on ``N(P) / (e^ε + m(P) − 1)`` starting from the single bin."""
+    costs = _RowCache(interval)
     starts = np.array([0], dtype=np.int64)
     numerator = _partition_cost(costs, starts)
     ratio = numerator / e_eps

@@ -1,0 +1,18 @@
+"""Run every benchmark (``make bench``); each writes benchmarks/results/NAME.{md,json}."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+BENCHMARKS = ("bench_exactness", "bench_optimizer", "bench_randomize", "bench_prior_split", "bench_utility")
+
+
+def main(names: list[str]) -> None:
+    for name in names or BENCHMARKS:
+        print(f"\n## {name}\n", flush=True)
+        importlib.import_module(f"benchmarks.{name}").main()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
