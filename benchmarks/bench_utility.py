@@ -59,6 +59,10 @@ def table(
     true_prior = sup.counts(y) / y.size
     names = ["RR-on-Bins (private prior)", "RR-on-Bins (known prior)"]
     privatizers = baselines(ds) if with_baselines else {}
+    if loss != "squared":  # does optimizing for the training loss matter? compare with the squared-loss bins
+        privatizers["RR-on-Bins for squared loss (private prior)"] = lambda y, e: (
+            release_labels(y, sup, e, "squared").noisy_labels
+        )
     names += list(privatizers)
     lines = ["| ε | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
     rows: list[dict[str, object]] = []

@@ -24,5 +24,11 @@ def demo(
     """Mechanism demo on a real dataset: optimal bins and loss beside the Laplace baseline."""
     from labeldp.demo import run_mechanism_demo
 
-    eps = [float(e) for e in epsilons.split(",") if e.strip()]
-    run_mechanism_demo(dataset=dataset, epsilons=eps, out=out, echo=typer.echo)
+    try:
+        eps = [float(e) for e in epsilons.split(",") if e.strip()]
+        if not eps:
+            raise ValueError("give at least one ε")
+        run_mechanism_demo(dataset=dataset, epsilons=eps, out=out, echo=typer.echo)
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=2) from exc
