@@ -107,6 +107,11 @@ def test_bad_input_raises_value_error_naming_the_argument(call: object, argument
         call()
 
 
+def test_custom_loss_on_a_huge_support_is_refused_clearly() -> None:
+    with pytest.raises(ValueError, match=r"custom \(callable\) losses support at most"):
+        optimize_rr_on_bins(np.arange(5000.0), np.ones(5000), 1.0, lambda a, b: (a - b) ** 4)
+
+
 def test_randomize_rejects_non_finite_labels() -> None:
     mech = optimize_rr_on_bins(np.arange(5.0), np.ones(5), 1.0)
     with pytest.raises(ValueError, match="labels"):

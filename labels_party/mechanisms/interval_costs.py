@@ -121,11 +121,20 @@ class AbsoluteCosts(IntervalCosts):
 
 
 class GenericCosts(IntervalCosts):
-    """Any convex loss: golden-section search on ``[y_1, y_k]`` for every interval at once."""
+    """Any convex loss: golden-section search on ``[y_1, y_k]`` for every interval at once.
+
+    Each row evaluates the loss on an ``i × k`` grid, so this path is for small supports.
+    """
 
     ITERATIONS = 90  # shrinks the bracket by 0.618**90 ≈ 1.5e-19
+    MAX_SUPPORT = 2_000
 
     def __init__(self, y: FloatArray, p: FloatArray, epsilon: float, loss: Loss) -> None:
+        if y.size > self.MAX_SUPPORT:
+            raise ValueError(
+                f"custom (callable) losses support at most {self.MAX_SUPPORT} support points, got {y.size}; "
+                "use a coarser support or one of the named losses"
+            )
         super().__init__(y, p, epsilon)
         self.loss = loss
 

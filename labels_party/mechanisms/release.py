@@ -47,9 +47,11 @@ def release_labels(
 ) -> LabelRelease:
     """Privatize ``labels`` with total budget ``epsilon`` (Algorithm 3).
 
-    ``epsilon_prior`` is the part spent on the prior; by default ``default_prior_epsilon`` (which
-    depends only on the public ``n``, ``k`` and ``epsilon``). Labels are clipped to the support's
-    range and snapped to it first; the support is public and never derived from the labels.
+    ``epsilon_prior`` is the part spent on the prior; by default ``default_prior_epsilon``, which
+    depends only on ``epsilon``, the support size ``k`` and the number of examples ``n`` (public:
+    the message lists every example ID of the declared universe, labelled or not). Labels are
+    clipped to the support's range and snapped to it first; the support is public and never derived
+    from the labels.
     """
     eps = check_epsilon(epsilon)
     sup = as_support(support)
