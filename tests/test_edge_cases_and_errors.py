@@ -45,6 +45,15 @@ def test_release_of_a_single_label_value() -> None:
     assert np.isclose(rel.prior.sum(), 1.0)
 
 
+def test_release_unpacks_as_mechanism_prior_and_bins() -> None:
+    labels = np.arange(100.0) % 11
+    rel = release_labels(labels, integer_grid(0, 10), 2.0, epsilon_prior=0.5)
+    mech, prior, bins = rel
+    assert mech is rel.mechanism and prior is rel.prior and bins is rel.bin_indices
+    assert rel.epsilon_prior == 0.5 and rel.epsilon_randomize == 1.5 and mech.epsilon == 1.5
+    assert bins.shape == labels.shape and np.isclose(prior.sum(), 1.0)
+
+
 def test_tiny_epsilon_gives_a_single_bin_at_the_prior_optimum() -> None:
     y = np.arange(20.0)
     p = np.linspace(1, 2, 20)

@@ -7,7 +7,9 @@ happen before this function is called (privacy invariant 1).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from labels_party.mechanisms._types import ArrayLike, FloatArray, IntArray
 from labels_party.mechanisms.losses import Loss, LossFn, check_labels_for_loss, resolve_loss
@@ -34,6 +36,10 @@ class LabelRelease:
     @property
     def noisy_labels(self) -> FloatArray:
         return self.mechanism.values_of(self.bin_indices)
+
+    def __iter__(self) -> Iterator[Any]:
+        """``mechanism, prior, bin_indices = release_labels(...)`` also works."""
+        return iter((self.mechanism, self.prior, self.bin_indices))
 
 
 def release_labels(
