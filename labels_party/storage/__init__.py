@@ -1,0 +1,1 @@
+"""SQL storage of the labels party (SQLAlchemy 2 + Alembic)."""

@@ -1,0 +1,72 @@
+"""SQL tables of the labels party: tenants and keys, the budget ledger, datasets and releases.
+
+Bulk data (labels, noisy bin indices) lives in Parquet files under the data directory; these tables
+hold metadata and the ledger. Changes go through Alembic migrations in ``storage/migrations``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import BigInteger, DateTime, ForeignKey, Index, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Tenant(Base):
+    __tablename__ = "tenants"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    # per-example budget in integer micro-ε; every change is also a ledger entry
+    budget_micro: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ApiKey(Base):
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)  # SHA-256 of the bearer key
+    prefix: Mapped[str] = mapped_column(String(16))  # shown in the ledger to say which key acted
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class LedgerEntry(Base):
+    """Append-only: charges, releases of a charge (only before any noise was drawn), budget changes."""
+
+    __tablename__ = "ledger_entries"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
+    kind: Mapped[str] = mapped_column(String(32))  # charge | charge_released | budget_set
+    release_id: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True)
+    epsilon_micro: Mapped[int] = mapped_column(BigInteger)
+    examples: Mapped[int] = mapped_column(BigInteger, default=0)
+    api_key_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    note: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ExampleSpend(Base):
+    """Total micro-ε spent per (tenant, example). ``example_key`` is a 64-bit hash of the
+    example ID: a collision can only make two examples share one counter (over-charging, never
+    under-charging), and re-uploading the same IDs under another dataset finds the same rows."""
+
+    __tablename__ = "example_spend"
+
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
+    example_key: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    spent_micro: Mapped[int] = mapped_column(BigInteger)
+
+
+Index("ix_ledger_tenant_created", LedgerEntry.tenant_id, LedgerEntry.created_at)

@@ -1,0 +1,53 @@
+"""Tenants and their bearer API keys (stored as SHA-256 hashes, shown once at creation)."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from labels_party.budget.ledger import set_budget
+from labels_party.storage.models import ApiKey, Tenant
+
+KEY_PREFIX = "ldp_"
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class NewTenant:
+    tenant_id: str
+    api_key: str  # the only time the plain key exists outside the caller
+
+
+def create_tenant(session: Session, name: str, budget_micro: int) -> NewTenant:
+    """Create a tenant with a per-example budget (recorded in the ledger) and its first key."""
+    if not name.strip():
+        raise ValueError("tenant name must not be empty")
+    if session.execute(select(Tenant).where(Tenant.name == name)).scalar_one_or_none() is not None:
+        raise ValueError(f"a tenant named {name!r} already exists")
+    tenant = Tenant(id=str(uuid.uuid4()), name=name, budget_micro=0)
+    session.add(tenant)
+    session.flush()
+    set_budget(session, tenant.id, budget_micro, api_key_id=None, note="initial budget")
+    return NewTenant(tenant.id, issue_key(session, tenant.id))
+
+
+def issue_key(session: Session, tenant_id: str) -> str:
+    key = KEY_PREFIX + secrets.token_urlsafe(32)
+    session.add(ApiKey(id=str(uuid.uuid4()), tenant_id=tenant_id, key_hash=hash_key(key), prefix=key[:10]))
+    session.flush()
+    return key
+
+
+def authenticate(session: Session, key: str) -> ApiKey | None:
+    api_key = session.execute(select(ApiKey).where(ApiKey.key_hash == hash_key(key))).scalar_one_or_none()
+    if api_key is None or api_key.revoked_at is not None:
+        return None
+    return api_key
