@@ -32,3 +32,68 @@ def demo(
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from exc
+
+
+labels_app = typer.Typer(
+    help="The labels party (advertiser): labels, budget, releases.", no_args_is_help=True
+)
+tenant_app = typer.Typer(help="Labels-party tenants and API keys.", no_args_is_help=True)
+labels_app.add_typer(tenant_app, name="tenant")
+app.add_typer(labels_app, name="labels")
+
+
+@labels_app.command("serve")
+def labels_serve(
+    host: Annotated[
+        str | None, typer.Option(help="Bind address (default LABELDP_HOST or 127.0.0.1).")
+    ] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default LABELDP_PORT or 8400).")] = None,
+) -> None:
+    """Run the labels-party REST API (uvicorn)."""
+    import uvicorn
+
+    from labels_party.api.app import create_app
+    from labels_party.config import LabelsSettings
+
+    settings = LabelsSettings()
+    uvicorn.run(
+        create_app(settings),
+        host=host or settings.host,
+        port=port or settings.port,
+        log_level=settings.log_level,
+    )
+
+
+@tenant_app.command("create")
+def tenant_create(
+    name: str,
+    epsilon_per_example: Annotated[
+        float, typer.Option(help="Per-example privacy budget ε (a tenant setting).")
+    ],
+) -> None:
+    """Create a tenant and print its bearer API key (shown once; stored only as a hash)."""
+    from labels_party.budget.epsilon import to_micro_floor
+    from labels_party.config import LabelsSettings
+    from labels_party.storage.db import make_engine, migrate, session_factory
+    from labels_party.tenants import create_tenant
+
+    settings = LabelsSettings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    engine = make_engine(settings.resolved_database_url())
+    try:
+        migrate(engine)
+        with session_factory(engine).begin() as session:
+            new = create_tenant(
+                session, name, to_micro_floor(epsilon_per_example, name="epsilon_per_example")
+            )
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=2) from exc
+    finally:
+        engine.dispose()
+    typer.echo(f"tenant {new.tenant_id} created; API key (store it now, it is not shown again):")
+    typer.echo(new.api_key)
+
+
+if __name__ == "__main__":
+    app()

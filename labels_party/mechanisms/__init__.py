@@ -16,7 +16,7 @@ from labels_party.mechanisms.losses import Loss, resolve_loss
 from labels_party.mechanisms.optimize import optimize_rr_on_bins
 from labels_party.mechanisms.prior import default_prior_epsilon, noisy_counts, private_prior
 from labels_party.mechanisms.randomized_response import randomized_response
-from labels_party.mechanisms.release import LabelRelease, release_labels
+from labels_party.mechanisms.release import ClassRelease, LabelRelease, release_classes, release_labels
 from labels_party.mechanisms.rng import SecureRandom
 from labels_party.mechanisms.rr_on_bins import RROnBins
 from labels_party.mechanisms.support import (
@@ -28,6 +28,7 @@ from labels_party.mechanisms.support import (
 )
 
 __all__ = [
+    "ClassRelease",
     "LabelRelease",
     "Loss",
     "RROnBins",
@@ -47,6 +48,7 @@ __all__ = [
     "optimize_rr_top_k",
     "private_prior",
     "randomized_response",
+    "release_classes",
     "release_labels",
     "resolve_loss",
     "rr_over_support",

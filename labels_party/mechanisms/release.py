@@ -11,13 +11,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from labels_party.mechanisms._types import ArrayLike, FloatArray, IntArray
+from labels_party.mechanisms.classification import RRTopK, optimize_rr_top_k
 from labels_party.mechanisms.losses import Loss, LossFn, check_labels_for_loss, resolve_loss
 from labels_party.mechanisms.optimize import optimize_rr_on_bins
-from labels_party.mechanisms.prior import default_prior_epsilon, private_prior
+from labels_party.mechanisms.prior import default_prior_epsilon, noisy_counts, normalize_counts, private_prior
+from labels_party.mechanisms.randomized_response import class_labels
 from labels_party.mechanisms.rng import SecureRandom
 from labels_party.mechanisms.rr_on_bins import RROnBins
-from labels_party.mechanisms.support import Support, as_support
+from labels_party.mechanisms.support import Support, as_support, explicit_support
 from labels_party.mechanisms.validation import check_epsilon, finite_vector
 
 
@@ -74,3 +78,40 @@ def release_labels(
     mechanism = optimize_rr_on_bins(sup, prior, eps_randomize, loss_spec)
     bins = mechanism.randomize(y, rng=stream)
     return LabelRelease(mechanism, prior, bins, eps_prior, eps_randomize)
+
+
+@dataclass(frozen=True)
+class ClassRelease:
+    mechanism: RRTopK
+    prior: FloatArray  # noisy class prior
+    labels: IntArray  # one privatized class per input label
+    epsilon_prior: float
+    epsilon_randomize: float
+
+    @property
+    def epsilon(self) -> float:
+        return self.epsilon_prior + self.epsilon_randomize
+
+
+def release_classes(
+    labels: ArrayLike,
+    num_classes: int,
+    epsilon: float,
+    epsilon_prior: float | None = None,
+    *,
+    rng: SecureRandom | None = None,
+) -> ClassRelease:
+    """Categorical labels: a private class prior (ε₁), then RR-Top-k for it (ε₂) (MATH.md §5)."""
+    eps = check_epsilon(epsilon)
+    y = class_labels(labels, num_classes)
+    if y.size == 0:
+        raise ValueError("labels must not be empty")
+    eps_prior = default_prior_epsilon(eps, y.size, num_classes) if epsilon_prior is None else epsilon_prior
+    eps_prior = check_epsilon(eps_prior, "epsilon_prior")
+    if not eps_prior < eps:
+        raise ValueError(f"epsilon_prior must be < epsilon ({eps_prior!r} >= {eps!r})")
+    stream = rng or SecureRandom()
+    classes = explicit_support(np.arange(num_classes, dtype=np.float64))
+    prior = normalize_counts(noisy_counts(y.astype(np.float64), classes, eps_prior, rng=stream))
+    mechanism = optimize_rr_top_k(prior, eps - eps_prior)
+    return ClassRelease(mechanism, prior, mechanism.randomize(y, rng=stream), eps_prior, eps - eps_prior)

@@ -8,7 +8,18 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import BigInteger, DateTime, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -67,6 +78,58 @@ class ExampleSpend(Base):
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
     example_key: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     spent_micro: Mapped[int] = mapped_column(BigInteger)
+
+
+class Recipient(Base):
+    """A features party this tenant may release to (transport details are added with delivery)."""
+
+    __tablename__ = "recipients"
+    __table_args__ = (UniqueConstraint("tenant_id", "name"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Dataset(Base):
+    __tablename__ = "datasets"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    spec: Mapped[dict[str, object]] = mapped_column(JSON)  # label type, bounds, support, policies
+    labels_version: Mapped[int] = mapped_column(Integer, default=0)
+    label_count: Mapped[int] = mapped_column(BigInteger, default=0)
+    universe_version: Mapped[int] = mapped_column(Integer, default=0)
+    universe_count: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Release(Base):
+    """One privatized release. The row and its ledger charge commit in one transaction; the noisy
+    output is written afterwards (status ``complete``). A release left ``charged`` by a crash is
+    marked ``failed`` on restart and keeps its charge: noise may already have been drawn."""
+
+    __tablename__ = "releases"
+    __table_args__ = (UniqueConstraint("tenant_id", "idempotency_key"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), index=True)
+    idempotency_key: Mapped[str] = mapped_column(String(200))
+    request_hash: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16))  # charged | complete | failed
+    recipient_id: Mapped[str] = mapped_column(ForeignKey("recipients.id"))
+    epsilon_micro: Mapped[int] = mapped_column(BigInteger)
+    epsilon_prior: Mapped[float] = mapped_column(Float)
+    loss: Mapped[str] = mapped_column(String(16))
+    examples: Mapped[int] = mapped_column(BigInteger)
+    api_key_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    mechanism: Mapped[dict[str, object] | None] = mapped_column(JSON, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
 Index("ix_ledger_tenant_created", LedgerEntry.tenant_id, LedgerEntry.created_at)

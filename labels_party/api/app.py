@@ -1,0 +1,50 @@
+"""The labels-party FastAPI application."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from labeldp import __version__
+from labels_party.api import problems
+from labels_party.api.routes import router
+from labels_party.config import LabelsSettings
+from labels_party.releases.service import recover_interrupted
+from labels_party.storage.db import make_engine, migrate, session_factory
+
+log = logging.getLogger("labeldp.labels")
+
+
+def create_app(settings: LabelsSettings | None = None) -> FastAPI:
+    settings = settings or LabelsSettings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    engine = make_engine(settings.resolved_database_url())
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        migrate(engine)
+        failed = recover_interrupted(app.state.sessions)
+        if failed:
+            log.warning("marked interrupted releases as failed", extra={"releases": failed})
+        yield
+        engine.dispose()
+
+    app = FastAPI(
+        title="labeldp labels party",
+        version=__version__,
+        description="Upload labels, spend privacy budget, create privatized releases.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.sessions = session_factory(engine)
+    problems.install(app)
+    app.include_router(router)
+
+    @app.get("/healthz", tags=["operations"])
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    return app

@@ -1,0 +1,24 @@
+"""Labels-party configuration: one pydantic-settings object, from ``LABELDP_*`` environment variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from labels_party.storage.db import sqlite_url
+
+
+class LabelsSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="LABELDP_", extra="ignore")
+
+    data_dir: Path = Field(Path("labeldp-data/labels"), description="Parquet files and the SQLite database")
+    database_url: str | None = Field(None, description="SQLAlchemy URL; default: SQLite under data_dir")
+    host: str = Field("127.0.0.1", description="address `labeldp labels serve` binds")
+    port: int = Field(8400, description="port `labeldp labels serve` binds")
+    max_upload_bytes: int = Field(8 * 2**30, description="largest accepted label upload body")
+    log_level: str = Field("info", description="debug, info, warning or error")
+
+    def resolved_database_url(self) -> str:
+        return self.database_url or sqlite_url(self.data_dir)

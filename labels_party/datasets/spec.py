@@ -1,0 +1,94 @@
+"""A dataset's public parameters: label type, bounds, support grid and policies.
+
+Everything here is declared by the advertiser before any label is uploaded, so none of it can
+depend on the labels (privacy invariant 3).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal, Self
+
+from pydantic import BaseModel, Field, model_validator
+
+from labels_party.mechanisms import Support, explicit_support, integer_grid, log_grid, uniform_grid
+
+LabelType = Literal["real", "count", "binary", "categorical"]
+
+
+class SupportSpec(BaseModel):
+    kind: Literal["integer", "uniform", "log", "explicit"]
+    step: int | None = Field(None, gt=0, description="integer grid step (kind=integer)")
+    k: int | None = Field(None, ge=2, le=100_000, description="number of points (kind=uniform or log)")
+    include_zero: bool = Field(False, description="add 0 to a log grid (kind=log)")
+    values: list[float] | None = Field(None, description="the support points (kind=explicit)")
+
+
+class DatasetSpec(BaseModel):
+    label_type: LabelType
+    lo: float
+    hi: float
+    support: SupportSpec | None = Field(
+        None, description="default: the integer grid lo..hi (not for real labels)"
+    )
+    out_of_bounds: Literal["clip", "reject"] = "reject"
+    default_label: float | None = Field(
+        None, description="label for universe IDs that have no uploaded label"
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if not (math.isfinite(self.lo) and math.isfinite(self.hi)) or self.lo >= self.hi:
+            raise ValueError("bounds must be finite with lo < hi")
+        if self.label_type == "binary" and (self.lo, self.hi) != (0, 1):
+            raise ValueError("binary labels have bounds [0, 1]")
+        if self.label_type in ("count", "binary", "categorical"):
+            if self.lo != int(self.lo) or self.hi != int(self.hi) or self.lo < 0:
+                raise ValueError(f"{self.label_type} labels need integer bounds >= 0")
+            if self.support is not None and self.support.kind != "integer":
+                raise ValueError(f"{self.label_type} labels use an integer support grid")
+        elif self.support is None:
+            raise ValueError("real labels need an explicit support grid (uniform, log or explicit)")
+        if (
+            self.label_type == "categorical"
+            and self.support is not None
+            and self.support.step not in (None, 1)
+        ):
+            raise ValueError("categorical labels use every class 0..hi (step 1)")
+        if self.default_label is not None:
+            check_label_value(self, self.default_label, "default_label")
+        self.build_support()  # raises ValueError for an unusable grid
+        return self
+
+    def build_support(self) -> Support:
+        s = self.support
+        if s is None or s.kind == "integer":
+            step = 1 if s is None or s.step is None else s.step
+            return integer_grid(int(self.lo), int(self.hi), step)
+        if s.kind == "uniform":
+            return uniform_grid(self.lo, self.hi, _need(s.k, "support.k"))
+        if s.kind == "log":
+            return log_grid(self.lo, self.hi, _need(s.k, "support.k"), include_zero=s.include_zero)
+        values = s.values or []
+        if any(v < self.lo or v > self.hi for v in values):
+            raise ValueError("explicit support values must lie within [lo, hi]")
+        return explicit_support(values)
+
+    @property
+    def num_classes(self) -> int:
+        return int(self.hi) + 1
+
+
+def _need(value: int | None, name: str) -> int:
+    if value is None:
+        raise ValueError(f"{name} is required for this support kind")
+    return value
+
+
+def check_label_value(spec: DatasetSpec, value: float, name: str) -> None:
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite")
+    if spec.label_type != "real" and value != int(value):
+        raise ValueError(f"{name} must be an integer for {spec.label_type} labels")
+    if not spec.lo <= value <= spec.hi:
+        raise ValueError(f"{name} must lie within [{spec.lo:g}, {spec.hi:g}]")

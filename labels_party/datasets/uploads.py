@@ -1,0 +1,165 @@
+"""Parsing and validating label and universe uploads (CSV, NDJSON, Parquet) before anything is stored.
+
+The request body is streamed to a temporary file first (bounded memory), then read column-wise with
+pyarrow. Every check runs before storage is touched, and a failed check names the first offending
+rows, never their label values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.json as pajson
+import pyarrow.parquet as pq
+
+from labels_party.budget.keys import example_key
+from labels_party.datasets.spec import DatasetSpec
+
+CONTENT_TYPES = {
+    "text/csv": "csv",
+    "application/x-ndjson": "ndjson",
+    "application/ndjson": "ndjson",
+    "application/vnd.apache.parquet": "parquet",
+    "application/x-parquet": "parquet",
+}
+MAX_REPORTED_ROWS = 10
+_NUMBER = r"^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$"
+
+
+@dataclass
+class UploadError(Exception):
+    """A rejected upload: a machine-readable ``code``, a human message and the first offending rows
+    (1-based data row numbers, header excluded)."""
+
+    code: str
+    message: str
+    rows: list[int] = field(default_factory=list)
+    status: int = 422
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def upload_format(content_type: str | None) -> str:
+    base = (content_type or "").split(";")[0].strip().lower()
+    if base not in CONTENT_TYPES:
+        raise UploadError(
+            "unsupported-media-type",
+            f"Content-Type must be one of {', '.join(sorted(CONTENT_TYPES))}; got {content_type!r}",
+            status=415,
+        )
+    return CONTENT_TYPES[base]
+
+
+def read_table(path: Path, fmt: str, string_columns: tuple[str, ...]) -> pa.Table:
+    """Read an uploaded file; the named columns are read as text so that nothing is coerced silently."""
+    try:
+        if fmt == "csv":
+            opts = pacsv.ConvertOptions(
+                column_types={c: pa.string() for c in string_columns}, strings_can_be_null=False
+            )
+            return pacsv.read_csv(path, convert_options=opts)
+        if fmt == "ndjson":
+            return pajson.read_json(path)
+        return pq.read_table(path)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as exc:
+        raise UploadError("unparseable-upload", f"could not parse the {fmt} body: {exc}") from exc
+
+
+def _first_rows(mask: np.ndarray) -> list[int]:
+    return [int(i) + 1 for i in np.flatnonzero(mask)[:MAX_REPORTED_ROWS]]
+
+
+def _example_ids(table: pa.Table) -> pa.Array:
+    if "example_id" not in table.column_names:
+        raise UploadError("missing-column", "the upload needs an example_id column")
+    ids = pc.cast(table.column("example_id").combine_chunks(), pa.string())
+    missing = pc.or_kleene(pc.is_null(ids), pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(ids)), 0))
+    missing_np = np.asarray(pc.fill_null(missing, True).to_numpy(zero_copy_only=False), dtype=bool)
+    if missing_np.any():
+        raise UploadError("missing-example-id", "example_id must not be empty", _first_rows(missing_np))
+    counts = pa.table({"example_id": ids}).group_by("example_id").aggregate([("example_id", "count")])
+    dup_ids = counts.filter(pc.greater(counts.column("example_id_count"), 1)).column("example_id")
+    if len(dup_ids):
+        dup_mask = np.asarray(pc.is_in(ids, value_set=dup_ids).to_numpy(zero_copy_only=False), dtype=bool)
+        raise UploadError(
+            "duplicate-example-id",
+            f"{len(dup_ids)} example IDs appear more than once in this upload",
+            _first_rows(dup_mask),
+        )
+    return ids
+
+
+def _labels(table: pa.Table) -> np.ndarray:
+    if "label" not in table.column_names:
+        raise UploadError("missing-column", "the upload needs a label column")
+    col = table.column("label").combine_chunks()
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        ok = pc.fill_null(pc.match_substring_regex(col, _NUMBER), False)
+        ok_np = np.asarray(ok.to_numpy(zero_copy_only=False), dtype=bool)
+        if not ok_np.all():
+            raise UploadError("invalid-label", "labels must be finite numbers", _first_rows(~ok_np))
+        col = pc.cast(pc.utf8_trim_whitespace(col), pa.float64())
+    elif pa.types.is_boolean(col.type) or pa.types.is_integer(col.type) or pa.types.is_floating(col.type):
+        if col.null_count:
+            nulls = np.asarray(pc.is_null(col).to_numpy(zero_copy_only=False), dtype=bool)
+            raise UploadError("invalid-label", "labels must not be empty", _first_rows(nulls))
+        col = pc.cast(col, pa.float64())
+    else:
+        raise UploadError("invalid-label", f"labels must be numbers, got column type {col.type}")
+    values = np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.float64)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        raise UploadError("invalid-label", "labels must be finite numbers", _first_rows(bad))
+    return values
+
+
+@dataclass(frozen=True)
+class ValidLabels:
+    table: pa.Table  # example_id, label (float64), user_id (string, nullable), example_key (int64)
+    rows: int
+    clipped: int
+
+
+def validate_labels(table: pa.Table, spec: DatasetSpec) -> ValidLabels:
+    ids = _example_ids(table)
+    values = _labels(table)
+    kind = spec.label_type
+    if kind != "real":
+        wrong = values != np.round(values)
+        if kind in ("count", "binary", "categorical"):
+            wrong |= values < 0
+        if kind == "binary":
+            wrong |= ~np.isin(values, (0.0, 1.0))
+        if wrong.any():
+            raise UploadError("wrong-label-type", f"labels must be valid {kind} values", _first_rows(wrong))
+    outside = (values < spec.lo) | (values > spec.hi)
+    clipped = int(outside.sum())
+    if clipped and (spec.out_of_bounds == "reject" or kind in ("binary", "categorical")):
+        raise UploadError(
+            "out-of-bounds",
+            f"{clipped} labels lie outside the public bounds [{spec.lo:g}, {spec.hi:g}]",
+            _first_rows(outside),
+        )
+    values = np.clip(values, spec.lo, spec.hi)
+    columns = {"example_id": ids, "label": pa.array(values, pa.float64())}
+    if "user_id" in table.column_names:
+        columns["user_id"] = pc.cast(table.column("user_id").combine_chunks(), pa.string())
+    else:
+        columns["user_id"] = pa.nulls(len(ids), pa.string())
+    columns["example_key"] = pa.array(_keys(ids), pa.int64())
+    return ValidLabels(pa.table(columns), len(ids), clipped)
+
+
+def validate_universe(table: pa.Table) -> pa.Table:
+    ids = _example_ids(table)
+    return pa.table({"example_id": ids, "example_key": pa.array(_keys(ids), pa.int64())})
+
+
+def _keys(ids: pa.Array) -> np.ndarray:
+    return np.fromiter((example_key(e) for e in ids.to_pylist()), dtype=np.int64, count=len(ids))

@@ -1,0 +1,1 @@
+"""Release orchestration: validate → charge → prior → optimize → randomize → persist."""

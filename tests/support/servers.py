@@ -1,0 +1,93 @@
+"""Real servers on loopback for service tests: uvicorn in a thread, or a killable subprocess."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import uvicorn
+
+from labels_party.api.app import create_app
+from labels_party.config import LabelsSettings
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_healthy(base_url: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base_url}/healthz", timeout=1.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    raise TimeoutError(f"{base_url} did not become healthy")
+
+
+@contextmanager
+def labels_server_thread(settings: LabelsSettings) -> Iterator[str]:
+    """The labels-party app served by uvicorn over real HTTP, in a thread of this process."""
+    port = free_port()
+    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(base)
+        yield base
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+class LabelsProcess:
+    """``labeldp labels serve`` as a child process, for crash (SIGKILL) tests."""
+
+    def __init__(self, data_dir: Path, database_url: str) -> None:
+        self.port = free_port()
+        self.env = {
+            **os.environ,
+            "LABELDP_DATA_DIR": str(data_dir),
+            "LABELDP_DATABASE_URL": database_url,
+            "LABELDP_LOG_LEVEL": "warning",
+        }
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        cmd = [sys.executable, "-m", "labeldp.cli", "labels", "serve", "--port", str(self.port)]
+        self.proc = subprocess.Popen(cmd, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_healthy(self.base_url)
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=30)
+            self.proc = None
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+            self.proc = None

@@ -1,0 +1,358 @@
+"""The labels-party REST API over real HTTP (uvicorn on loopback), on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from labels_party.budget.epsilon import to_micro_floor
+from labels_party.config import LabelsSettings
+from labels_party.storage.db import make_engine, session_factory
+from labels_party.tenants import create_tenant
+from tests.support.servers import labels_server_thread
+
+WEEKS: dict[str, Any] = {"label_type": "count", "lo": 0, "hi": 52}
+
+
+@dataclass
+class Api:
+    base: str
+    database_url: str
+
+    def tenant(self, name: str, budget: str = "1.0") -> httpx.Client:
+        engine = make_engine(self.database_url)
+        try:
+            with session_factory(engine).begin() as s:
+                key = create_tenant(s, name, to_micro_floor(budget)).api_key
+        finally:
+            engine.dispose()
+        return httpx.Client(base_url=self.base, headers={"Authorization": f"Bearer {key}"}, timeout=60)
+
+
+@pytest.fixture
+def api(database_url: str, tmp_path: Path) -> Iterator[Api]:
+    settings = LabelsSettings(data_dir=tmp_path / "data", database_url=database_url)
+    with labels_server_thread(settings) as base:
+        yield Api(base, database_url)
+
+
+def problem(resp: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    assert resp.status_code == status, resp.text
+    assert resp.headers["content-type"].startswith("application/problem+json")
+    body: dict[str, Any] = resp.json()
+    assert body["type"] == code and body["status"] == status and body["detail"]
+    return body
+
+
+def csv(rows: list[tuple[str, object]], header: str = "example_id,label") -> bytes:
+    return (header + "\n" + "\n".join(f"{a},{b}" for a, b in rows) + "\n").encode()
+
+
+def dataset(client: httpx.Client, name: str = "weeks", **spec: Any) -> str:
+    resp = client.post("/v1/datasets", json={"name": name, **(spec or WEEKS)})
+    assert resp.status_code == 201, resp.text
+    return str(resp.json()["id"])
+
+
+def upload(
+    client: httpx.Client, ds: str, body: bytes, ctype: str = "text/csv", what: str = "labels"
+) -> httpx.Response:
+    return client.put(f"/v1/datasets/{ds}/{what}", content=body, headers={"Content-Type": ctype})
+
+
+def release(client: httpx.Client, ds: str, key: str, **body: Any) -> httpx.Response:
+    payload = {"epsilon": 0.5, "recipient": "publisher", **body}
+    return client.post(f"/v1/datasets/{ds}/releases", json=payload, headers={"Idempotency-Key": key})
+
+
+def with_recipient(client: httpx.Client) -> httpx.Client:
+    assert client.post("/v1/recipients", json={"name": "publisher"}).status_code == 201
+    return client
+
+
+def charges(client: httpx.Client) -> list[dict[str, Any]]:
+    items = client.get("/v1/ledger", params={"limit": 1000}).json()["items"]
+    return [e for e in items if e["kind"] == "charge"]
+
+
+def test_every_route_needs_a_valid_bearer_key(api: Api) -> None:
+    anonymous = httpx.Client(base_url=api.base)
+    for method, path in (("GET", "/v1/datasets"), ("POST", "/v1/datasets"), ("GET", "/v1/ledger")):
+        problem(anonymous.request(method, path), 401, "unauthenticated")
+    bad = httpx.Client(base_url=api.base, headers={"Authorization": "Bearer ldp_not-a-key"})
+    problem(bad.get("/v1/datasets"), 401, "unauthenticated")
+    assert anonymous.get("/healthz").json() == {"status": "ok"}
+    assert anonymous.get("/openapi.json").json()["info"]["title"] == "labeldp labels party"
+
+
+def test_dataset_specs_are_validated(api: Api) -> None:
+    c = api.tenant("acme")
+    problem(
+        c.post("/v1/datasets", json={"name": "x", "label_type": "count", "lo": 5, "hi": 1}),
+        422,
+        "invalid-request",
+    )
+    problem(
+        c.post("/v1/datasets", json={"name": "x", "label_type": "real", "lo": 0, "hi": 1}),
+        422,
+        "invalid-request",
+    )
+    problem(
+        c.post("/v1/datasets", json={"name": "x", "label_type": "binary", "lo": 0, "hi": 3}),
+        422,
+        "invalid-request",
+    )
+    ok = c.post(
+        "/v1/datasets",
+        json={
+            "name": "prices",
+            "label_type": "real",
+            "lo": 0,
+            "hi": 20000,
+            "support": {"kind": "uniform", "k": 201},
+        },
+    )
+    assert ok.status_code == 201 and ok.json()["support_size"] == 201
+    assert [d["name"] for d in c.get("/v1/datasets").json()] == ["prices"]
+
+
+def test_uploads_upsert_in_three_formats(api: Api) -> None:
+    c = api.tenant("acme")
+    ds = dataset(c)
+    r = upload(c, ds, csv([("a", 1), ("b", 2), ("c", 52)]))
+    assert r.status_code == 200 and r.json()["rows"] == 3 and r.json()["label_count"] == 3
+    nd = b'{"example_id": "c", "label": 7}\n{"example_id": "d", "label": 0}\n'
+    r = upload(c, ds, nd, "application/x-ndjson")
+    assert r.status_code == 200 and r.json()["label_count"] == 4 and r.json()["version"] == 2
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"example_id": ["e"], "label": [3.0], "user_id": ["u1"]}), buf)
+    r = upload(c, ds, buf.getvalue(), "application/vnd.apache.parquet")
+    assert r.status_code == 200 and r.json()["label_count"] == 5
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "rows"),
+    [
+        (csv([("a", 1), ("b", 2), ("a", 3)]), "duplicate-example-id", [1, 3]),
+        (csv([("a", 1), ("b", "x")]), "invalid-label", [2]),
+        (csv([("a", 1), ("b", "inf")]), "invalid-label", [2]),
+        (csv([("a", 1), ("b", "nan")]), "invalid-label", [2]),
+        (csv([("a", 1.5)]), "wrong-label-type", [1]),
+        (csv([("a", -1)]), "wrong-label-type", [1]),
+        (csv([("a", 1), ("b", 60)]), "out-of-bounds", [2]),
+        (csv([("a", 1)], header="id,label"), "missing-column", []),
+        (csv([("", 1)]), "missing-example-id", [1]),
+        (b"not,a\ncsv", "unparseable-upload", []),
+    ],
+)
+def test_bad_uploads_are_rejected_and_change_nothing(
+    api: Api, body: bytes, code: str, rows: list[int]
+) -> None:
+    c = api.tenant("acme")
+    ds = dataset(c)
+    assert upload(c, ds, csv([("keep", 5)])).status_code == 200
+    before = c.get(f"/v1/datasets/{ds}").json()
+    got = problem(upload(c, ds, body), 422, code)
+    assert got["rows"] == rows
+    assert c.get(f"/v1/datasets/{ds}").json() == before
+
+
+def test_unsupported_content_type_and_unknown_dataset(api: Api) -> None:
+    c = api.tenant("acme")
+    ds = dataset(c)
+    problem(upload(c, ds, b"x", "text/plain"), 415, "unsupported-media-type")
+    problem(upload(c, "nope", csv([("a", 1)])), 404, "not-found")
+
+
+def test_clip_policy_reports_clipped_labels(api: Api) -> None:
+    c = api.tenant("acme")
+    ds = dataset(c, **WEEKS, out_of_bounds="clip")
+    r = upload(c, ds, csv([("a", 1), ("b", 70), ("c", 99)]))
+    assert r.status_code == 200 and r.json()["clipped"] == 2
+
+
+def test_release_lifecycle_and_stored_output(api: Api) -> None:
+    c = with_recipient(api.tenant("acme", "2.0"))
+    ds = dataset(c)
+    assert upload(c, ds, csv([(f"ex{i}", i % 53) for i in range(500)])).status_code == 200
+    r = release(c, ds, "k1", epsilon=1.0, loss="poisson")
+    assert r.status_code == 201, r.text
+    rel = r.json()
+    assert rel["status"] == "complete" and rel["examples"] == 500
+    assert rel["epsilon"] == 1.0 and rel["epsilon_charged_micro"] == 1_000_000
+    assert rel["bins"] == sorted(rel["bins"]) and rel["mechanism"]["implemented_epsilon"] <= 1.0
+    assert c.get(f"/v1/releases/{rel['id']}").json()["id"] == rel["id"]
+    assert [x["id"] for x in c.get(f"/v1/datasets/{ds}/releases").json()] == [rel["id"]]
+    out = pq.read_table(io.BytesIO(c.get(f"/v1/releases/{rel['id']}/noisy-labels").content))
+    assert out.num_rows == 500 and set(out.column("example_id").to_pylist()) == {f"ex{i}" for i in range(500)}
+    assert max(out.column("bin").to_pylist()) < len(rel["bins"])
+    entries = charges(c)
+    assert len(entries) == 1 and entries[0]["release_id"] == rel["id"] and entries[0]["examples"] == 500
+    budget = c.get(f"/v1/datasets/{ds}/budget", params={"epsilon": 1.0}).json()
+    assert budget == {
+        "per_example_budget": 2.0,
+        "examples": 500,
+        "max_spent": 1.0,
+        "min_spent": 1.0,
+        "epsilon_asked": 1.0,
+        "can_take": 500,
+    }
+
+
+def test_idempotency_key_is_required_and_replays_charge_nothing(api: Api) -> None:
+    c = with_recipient(api.tenant("acme"))
+    ds = dataset(c)
+    upload(c, ds, csv([("a", 1), ("b", 2)]))
+    r = c.post(f"/v1/datasets/{ds}/releases", json={"epsilon": 0.5, "recipient": "publisher"})
+    problem(r, 400, "idempotency-key-required")
+    first = release(c, ds, "same")
+    again = release(c, ds, "same")
+    assert first.status_code == 201 and again.status_code == 200
+    assert again.json()["id"] == first.json()["id"]
+    problem(release(c, ds, "same", epsilon=0.25), 422, "idempotency-key-reused")
+    assert len(charges(c)) == 1
+
+
+def test_exhausted_budget_is_409_and_reuploading_ids_does_not_reset_it(api: Api) -> None:
+    c = with_recipient(api.tenant("acme", "1.0"))
+    ds1 = dataset(c, "first")
+    upload(c, ds1, csv([("a", 1), ("b", 2), ("c", 3)]))
+    assert release(c, ds1, "r1", epsilon=0.75).status_code == 201
+    body = problem(release(c, ds1, "r2", epsilon=0.5), 409, "budget-exhausted")
+    assert body["examples_lacking_budget"] == 3
+    ds2 = dataset(c, "copy")  # same example IDs under a new name
+    upload(c, ds2, csv([("a", 1), ("b", 2), ("c", 3), ("d", 4)]))
+    body = problem(release(c, ds2, "r3", epsilon=0.5), 409, "budget-exhausted")
+    assert body["examples_lacking_budget"] == 3 and body["examples_requested"] == 4
+    assert len(charges(c)) == 1
+    assert release(c, ds2, "r4", epsilon=0.5, example_ids=["d"]).status_code == 201  # parallel composition
+
+
+def test_universe_lists_every_id_and_missing_labels_take_the_default(api: Api) -> None:
+    c = with_recipient(api.tenant("acme"))
+    ds = dataset(c, **WEEKS, default_label=0)
+    upload(c, ds, csv([("click1", 13), ("click3", 52)]))
+    universe = b"example_id\n" + b"\n".join(f"click{i}".encode() for i in range(10)) + b"\n"
+    assert upload(c, ds, universe, what="universe").json()["universe_count"] == 10
+    rel = release(c, ds, "u1").json()
+    assert rel["examples"] == 10 and rel["mechanism"]["examples_defaulted"] == 8
+    out = pq.read_table(io.BytesIO(c.get(f"/v1/releases/{rel['id']}/noisy-labels").content))
+    assert sorted(out.column("example_id").to_pylist()) == sorted(f"click{i}" for i in range(10))
+    no_default = dataset(c, "strict")
+    upload(c, no_default, csv([("click1", 13)]))
+    upload(c, no_default, universe, what="universe")
+    problem(release(c, no_default, "u2"), 422, "missing-labels")
+
+
+def test_release_validation_errors_store_nothing(api: Api) -> None:
+    c = with_recipient(api.tenant("acme"))
+    ds = dataset(c)
+    upload(c, ds, csv([("a", 1), ("b", 2)]))
+    problem(release(c, ds, "v1", recipient="stranger"), 422, "unknown-recipient")
+    problem(release(c, ds, "v2", loss="hinge"), 422, "invalid-request")
+    problem(release(c, ds, "v3", epsilon=-1), 422, "invalid-request")
+    problem(release(c, ds, "v4", epsilon=1.0, epsilon_prior=1.0), 422, "invalid-epsilon")
+    problem(release(c, ds, "v5", example_ids=["zzz"]), 422, "unknown-example-ids")
+    problem(release(c, ds, "v6", loss="zero_one"), 422, "invalid-loss")
+    empty = dataset(c, "empty")
+    problem(release(c, empty, "v7"), 422, "empty-release")
+    assert charges(c) == [] and c.get(f"/v1/datasets/{ds}/releases").json() == []
+
+
+def test_preview_is_free(api: Api) -> None:
+    c = with_recipient(api.tenant("acme"))
+    ds = dataset(c)
+    upload(c, ds, csv([(f"e{i}", (i * 7) % 53) for i in range(300)]))
+    r = c.post(f"/v1/datasets/{ds}/releases:preview", json={"epsilon": 1.0, "recipient": "publisher"})
+    assert (
+        r.status_code == 200
+        and r.json()["m"] == len(r.json()["bin_values"])
+        and r.json()["expected_loss"] > 0
+    )
+    assert charges(c) == []
+
+
+def test_tenants_never_see_each_other(api: Api) -> None:
+    owner = with_recipient(api.tenant("owner"))
+    other = with_recipient(api.tenant("other"))
+    ds = dataset(owner)
+    upload(owner, ds, csv([("a", 1)]))
+    rel = release(owner, ds, "x").json()["id"]
+    for resp in (
+        other.get(f"/v1/datasets/{ds}"),
+        upload(other, ds, csv([("a", 2)])),
+        upload(other, ds, b"example_id\na\n", what="universe"),
+        release(other, ds, "y"),
+        other.post(f"/v1/datasets/{ds}/releases:preview", json={"epsilon": 1.0, "recipient": "publisher"}),
+        other.get(f"/v1/datasets/{ds}/releases"),
+        other.get(f"/v1/datasets/{ds}/budget"),
+        other.get(f"/v1/releases/{rel}"),
+        other.get(f"/v1/releases/{rel}/noisy-labels"),
+    ):
+        problem(resp, 404, "not-found")
+    assert other.get("/v1/datasets").json() == []
+    assert charges(other) == []
+
+
+def test_ledger_is_paginated(api: Api) -> None:
+    c = with_recipient(api.tenant("acme", "5"))
+    ds = dataset(c)
+    upload(c, ds, csv([("a", 1)]))
+    for i in range(4):
+        assert release(c, ds, f"p{i}", epsilon=1.0).status_code == 201
+    page = c.get("/v1/ledger", params={"limit": 2}).json()
+    assert [e["kind"] for e in page["items"]] == ["budget_set", "charge"] and page["next_offset"] == 2
+    rest = c.get("/v1/ledger", params={"limit": 10, "offset": 2}).json()
+    assert len(rest["items"]) == 3 and rest["next_offset"] is None
+
+
+def _race(n: int, fn: Any) -> list[httpx.Response]:
+    results: list[httpx.Response] = []
+    lock = threading.Lock()
+    gate = threading.Barrier(n)
+
+    def run(i: int) -> None:
+        gate.wait()
+        resp = fn(i)
+        with lock:
+            results.append(resp)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+def test_64_concurrent_releases_when_budget_admits_exactly_10(api: Api) -> None:
+    for trial in range(20):
+        c = with_recipient(api.tenant(f"t{trial}", "1.0"))
+        ds = dataset(c)
+        upload(c, ds, csv([(f"e{i}", i % 53) for i in range(50)]))
+        results = _race(64, lambda i, c=c, ds=ds: release(c, ds, f"k{i}", epsilon=0.1))
+        codes = sorted(r.status_code for r in results)
+        assert codes.count(201) == 10 and codes.count(409) == 54, codes
+        assert len(charges(c)) == 10
+        assert c.get(f"/v1/datasets/{ds}/budget", params={"epsilon": 0.1}).json()["can_take"] == 0
+
+
+def test_same_idempotency_key_concurrently_makes_one_release(api: Api) -> None:
+    c = with_recipient(api.tenant("acme", "10"))
+    ds = dataset(c)
+    upload(c, ds, csv([(f"e{i}", i % 53) for i in range(50)]))
+    results = _race(16, lambda i: release(c, ds, "one-key"))
+    assert {r.status_code for r in results} <= {200, 201}
+    assert len({r.json()["id"] for r in results}) == 1
+    assert len(charges(c)) == 1
+    assert json.loads(c.get("/v1/ledger").text)["items"][-1]["kind"] == "charge"
