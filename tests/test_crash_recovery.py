@@ -1,0 +1,106 @@
+"""SIGKILL the labels-party server at random points while it creates releases; after a restart the
+ledger and the releases must agree: no release without its charge, nothing charged twice, no
+release left half-done, and retrying a killed request charges nothing new."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pyarrow.parquet as pq
+from sqlalchemy import func, select
+
+from labels_party.budget.epsilon import to_micro_floor
+from labels_party.releases.service import release_path
+from labels_party.storage.db import make_engine, session_factory
+from labels_party.storage.models import ExampleSpend, LedgerEntry, Release
+from labels_party.tenants import create_tenant
+from tests.support.servers import LabelsProcess
+
+TRIALS = 20
+EXAMPLES = 100_000
+EPSILON = 0.01
+
+
+def test_sigkill_during_release_creation_leaves_a_consistent_ledger(
+    database_url: str, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    engine = make_engine(database_url)
+    with session_factory(engine).begin() as s:
+        new = create_tenant(s, "acme", to_micro_floor("100"))
+    server = LabelsProcess(data_dir, database_url)
+    server.start()
+    headers = {"Authorization": f"Bearer {new.api_key}"}
+    client = httpx.Client(base_url=server.base_url, headers=headers, timeout=60)
+    client.post("/v1/recipients", json={"name": "publisher"}).raise_for_status()
+    ds = client.post("/v1/datasets", json={"name": "w", "label_type": "count", "lo": 0, "hi": 52}).json()[
+        "id"
+    ]
+    body = "example_id,label\n" + "".join(f"e{i},{i % 53}\n" for i in range(EXAMPLES))
+    client.put(
+        f"/v1/datasets/{ds}/labels", content=body, headers={"Content-Type": "text/csv"}
+    ).raise_for_status()
+    start = time.monotonic()
+    client.post(
+        f"/v1/datasets/{ds}/releases",
+        json={"epsilon": EPSILON, "recipient": "publisher"},
+        headers={"Idempotency-Key": "warmup"},
+    ).raise_for_status()
+    duration = time.monotonic() - start
+    rng = random.Random(2026)  # test-only: where to kill
+    try:
+        for trial in range(TRIALS):
+            key = f"trial-{trial}"
+
+            def fire(key: str = key, url: str = server.base_url) -> None:
+                with contextlib.suppress(httpx.HTTPError):  # the server dies mid-request
+                    httpx.post(
+                        f"{url}/v1/datasets/{ds}/releases",
+                        json={"epsilon": EPSILON, "recipient": "publisher"},
+                        headers={**headers, "Idempotency-Key": key},
+                        timeout=60,
+                    )
+
+            thread = threading.Thread(target=fire)
+            thread.start()
+            time.sleep(rng.uniform(0.2, 1.0) * duration)
+            server.kill()
+            thread.join()
+            server.start()
+            # retrying the killed request never charges again
+            retry = httpx.post(
+                f"{server.base_url}/v1/datasets/{ds}/releases",
+                json={"epsilon": EPSILON, "recipient": "publisher"},
+                headers={**headers, "Idempotency-Key": key},
+                timeout=60,
+            )
+            assert retry.status_code in (200, 201), retry.text
+    finally:
+        server.stop()
+
+    with session_factory(engine)() as s:
+        releases = s.execute(select(Release)).scalars().all()
+        charges = s.execute(select(LedgerEntry).where(LedgerEntry.kind == "charge")).scalars().all()
+        statuses = [r.status for r in releases]
+        assert "charged" not in statuses  # nothing left half-done
+        charged_ids = [c.release_id for c in charges]
+        assert sorted(charged_ids) == sorted(r.id for r in releases)  # one charge per release, both ways
+        assert len(set(charged_ids)) == len(charged_ids)
+        for r in releases:
+            if r.status == "complete":
+                assert pq.read_table(release_path(data_dir, r.id)).num_rows == EXAMPLES
+        spent = s.execute(
+            select(func.min(ExampleSpend.spent_micro), func.max(ExampleSpend.spent_micro))
+        ).one()
+        expected = len(charges) * int(EPSILON * 1e6)
+        assert tuple(spent) == (expected, expected)
+        assert len(releases) == TRIALS + 1
+        print("release outcomes after kills:", {st: statuses.count(st) for st in set(statuses)})
+    engine.dispose()
+    assert np.isfinite(duration)
