@@ -89,7 +89,7 @@ def test_sigkill_during_release_creation_leaves_a_consistent_ledger(
         charges = s.execute(select(LedgerEntry).where(LedgerEntry.kind == "charge")).scalars().all()
         statuses = [r.status for r in releases]
         assert "charged" not in statuses  # nothing left half-done
-        charged_ids = [c.release_id for c in charges]
+        charged_ids = [str(c.release_id) for c in charges]
         assert sorted(charged_ids) == sorted(r.id for r in releases)  # one charge per release, both ways
         assert len(set(charged_ids)) == len(charged_ids)
         for r in releases:
