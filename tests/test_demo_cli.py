@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from labeldp.cli import app
@@ -29,3 +30,16 @@ def test_demo_rejects_a_bad_epsilon(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["demo", "--out", str(tmp_path), "--epsilons", "1,-2"])
     assert result.exit_code == 2
     assert "epsilon must be a finite number > 0" in result.output
+
+
+def test_labels_tenant_create_prints_a_key_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LABELDP_DATA_DIR", str(tmp_path / "labels"))
+    monkeypatch.delenv("LABELDP_DATABASE_URL", raising=False)
+    first = CliRunner().invoke(app, ["labels", "tenant", "create", "acme", "--epsilon-per-example", "4"])
+    assert first.exit_code == 0, first.output
+    key = first.output.strip().splitlines()[-1]
+    assert key.startswith("ldp_") and len(key) > 40
+    again = CliRunner().invoke(app, ["labels", "tenant", "create", "acme", "--epsilon-per-example", "4"])
+    assert again.exit_code == 2 and "already exists" in again.output
+    bad = CliRunner().invoke(app, ["labels", "tenant", "create", "other", "--epsilon-per-example", "-1"])
+    assert bad.exit_code == 2 and "epsilon_per_example" in bad.output

@@ -161,5 +161,12 @@ def validate_universe(table: pa.Table) -> pa.Table:
     return pa.table({"example_id": ids, "example_key": pa.array(_keys(ids), pa.int64())})
 
 
-def _keys(ids: pa.Array) -> np.ndarray:
-    return np.fromiter((example_key(e) for e in ids.to_pylist()), dtype=np.int64, count=len(ids))
+def _keys(ids: pa.Array, chunk: int = 1_000_000) -> np.ndarray:
+    """Ledger keys of the IDs, hashed a chunk at a time (no full list of Python strings)."""
+    out = np.empty(len(ids), dtype=np.int64)
+    for start in range(0, len(ids), chunk):
+        part = ids.slice(start, chunk).to_pylist()
+        out[start : start + len(part)] = np.fromiter(
+            (example_key(e) for e in part), dtype=np.int64, count=len(part)
+        )
+    return out

@@ -1,0 +1,95 @@
+"""Uploading label CSVs over real HTTP to a labels-party server (uvicorn, SQLite) in a child process;
+reports wall time and the server's peak resident memory."""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from benchmarks.common import write
+from labels_party.budget.epsilon import to_micro_floor
+from labels_party.storage.db import make_engine, migrate, session_factory, sqlite_url
+from labels_party.tenants import create_tenant
+from tests.support.servers import LabelsProcess
+
+TARGETS = {1_000_000: 15.0, 10_000_000: 180.0}
+
+
+def make_csv(path: Path, n: int) -> None:
+    with open(path, "w") as fh:
+        fh.write("example_id,label\n")
+        step = 1_000_000
+        for start in range(0, n, step):
+            fh.write(
+                "".join(f"click-{i:09d},{(i * 7919) % 20000}.5\n" for i in range(start, min(n, start + step)))
+            )
+
+
+def peak_child_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+def main(sizes: tuple[int, ...] = (1_000_000,)) -> None:
+    rows = []
+    for n in sizes:
+        with tempfile.TemporaryDirectory() as tmp:
+            data = Path(tmp) / "data"
+            data.mkdir()
+            url = sqlite_url(data)
+            engine = make_engine(url)
+            migrate(engine)
+            with session_factory(engine).begin() as s:
+                key = create_tenant(s, "bench", to_micro_floor("1")).api_key
+            engine.dispose()
+            body = Path(tmp) / "labels.csv"
+            make_csv(body, n)
+            server = LabelsProcess(data, url)
+            server.start()
+            try:
+                client = httpx.Client(
+                    base_url=server.base_url, headers={"Authorization": f"Bearer {key}"}, timeout=600
+                )
+                spec = {
+                    "name": "prices",
+                    "label_type": "real",
+                    "lo": 0,
+                    "hi": 20000,
+                    "support": {"kind": "uniform", "k": 201},
+                }
+                ds = client.post("/v1/datasets", json=spec).json()["id"]
+                start = time.perf_counter()
+                with open(body, "rb") as fh:
+                    resp = client.put(
+                        f"/v1/datasets/{ds}/labels", content=fh, headers={"Content-Type": "text/csv"}
+                    )
+                seconds = time.perf_counter() - start
+                resp.raise_for_status()
+                assert resp.json()["rows"] == n
+            finally:
+                server.stop()
+            rows.append(
+                {
+                    "rows": n,
+                    "bytes": os.path.getsize(body),
+                    "seconds": seconds,
+                    "server_peak_mib": peak_child_rss_mib(),
+                }
+            )
+            print(rows[-1], flush=True)
+    lines = ["| rows | CSV MB | seconds | target | server peak RSS MiB |", "|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(
+            f"| {r['rows']:,} | {r['bytes'] / 1e6:.0f} | {r['seconds']:.1f} | ≤ {TARGETS[int(r['rows'])]:g} "
+            f"| {r['server_peak_mib']:.0f} |"
+        )
+    write("upload", "\n".join(lines), rows)
+
+
+if __name__ == "__main__":
+    main(tuple(int(a) for a in sys.argv[1:]) or (1_000_000,))
