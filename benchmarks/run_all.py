@@ -5,7 +5,15 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ("bench_exactness", "bench_optimizer", "bench_randomize", "bench_prior_split", "bench_utility")
+BENCHMARKS = (
+    "bench_exactness",
+    "bench_optimizer",
+    "bench_randomize",
+    "bench_prior_split",
+    "bench_utility",
+    "bench_upload",
+    "bench_ledger",
+)
 
 
 def main(names: list[str]) -> None:
