@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Annotated
 
 import numpy as np
-import pyarrow.parquet as pq
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import func, select
@@ -325,12 +324,7 @@ def get_budget(
         tenant = s.get(Tenant, who.tenant_id)
         assert tenant is not None
         files = DatasetFiles(state.settings.data_dir, ds.id)
-        if ds.universe_version:
-            keys = np.asarray(pq.read_table(files.universe_path(ds.universe_version)).column("example_key"))
-        elif ds.labels_version:
-            keys = np.asarray(files.read_labels(ds.labels_version).column("example_key"))
-        else:
-            keys = np.zeros(0, dtype=np.int64)
+        keys = np.asarray(files.covered_keys(ds.labels_version, ds.universe_version), dtype=np.int64)
         summary = spend_summary(s, who.tenant_id, keys, to_micro(epsilon))
     return BudgetOut(
         per_example_budget=as_float(tenant.budget_micro),

@@ -77,6 +77,18 @@ def _unstage(session: Session) -> None:
     session.connection().exec_driver_sql("DROP TABLE IF EXISTS charge_keys")
 
 
+def _append(
+    session: Session, tenant_id: str, kind: str, epsilon_micro: int, examples: int, **fields: object
+) -> LedgerEntry:
+    """Append one ledger entry (the ledger is never updated or deleted)."""
+    entry = LedgerEntry(
+        tenant_id=tenant_id, kind=kind, epsilon_micro=epsilon_micro, examples=examples, **fields
+    )
+    session.add(entry)
+    session.flush()
+    return entry
+
+
 def charge(
     session: Session,
     tenant_id: str,
@@ -118,18 +130,16 @@ def charge(
         )
     finally:
         _unstage(session)
-    entry = LedgerEntry(
-        tenant_id=tenant_id,
-        kind="charge",
+    return _append(
+        session,
+        tenant_id,
+        "charge",
+        epsilon_micro,
+        int(keys.size),
         release_id=release_id,
-        epsilon_micro=epsilon_micro,
-        examples=int(keys.size),
         api_key_id=api_key_id,
         note=note,
     )
-    session.add(entry)
-    session.flush()
-    return entry
 
 
 def release_charge(
@@ -157,18 +167,16 @@ def release_charge(
         )
     finally:
         _unstage(session)
-    entry = LedgerEntry(
-        tenant_id=tenant_id,
-        kind="charge_released",
+    return _append(
+        session,
+        tenant_id,
+        "charge_released",
+        epsilon_micro,
+        int(keys.size),
         release_id=release_id,
-        epsilon_micro=epsilon_micro,
-        examples=int(keys.size),
         api_key_id=api_key_id,
         note=reason,
     )
-    session.add(entry)
-    session.flush()
-    return entry
 
 
 def set_budget(
@@ -179,17 +187,7 @@ def set_budget(
         raise ValueError("budget must be >= 0")
     tenant = lock_tenant(session, tenant_id)
     tenant.budget_micro = budget_micro
-    session.add(
-        LedgerEntry(
-            tenant_id=tenant_id,
-            kind="budget_set",
-            epsilon_micro=budget_micro,
-            examples=0,
-            api_key_id=api_key_id,
-            note=note,
-        )
-    )
-    session.flush()
+    _append(session, tenant_id, "budget_set", budget_micro, 0, api_key_id=api_key_id, note=note)
 
 
 @dataclass(frozen=True)

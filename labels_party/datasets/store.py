@@ -43,6 +43,12 @@ class DatasetFiles:
     def read_universe(self, version: int) -> pa.Table | None:
         return None if version == 0 else pq.read_table(self.universe_path(version))
 
+    def covered_keys(self, labels_version: int, universe_version: int) -> pa.Array:
+        """Ledger keys of the examples a release covers: the universe if declared, else the labels."""
+        universe = self.read_universe(universe_version)
+        table = universe if universe is not None else self.read_labels(labels_version)
+        return table.column("example_key").combine_chunks()
+
     def write(self, path: Path, table: pa.Table) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
