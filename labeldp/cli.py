@@ -60,7 +60,8 @@ def labels_serve(
         create_app(settings),
         host=host or settings.host,
         port=port or settings.port,
-        log_level=settings.log_level,
+        log_config=None,  # the app installs JSON-lines logging (labeldp.logs)
+        access_log=False,  # the app logs each request as a JSON line with its request id
     )
 
 

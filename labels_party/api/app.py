@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from labeldp import __version__
+from labeldp import __version__, logs
 from labels_party.api import problems
 from labels_party.api.routes import router
 from labels_party.config import LabelsSettings
@@ -21,6 +21,7 @@ log = logging.getLogger("labeldp.labels")
 def create_app(settings: LabelsSettings | None = None) -> FastAPI:
     settings = settings or LabelsSettings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    logs.configure(settings.log_level)
     engine = make_engine(settings.resolved_database_url())
 
     @asynccontextmanager
@@ -29,6 +30,7 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
         failed = recover_interrupted(app.state.sessions)
         if failed:
             log.warning("marked interrupted releases as failed", extra={"releases": failed})
+        log.info("labels party started", extra={"path": str(settings.data_dir)})
         yield
         engine.dispose()
 
@@ -41,6 +43,7 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.sessions = session_factory(engine)
     problems.install(app)
+    app.middleware("http")(logs.request_logger("labeldp.labels.http"))
     app.include_router(router)
 
     @app.get("/healthz", tags=["operations"])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,7 @@ from labels_party.mechanisms.validation import check_epsilon
 from labels_party.storage.models import Dataset, Recipient, Release, utcnow
 
 Loss = Literal["squared", "absolute", "poisson", "zero_one"]
+log = logging.getLogger("labeldp.labels.releases")
 
 
 @dataclass
@@ -236,10 +238,20 @@ def create_release(
             raise
         return _replay(existing, digest), False
 
+    log.info(
+        "release charged",
+        extra={
+            "release_id": release.id,
+            "dataset_id": dataset_id,
+            "examples": release.examples,
+            "epsilon": request.epsilon,
+        },
+    )
     # Charged and committed: from here on the budget is spent whatever happens.
     try:
         mechanism = _privatize(data_dir, release, spec, examples, request.epsilon, eps_prior)
     except Exception as exc:
+        log.exception("release failed after its charge", extra={"release_id": release.id})
         with sessions.begin() as session:
             session.execute(
                 update(Release).where(Release.id == release.id).values(status="failed", error=str(exc)[:2000])

@@ -58,13 +58,14 @@ def labels_server_thread(settings: LabelsSettings) -> Iterator[str]:
 class LabelsProcess:
     """``labeldp labels serve`` as a child process, for crash (SIGKILL) tests."""
 
-    def __init__(self, data_dir: Path, database_url: str) -> None:
+    def __init__(self, data_dir: Path, database_url: str, log_path: Path | None = None) -> None:
         self.port = free_port()
+        self.log_path = log_path
         self.env = {
             **os.environ,
             "LABELDP_DATA_DIR": str(data_dir),
             "LABELDP_DATABASE_URL": database_url,
-            "LABELDP_LOG_LEVEL": "warning",
+            "LABELDP_LOG_LEVEL": "info" if log_path else "warning",
         }
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -74,7 +75,8 @@ class LabelsProcess:
 
     def start(self) -> None:
         cmd = [sys.executable, "-m", "labeldp.cli", "labels", "serve", "--port", str(self.port)]
-        self.proc = subprocess.Popen(cmd, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+        self.proc = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=log)
         wait_healthy(self.base_url)
 
     def kill(self) -> None:

@@ -1,0 +1,66 @@
+"""The labels party logs JSON lines with request ids, and never a label value."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+
+from labels_party.budget.epsilon import to_micro_floor
+from labels_party.storage.db import make_engine, migrate, session_factory, sqlite_url
+from labels_party.tenants import create_tenant
+from tests.support.servers import LabelsProcess
+
+SECRET_LABELS = ("13579.25", "24680.75")  # values that must never appear in a log line
+
+
+def test_logs_are_json_with_request_ids_and_no_labels(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    url = sqlite_url(data)
+    engine = make_engine(url)
+    migrate(engine)
+    with session_factory(engine).begin() as s:
+        key = create_tenant(s, "acme", to_micro_floor("5")).api_key
+    engine.dispose()
+    log_path = tmp_path / "server.log"
+    server = LabelsProcess(data, url, log_path)
+    server.start()
+    try:
+        c = httpx.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
+        c.post("/v1/recipients", json={"name": "publisher"}).raise_for_status()
+        spec = {
+            "name": "v",
+            "label_type": "real",
+            "lo": 0,
+            "hi": 30000,
+            "support": {"kind": "uniform", "k": 31},
+        }
+        ds = c.post("/v1/datasets", json=spec).json()["id"]
+        body = "example_id,label\n" + "".join(f"e{i},{SECRET_LABELS[i % 2]}\n" for i in range(20))
+        c.put(
+            f"/v1/datasets/{ds}/labels", content=body, headers={"Content-Type": "text/csv"}
+        ).raise_for_status()
+        bad = "example_id,label\na,1\na,2\n"  # a rejected upload is logged too
+        assert (
+            c.put(f"/v1/datasets/{ds}/labels", content=bad, headers={"Content-Type": "text/csv"}).status_code
+            == 422
+        )
+        r = c.post(
+            f"/v1/datasets/{ds}/releases",
+            json={"epsilon": 1, "recipient": "publisher"},
+            headers={"Idempotency-Key": "k", "X-Request-ID": "trace-123"},
+        )
+        assert r.status_code == 201 and r.headers["X-Request-ID"] == "trace-123"
+    finally:
+        server.stop()
+    lines = [ln for ln in log_path.read_text().splitlines() if ln.strip()]
+    records = [json.loads(ln) for ln in lines]  # every line is one JSON object, uvicorn's included
+    assert any(r["logger"].startswith("uvicorn") for r in records)
+    requests = [r for r in records if r["msg"] == "request"]
+    assert any(r["request_id"] == "trace-123" and r["status"] == 201 for r in requests)
+    assert {r["status"] for r in requests} >= {200, 201, 422}
+    assert any(r["msg"] == "release charged" for r in records)
+    text = log_path.read_text()
+    assert not any(secret in text for secret in SECRET_LABELS)
