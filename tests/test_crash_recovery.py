@@ -13,12 +13,13 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pyarrow.parquet as pq
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from labels_party.budget.epsilon import to_micro_floor
+from labels_party.budget.ledger import spend_of_tenant
 from labels_party.releases.service import release_path
 from labels_party.storage.db import make_engine, session_factory
-from labels_party.storage.models import ExampleSpend, LedgerEntry, Release
+from labels_party.storage.models import LedgerEntry, Release
 from labels_party.tenants import create_tenant
 from tests.support.servers import LabelsProcess
 
@@ -95,11 +96,10 @@ def test_sigkill_during_release_creation_leaves_a_consistent_ledger(
         for r in releases:
             if r.status == "complete":
                 assert pq.read_table(release_path(data_dir, r.id)).num_rows == EXAMPLES
-        spent = s.execute(
-            select(func.min(ExampleSpend.spent_micro), func.max(ExampleSpend.spent_micro))
-        ).one()
+        _, spent_micro = spend_of_tenant(s, new.tenant_id)
         expected = len(charges) * int(EPSILON * 1e6)
-        assert tuple(spent) == (expected, expected)
+        assert spent_micro.size == EXAMPLES
+        assert (int(spent_micro.min()), int(spent_micro.max())) == (expected, expected)
         assert len(releases) == TRIALS + 1
         print("release outcomes after kills:", {st: statuses.count(st) for st in set(statuses)})
     engine.dispose()

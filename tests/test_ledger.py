@@ -18,11 +18,12 @@ from labels_party.budget.ledger import (
     charge,
     release_charge,
     set_budget,
+    spend_of_tenant,
     spend_summary,
     total_spent,
 )
 from labels_party.storage.db import session_factory
-from labels_party.storage.models import Base, ExampleSpend, LedgerEntry
+from labels_party.storage.models import Base, LedgerEntry
 from labels_party.tenants import authenticate, create_tenant
 
 
@@ -37,8 +38,8 @@ def keys(*ids: str) -> np.ndarray:
 
 def spend_rows(engine: Engine, tenant_id: str) -> dict[int, int]:
     with session_factory(engine)() as s:
-        rows = s.execute(select(ExampleSpend).where(ExampleSpend.tenant_id == tenant_id)).scalars()
-        return {r.example_key: r.spent_micro for r in rows}
+        keys, spent = spend_of_tenant(s, tenant_id)
+        return dict(zip(keys.tolist(), spent.tolist(), strict=True))
 
 
 def test_epsilon_conversion_is_exact_and_rounds_requests_up() -> None:

@@ -4,6 +4,11 @@
 not at all. It holds the tenant's write lock while it checks and updates, so concurrent charges for
 one tenant serialize and can never overspend; charges for different tenants do not wait on each
 other (on PostgreSQL). Every call appends a ``LedgerEntry``; nothing is ever deleted.
+
+Per-example spend lives in ``ExampleSpendShard`` rows: 256 shards per tenant by the top byte of the
+example key, each a pair of sorted int64 arrays (keys, micro-ε spent). A charge reads the shards it
+touches, checks and adds with exact int64 arithmetic, and writes them back; a million examples cost
+a few megabytes of I/O rather than a million row and index updates.
 """
 
 from __future__ import annotations
@@ -12,13 +17,14 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import func, select, text
+from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
-from labels_party.storage.models import ExampleSpend, LedgerEntry, Tenant
+from labels_party.storage.models import ExampleSpendShard, LedgerEntry, Tenant
 
 Keys = npt.NDArray[np.int64]
-_SQLITE_BATCH = 50_000
+SHARDS = 256
+_EMPTY = np.zeros(0, dtype=np.int64)
 
 
 class UnknownTenantError(LookupError):
@@ -52,31 +58,79 @@ def lock_tenant(session: Session, tenant_id: str) -> Tenant:
     return tenant
 
 
-def _stage(session: Session, keys: Keys) -> None:
-    """Load the keys into a transaction-local table ``charge_keys(k)`` in bulk."""
-    conn = session.connection()
-    if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql("CREATE TEMP TABLE charge_keys (k BIGINT PRIMARY KEY) ON COMMIT DROP")
-        raw = conn.connection.driver_connection
-        payload = ("\n".join(map(str, keys.tolist())) + "\n").encode() if keys.size else b""
-        with raw.cursor() as cur, cur.copy("COPY charge_keys (k) FROM STDIN") as copy:  # type: ignore[union-attr]
-            copy.write(payload)
-        conn.exec_driver_sql("ANALYZE charge_keys")
-    else:
-        conn.exec_driver_sql("CREATE TEMP TABLE charge_keys (k INTEGER PRIMARY KEY)")
-        dbapi = conn.connection.driver_connection
-        values = keys.tolist()
-        for start in range(0, len(values), _SQLITE_BATCH):
-            dbapi.executemany(  # type: ignore[union-attr]
-                "INSERT INTO charge_keys (k) VALUES (?)",
-                [(v,) for v in values[start : start + _SQLITE_BATCH]],
+# -- the sharded spend arrays --------------------------------------------------------------------
+def _decode(blob: bytes) -> Keys:
+    return np.frombuffer(blob, dtype="<i8").astype(np.int64)
+
+
+def _encode(values: Keys) -> bytes:
+    return values.astype("<i8").tobytes()
+
+
+def _by_shard(keys: Keys) -> tuple[Keys, npt.NDArray[np.intp]]:
+    """Distinct keys ordered so that each shard's keys are contiguous and sorted, plus the shard
+    boundaries. (The shard is the key's top byte; within one shard signed and unsigned order agree.)"""
+    unique = np.unique(np.asarray(keys, dtype=np.int64))
+    ordered = unique[np.argsort(unique.view(np.uint64), kind="stable")]
+    shard = (ordered.view(np.uint64) >> np.uint64(56)).astype(np.int64)
+    return ordered, np.searchsorted(shard, np.arange(SHARDS + 1))
+
+
+@dataclass
+class _Shard:
+    index: int
+    keys: Keys  # stored keys, sorted
+    spent: Keys  # stored spend, aligned with keys
+    stored: bool  # whether a row exists yet
+    query: Keys  # the keys of this shard the operation touches, sorted
+    position: npt.NDArray[np.intp]  # where each query key is (or would be inserted) in ``keys``
+    found: npt.NDArray[np.bool_]
+
+    @property
+    def current(self) -> Keys:
+        """Spend of each query key (0 for examples never charged)."""
+        out = np.zeros(self.query.size, dtype=np.int64)
+        out[self.found] = self.spent[self.position[self.found]]
+        return out
+
+
+def _load(session: Session, tenant_id: str, keys: Keys) -> list[_Shard]:
+    ordered, bounds = _by_shard(keys)
+    touched = [s for s in range(SHARDS) if bounds[s + 1] > bounds[s]]
+    stored: dict[int, tuple[Keys, Keys]] = {}
+    if touched:
+        rows = session.execute(
+            select(ExampleSpendShard.shard, ExampleSpendShard.keys, ExampleSpendShard.spent).where(
+                ExampleSpendShard.tenant_id == tenant_id, ExampleSpendShard.shard.in_(touched)
             )
+        )
+        stored = {row.shard: (_decode(row.keys), _decode(row.spent)) for row in rows}
+    shards = []
+    for s in touched:
+        query = ordered[bounds[s] : bounds[s + 1]]
+        keys_s, spent_s = stored.get(s, (_EMPTY, _EMPTY))
+        position = np.searchsorted(keys_s, query)
+        found = position < keys_s.size
+        found[found] = keys_s[position[found]] == query[found]
+        shards.append(_Shard(s, keys_s, spent_s, s in stored, query, position, found))
+    return shards
 
 
-def _unstage(session: Session) -> None:
-    session.connection().exec_driver_sql("DROP TABLE IF EXISTS charge_keys")
+def _save(session: Session, tenant_id: str, changed: list[tuple[_Shard, Keys, Keys]]) -> None:
+    """Write back (shard, new keys, new spend): updates for stored shards, inserts for new ones."""
+    rows = [
+        (sh.stored, {"tenant_id": tenant_id, "shard": sh.index, "keys": _encode(k), "spent": _encode(v)})
+        for sh, k, v in changed
+    ]
+    updates = [row for stored, row in rows if stored]
+    inserts = [row for stored, row in rows if not stored]
+    if updates:  # ORM bulk UPDATE by primary key (tenant_id, shard)
+        session.execute(update(ExampleSpendShard), updates)
+    if inserts:
+        session.execute(insert(ExampleSpendShard), inserts)
 
 
+# -- ledger operations ---------------------------------------------------------------------------
 def _append(
     session: Session, tenant_id: str, kind: str, epsilon_micro: int, examples: int, **fields: object
 ) -> LedgerEntry:
@@ -103,39 +157,32 @@ def charge(
     having changed nothing. The caller commits (together with whatever the charge pays for)."""
     if epsilon_micro <= 0:
         raise ValueError("epsilon_micro must be positive")
-    keys = np.unique(np.asarray(keys, dtype=np.int64))
     tenant = lock_tenant(session, tenant_id)
+    shards = _load(session, tenant_id, keys)
+    requested = sum(sh.query.size for sh in shards)
     limit = tenant.budget_micro - epsilon_micro  # an example may be charged iff spent <= limit
-    if limit < 0:
-        raise BudgetExhaustedError(int(keys.size), int(keys.size), epsilon_micro, tenant.budget_micro)
-    _stage(session, keys)
-    try:
-        lacking = session.execute(
-            text(
-                "SELECT count(*) FROM charge_keys c JOIN example_spend s "
-                "ON s.tenant_id = :t AND s.example_key = c.k WHERE s.spent_micro > :limit"
-            ),
-            {"t": tenant_id, "limit": limit},
-        ).scalar_one()
-        if lacking:
-            raise BudgetExhaustedError(int(lacking), int(keys.size), epsilon_micro, tenant.budget_micro)
-        session.execute(
-            text(
-                "INSERT INTO example_spend (tenant_id, example_key, spent_micro) "
-                "SELECT :t, k, :x FROM charge_keys WHERE true "
-                "ON CONFLICT (tenant_id, example_key) "
-                "DO UPDATE SET spent_micro = example_spend.spent_micro + excluded.spent_micro"
-            ),
-            {"t": tenant_id, "x": epsilon_micro},
+    lacking = requested if limit < 0 else sum(int(np.count_nonzero(sh.current > limit)) for sh in shards)
+    if lacking:
+        raise BudgetExhaustedError(lacking, requested, epsilon_micro, tenant.budget_micro)
+    changed = []
+    for sh in shards:
+        spent = sh.spent.copy()
+        spent[sh.position[sh.found]] += epsilon_micro
+        new = ~sh.found
+        changed.append(
+            (
+                sh,
+                np.insert(sh.keys, sh.position[new], sh.query[new]),
+                np.insert(spent, sh.position[new], epsilon_micro),
+            )
         )
-    finally:
-        _unstage(session)
+    _save(session, tenant_id, changed)
     return _append(
         session,
         tenant_id,
         "charge",
         epsilon_micro,
-        int(keys.size),
+        requested,
         release_id=release_id,
         api_key_id=api_key_id,
         note=note,
@@ -154,25 +201,25 @@ def release_charge(
 ) -> LedgerEntry:
     """Give back a charge whose release failed **before any noise was drawn** (the only case where
     returning budget is sound). Recorded as its own ledger entry; the charge entry stays."""
-    keys = np.unique(np.asarray(keys, dtype=np.int64))
     lock_tenant(session, tenant_id)
-    _stage(session, keys)
-    try:
-        session.execute(
-            text(
-                "UPDATE example_spend SET spent_micro = spent_micro - :x "
-                "WHERE tenant_id = :t AND example_key IN (SELECT k FROM charge_keys)"
-            ),
-            {"t": tenant_id, "x": epsilon_micro},
-        )
-    finally:
-        _unstage(session)
+    shards = _load(session, tenant_id, keys)
+    changed = []
+    for sh in shards:
+        if not sh.found.all():
+            raise ValueError("release_charge: some examples were never charged")
+        spent = sh.spent.copy()
+        spent[sh.position] -= epsilon_micro
+        if np.any(spent[sh.position] < 0):
+            raise ValueError("release_charge: a spend would become negative")
+        changed.append((sh, sh.keys, spent))
+    _save(session, tenant_id, changed)
+    released = sum(sh.query.size for sh in shards)
     return _append(
         session,
         tenant_id,
         "charge_released",
         epsilon_micro,
-        int(keys.size),
+        released,
         release_id=release_id,
         api_key_id=api_key_id,
         note=reason,
@@ -200,34 +247,29 @@ class SpendSummary:
 
 def spend_summary(session: Session, tenant_id: str, keys: Keys, epsilon_micro: int) -> SpendSummary:
     """Spend over a set of examples (e.g. a dataset's universe); examples never charged count as 0."""
-    keys = np.unique(np.asarray(keys, dtype=np.int64))
     tenant = session.get(Tenant, tenant_id)
     if tenant is None:
         raise UnknownTenantError(tenant_id)
-    _stage(session, keys)
-    try:
-        row = session.execute(
-            text(
-                "SELECT count(s.example_key), coalesce(max(s.spent_micro), 0), "
-                "coalesce(min(s.spent_micro), 0), count(CASE WHEN s.spent_micro > :limit THEN 1 END) "
-                "FROM charge_keys c JOIN example_spend s ON s.tenant_id = :t AND s.example_key = c.k"
-            ),
-            {"t": tenant_id, "limit": tenant.budget_micro - epsilon_micro},
-        ).one()
-    finally:
-        _unstage(session)
-    charged, max_spent, min_spent, over = (int(v) for v in row)
-    total = int(keys.size)
-    never_charged = total - charged
-    can_take = (total - over) if epsilon_micro <= tenant.budget_micro else 0
-    return SpendSummary(total, max_spent, 0 if never_charged else min_spent, can_take)
+    shards = _load(session, tenant_id, keys)
+    if not shards:
+        return SpendSummary(0, 0, 0, 0)
+    current = np.concatenate([sh.current for sh in shards])
+    limit = tenant.budget_micro - epsilon_micro
+    can_take = int(np.count_nonzero(current <= limit)) if limit >= 0 else 0
+    return SpendSummary(int(current.size), int(current.max()), int(current.min()), can_take)
+
+
+def spend_of_tenant(session: Session, tenant_id: str) -> tuple[Keys, Keys]:
+    """Every (key, micro-ε spent) pair of the tenant's examples that were ever charged."""
+    rows = session.execute(
+        select(ExampleSpendShard.keys, ExampleSpendShard.spent).where(
+            ExampleSpendShard.tenant_id == tenant_id
+        )
+    ).all()
+    if not rows:
+        return _EMPTY, _EMPTY
+    return np.concatenate([_decode(r.keys) for r in rows]), np.concatenate([_decode(r.spent) for r in rows])
 
 
 def total_spent(session: Session, tenant_id: str) -> int:
-    return int(
-        session.execute(
-            select(func.coalesce(func.sum(ExampleSpend.spent_micro), 0)).where(
-                ExampleSpend.tenant_id == tenant_id
-            )
-        ).scalar_one()
-    )
+    return int(spend_of_tenant(session, tenant_id)[1].sum())

@@ -57,10 +57,10 @@ def session_factory(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
 
 
-def migrate(engine: Engine) -> None:
-    """Bring the schema to the newest Alembic revision (idempotent)."""
+def migrate(engine: Engine, revision: str = "head") -> None:
+    """Bring the schema to an Alembic revision, by default the newest (idempotent)."""
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "head")
+        command.upgrade(cfg, revision)

@@ -16,6 +16,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -68,16 +69,22 @@ class LedgerEntry(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
-class ExampleSpend(Base):
-    """Total micro-ε spent per (tenant, example). ``example_key`` is a 64-bit hash of the
-    example ID: a collision can only make two examples share one counter (over-charging, never
-    under-charging), and re-uploading the same IDs under another dataset finds the same rows."""
+class ExampleSpendShard(Base):
+    """Micro-ε spent per (tenant, example), stored column-wise: the tenant's examples are split into
+    256 shards by the top byte of their 64-bit key, and each shard holds two little-endian int64
+    arrays, the sorted keys and their spend. A charge of a million examples then reads and writes
+    a few megabytes instead of updating a million rows and their index entries.
 
-    __tablename__ = "example_spend"
+    Keys are 64-bit hashes of the example IDs (``budget/keys.py``): a collision can only make two
+    examples share one counter (over-charging, never under-charging), and re-uploading the same IDs
+    under another dataset finds the same counters."""
+
+    __tablename__ = "example_spend_shards"
 
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
-    example_key: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    spent_micro: Mapped[int] = mapped_column(BigInteger)
+    shard: Mapped[int] = mapped_column(Integer, primary_key=True)
+    keys: Mapped[bytes] = mapped_column(LargeBinary)
+    spent: Mapped[bytes] = mapped_column(LargeBinary)
 
 
 class Recipient(Base):
