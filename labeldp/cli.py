@@ -96,5 +96,38 @@ def tenant_create(
     typer.echo(new.api_key)
 
 
+@tenant_app.command("set-budget")
+def tenant_set_budget(
+    name: str,
+    epsilon_per_example: Annotated[float, typer.Option(help="New per-example privacy budget ε.")],
+    note: Annotated[str, typer.Option(help="Why (recorded in the ledger).")] = "",
+) -> None:
+    """Change a tenant's per-example budget; the change is recorded as a ledger entry."""
+    from sqlalchemy import select
+
+    from labels_party.budget.epsilon import to_micro_floor
+    from labels_party.budget.ledger import set_budget
+    from labels_party.config import LabelsSettings
+    from labels_party.storage.db import make_engine, migrate, session_factory
+    from labels_party.storage.models import Tenant
+
+    settings = LabelsSettings()
+    engine = make_engine(settings.resolved_database_url())
+    try:
+        migrate(engine)
+        with session_factory(engine).begin() as session:
+            tenant = session.execute(select(Tenant).where(Tenant.name == name)).scalar_one_or_none()
+            if tenant is None:
+                raise ValueError(f"no tenant named {name!r}")
+            budget = to_micro_floor(epsilon_per_example, name="epsilon_per_example")
+            set_budget(session, tenant.id, budget, api_key_id=None, note=note or "set by labeldp CLI")
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=2) from exc
+    finally:
+        engine.dispose()
+    typer.echo(f"tenant {name}: per-example budget is now {epsilon_per_example:g}")
+
+
 if __name__ == "__main__":
     app()

@@ -93,6 +93,12 @@ def test_sigkill_during_release_creation_leaves_a_consistent_ledger(
         charged_ids = [str(c.release_id) for c in charges]
         assert sorted(charged_ids) == sorted(r.id for r in releases)  # one charge per release, both ways
         assert len(set(charged_ids)) == len(charged_ids)
+        kept = (
+            s.execute(select(LedgerEntry.release_id).where(LedgerEntry.kind == "charge_kept")).scalars().all()
+        )
+        assert sorted(map(str, kept)) == sorted(
+            r.id for r in releases if r.status == "failed"
+        )  # the ledger says so
         for r in releases:
             if r.status == "complete":
                 assert pq.read_table(release_path(data_dir, r.id)).num_rows == EXAMPLES

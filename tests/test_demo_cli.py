@@ -43,3 +43,31 @@ def test_labels_tenant_create_prints_a_key_once(tmp_path: Path, monkeypatch: pyt
     assert again.exit_code == 2 and "already exists" in again.output
     bad = CliRunner().invoke(app, ["labels", "tenant", "create", "other", "--epsilon-per-example", "-1"])
     assert bad.exit_code == 2 and "epsilon_per_example" in bad.output
+
+
+def test_labels_tenant_set_budget_is_a_ledger_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sqlalchemy import select
+
+    from labels_party.storage.db import make_engine, session_factory, sqlite_url
+    from labels_party.storage.models import LedgerEntry, Tenant
+
+    monkeypatch.setenv("LABELDP_DATA_DIR", str(tmp_path / "labels"))
+    monkeypatch.delenv("LABELDP_DATABASE_URL", raising=False)
+    runner = CliRunner()
+    assert (
+        runner.invoke(app, ["labels", "tenant", "create", "acme", "--epsilon-per-example", "4"]).exit_code
+        == 0
+    )
+    out = runner.invoke(
+        app, ["labels", "tenant", "set-budget", "acme", "--epsilon-per-example", "2.5", "--note", "q4"]
+    )
+    assert out.exit_code == 0, out.output
+    missing = runner.invoke(app, ["labels", "tenant", "set-budget", "nobody", "--epsilon-per-example", "1"])
+    assert missing.exit_code == 2 and "no tenant named" in missing.output
+    engine = make_engine(sqlite_url(tmp_path / "labels"))
+    with session_factory(engine)() as s:
+        tenant = s.execute(select(Tenant)).scalar_one()
+        entries = s.execute(select(LedgerEntry).order_by(LedgerEntry.id)).scalars().all()
+    engine.dispose()
+    assert tenant.budget_micro == 2_500_000
+    assert [(e.kind, e.epsilon_micro, e.note) for e in entries][-1] == ("budget_set", 2_500_000, "q4")

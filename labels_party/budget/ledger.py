@@ -226,6 +226,16 @@ def release_charge(
     )
 
 
+def record_kept_charge(
+    session: Session, tenant_id: str, release_id: str, epsilon_micro: int, examples: int, reason: str
+) -> LedgerEntry:
+    """Record that a release failed after its charge and that the charge stands (noise may have been
+    drawn). Changes no spend; it makes the ledger say what happened to every charge."""
+    return _append(
+        session, tenant_id, "charge_kept", epsilon_micro, examples, release_id=release_id, note=reason
+    )
+
+
 def set_budget(
     session: Session, tenant_id: str, budget_micro: int, *, api_key_id: str | None, note: str = ""
 ) -> None:

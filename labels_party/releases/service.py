@@ -27,7 +27,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from labels_party.budget.epsilon import to_micro
-from labels_party.budget.ledger import charge, lock_tenant
+from labels_party.budget.ledger import charge, lock_tenant, record_kept_charge
 from labels_party.datasets.spec import DatasetSpec
 from labels_party.datasets.store import DatasetFiles
 from labels_party.mechanisms import (
@@ -256,6 +256,14 @@ def create_release(
             session.execute(
                 update(Release).where(Release.id == release.id).values(status="failed", error=str(exc)[:2000])
             )
+            record_kept_charge(
+                session,
+                tenant_id,
+                release.id,
+                epsilon_micro,
+                release.examples,
+                f"release failed: {type(exc).__name__}",
+            )
         raise
     with sessions.begin() as session:
         session.execute(
@@ -350,11 +358,22 @@ def preview(
 
 
 def recover_interrupted(sessions: sessionmaker[Session]) -> int:
-    """Mark releases a crash left ``charged`` as ``failed`` (their charge stays)."""
+    """Mark releases a crash left ``charged`` as ``failed``; their charge stays, and the ledger says so."""
+    reason = "interrupted before completion; the charge is kept (noise may have been drawn)"
     with sessions.begin() as session:
-        result = session.execute(
-            update(Release)
-            .where(Release.status == "charged")
-            .values(status="failed", error="interrupted before completion; the charge is kept")
+        stuck = (
+            session.execute(select(Release).where(Release.status == "charged").with_for_update())
+            .scalars()
+            .all()
         )
-        return int(result.rowcount or 0)  # type: ignore[attr-defined]
+        for release in stuck:
+            release.status, release.error = "failed", reason
+            record_kept_charge(
+                session,
+                release.tenant_id,
+                release.id,
+                release.epsilon_micro,
+                release.examples,
+                "server restart: " + reason,
+            )
+        return len(stuck)
