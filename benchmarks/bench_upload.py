@@ -13,10 +13,8 @@ from pathlib import Path
 import httpx
 
 from benchmarks.common import write
-from labels_party.budget.epsilon import to_micro_floor
-from labels_party.storage.db import make_engine, migrate, session_factory, sqlite_url
-from labels_party.tenants import create_tenant
-from tests.support.servers import LabelsProcess
+from labels_party.storage.db import sqlite_url
+from tests.support.servers import LabelsProcess, tenant_key
 
 TARGETS = {1_000_000: 15.0, 10_000_000: 180.0}
 
@@ -42,11 +40,7 @@ def main(sizes: tuple[int, ...] = (1_000_000,)) -> None:
             data = Path(tmp) / "data"
             data.mkdir()
             url = sqlite_url(data)
-            engine = make_engine(url)
-            migrate(engine)
-            with session_factory(engine).begin() as s:
-                key = create_tenant(s, "bench", to_micro_floor("1")).api_key
-            engine.dispose()
+            _, key = tenant_key(url, "bench", "1")
             body = Path(tmp) / "labels.csv"
             make_csv(body, n)
             server = LabelsProcess(data, url)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 app = typer.Typer(help="labeldp: feature-oblivious label differential privacy.", no_args_is_help=True)
 
@@ -65,6 +70,27 @@ def labels_serve(
     )
 
 
+@contextmanager
+def _labels_transaction() -> Iterator[Session]:
+    """One transaction on the labels party's database (migrated first); a ``ValueError`` inside
+    becomes a clear message and exit code 2, with nothing committed."""
+    from labels_party.config import LabelsSettings
+    from labels_party.storage.db import make_engine, migrate, session_factory
+
+    settings = LabelsSettings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    engine = make_engine(settings.resolved_database_url())
+    try:
+        migrate(engine)
+        with session_factory(engine).begin() as session:
+            yield session
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=2) from exc
+    finally:
+        engine.dispose()
+
+
 @tenant_app.command("create")
 def tenant_create(
     name: str,
@@ -74,24 +100,10 @@ def tenant_create(
 ) -> None:
     """Create a tenant and print its bearer API key (shown once; stored only as a hash)."""
     from labels_party.budget.epsilon import to_micro_floor
-    from labels_party.config import LabelsSettings
-    from labels_party.storage.db import make_engine, migrate, session_factory
     from labels_party.tenants import create_tenant
 
-    settings = LabelsSettings()
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    engine = make_engine(settings.resolved_database_url())
-    try:
-        migrate(engine)
-        with session_factory(engine).begin() as session:
-            new = create_tenant(
-                session, name, to_micro_floor(epsilon_per_example, name="epsilon_per_example")
-            )
-    except ValueError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(code=2) from exc
-    finally:
-        engine.dispose()
+    with _labels_transaction() as session:
+        new = create_tenant(session, name, to_micro_floor(epsilon_per_example, name="epsilon_per_example"))
     typer.echo(f"tenant {new.tenant_id} created; API key (store it now, it is not shown again):")
     typer.echo(new.api_key)
 
@@ -107,25 +119,14 @@ def tenant_set_budget(
 
     from labels_party.budget.epsilon import to_micro_floor
     from labels_party.budget.ledger import set_budget
-    from labels_party.config import LabelsSettings
-    from labels_party.storage.db import make_engine, migrate, session_factory
     from labels_party.storage.models import Tenant
 
-    settings = LabelsSettings()
-    engine = make_engine(settings.resolved_database_url())
-    try:
-        migrate(engine)
-        with session_factory(engine).begin() as session:
-            tenant = session.execute(select(Tenant).where(Tenant.name == name)).scalar_one_or_none()
-            if tenant is None:
-                raise ValueError(f"no tenant named {name!r}")
-            budget = to_micro_floor(epsilon_per_example, name="epsilon_per_example")
-            set_budget(session, tenant.id, budget, api_key_id=None, note=note or "set by labeldp CLI")
-    except ValueError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(code=2) from exc
-    finally:
-        engine.dispose()
+    with _labels_transaction() as session:
+        tenant = session.execute(select(Tenant).where(Tenant.name == name)).scalar_one_or_none()
+        if tenant is None:
+            raise ValueError(f"no tenant named {name!r}")
+        budget = to_micro_floor(epsilon_per_example, name="epsilon_per_example")
+        set_budget(session, tenant.id, budget, api_key_id=None, note=note or "set by labeldp CLI")
     typer.echo(f"tenant {name}: per-example budget is now {epsilon_per_example:g}")
 
 

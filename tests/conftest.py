@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Engine
 
 from labels_party.storage.db import make_engine, migrate, sqlite_url
 from tests.support import postgres
@@ -35,20 +34,12 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         yield url
         return
     server = request.getfixturevalue("postgres_server")
-    name = "t_" + uuid.uuid4().hex[:12]
-    admin = create_engine(
-        server.replace("postgresql://", "postgresql+psycopg://"), isolation_level="AUTOCOMMIT"
-    )
-    with admin.connect() as conn:
-        conn.execute(text(f"CREATE DATABASE {name}"))
-    url = server.rsplit("/", 1)[0] + "/" + name
+    url = postgres.create_database(server)
     engine = make_engine(url)
     migrate(engine)
     engine.dispose()
     yield url
-    with admin.connect() as conn:
-        conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-    admin.dispose()
+    postgres.drop_database(server, url)
 
 
 @pytest.fixture

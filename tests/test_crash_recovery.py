@@ -15,13 +15,11 @@ import numpy as np
 import pyarrow.parquet as pq
 from sqlalchemy import select
 
-from labels_party.budget.epsilon import to_micro_floor
 from labels_party.budget.ledger import spend_of_tenant
 from labels_party.releases.service import release_path
 from labels_party.storage.db import make_engine, session_factory
 from labels_party.storage.models import LedgerEntry, Release
-from labels_party.tenants import create_tenant
-from tests.support.servers import LabelsProcess
+from tests.support.servers import LabelsProcess, tenant_key
 
 TRIALS = 20
 EXAMPLES = 100_000
@@ -32,12 +30,11 @@ def test_sigkill_during_release_creation_leaves_a_consistent_ledger(
     database_url: str, tmp_path: Path
 ) -> None:
     data_dir = tmp_path / "data"
+    tenant_id, key = tenant_key(database_url, "acme", "100")
     engine = make_engine(database_url)
-    with session_factory(engine).begin() as s:
-        new = create_tenant(s, "acme", to_micro_floor("100"))
     server = LabelsProcess(data_dir, database_url)
     server.start()
-    headers = {"Authorization": f"Bearer {new.api_key}"}
+    headers = {"Authorization": f"Bearer {key}"}
     client = httpx.Client(base_url=server.base_url, headers=headers, timeout=60)
     client.post("/v1/recipients", json={"name": "publisher"}).raise_for_status()
     ds = client.post("/v1/datasets", json={"name": "w", "label_type": "count", "lo": 0, "hi": 52}).json()[
@@ -102,7 +99,7 @@ def test_sigkill_during_release_creation_leaves_a_consistent_ledger(
         for r in releases:
             if r.status == "complete":
                 assert pq.read_table(release_path(data_dir, r.id)).num_rows == EXAMPLES
-        _, spent_micro = spend_of_tenant(s, new.tenant_id)
+        _, spent_micro = spend_of_tenant(s, tenant_id)
         expected = len(charges) * int(EPSILON * 1e6)
         assert spent_micro.size == EXAMPLES
         assert (int(spent_micro.min()), int(spent_micro.max())) == (expected, expected)

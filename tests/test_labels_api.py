@@ -15,11 +15,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from labels_party.budget.epsilon import to_micro_floor
 from labels_party.config import LabelsSettings
-from labels_party.storage.db import make_engine, session_factory
-from labels_party.tenants import create_tenant
-from tests.support.servers import labels_server_thread
+from tests.support.servers import labels_server_thread, tenant_key
 
 WEEKS: dict[str, Any] = {"label_type": "count", "lo": 0, "hi": 52}
 
@@ -30,12 +27,7 @@ class Api:
     database_url: str
 
     def tenant(self, name: str, budget: str = "1.0") -> httpx.Client:
-        engine = make_engine(self.database_url)
-        try:
-            with session_factory(engine).begin() as s:
-                key = create_tenant(s, name, to_micro_floor(budget)).api_key
-        finally:
-            engine.dispose()
+        _, key = tenant_key(self.database_url, name, budget)
         return httpx.Client(base_url=self.base, headers={"Authorization": f"Bearer {key}"}, timeout=60)
 
 

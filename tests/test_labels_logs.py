@@ -7,10 +7,8 @@ from pathlib import Path
 
 import httpx
 
-from labels_party.budget.epsilon import to_micro_floor
-from labels_party.storage.db import make_engine, migrate, session_factory, sqlite_url
-from labels_party.tenants import create_tenant
-from tests.support.servers import LabelsProcess
+from labels_party.storage.db import sqlite_url
+from tests.support.servers import LabelsProcess, tenant_key
 
 SECRET_LABELS = ("13579.25", "24680.75")  # values that must never appear in a log line
 
@@ -19,11 +17,7 @@ def test_logs_are_json_with_request_ids_and_no_labels(tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.mkdir()
     url = sqlite_url(data)
-    engine = make_engine(url)
-    migrate(engine)
-    with session_factory(engine).begin() as s:
-        key = create_tenant(s, "acme", to_micro_floor("5")).api_key
-    engine.dispose()
+    _, key = tenant_key(url, "acme", "5")
     log_path = tmp_path / "server.log"
     server = LabelsProcess(data, url, log_path)
     server.start()

@@ -2,31 +2,23 @@
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 import numpy as np
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import text
 
 from labels_party.budget.keys import example_keys
 from labels_party.budget.ledger import spend_of_tenant
 from labels_party.storage.db import make_engine, migrate, session_factory, sqlite_url
+from tests.support import postgres
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def empty_database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return sqlite_url(tmp_path)
-    server = request.getfixturevalue("postgres_server")
-    name = "m_" + uuid.uuid4().hex[:12]
-    admin = create_engine(
-        server.replace("postgresql://", "postgresql+psycopg://"), isolation_level="AUTOCOMMIT"
-    )
-    with admin.connect() as conn:
-        conn.execute(text(f"CREATE DATABASE {name}"))
-    admin.dispose()
-    return server.rsplit("/", 1)[0] + "/" + name
+    return postgres.create_database(request.getfixturevalue("postgres_server"), prefix="m")
 
 
 def test_spend_rows_become_shards(empty_database: str) -> None:

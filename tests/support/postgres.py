@@ -9,6 +9,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -80,3 +81,29 @@ def cluster() -> Iterator[str]:
             capture_output=True,
         )
         shutil.rmtree(root, ignore_errors=True)
+
+
+def create_database(server_url: str, prefix: str = "t") -> str:
+    """A new, empty database in the cluster; returns its URL."""
+    from sqlalchemy import create_engine, text
+
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(
+        server_url.replace("postgresql://", "postgresql+psycopg://"), isolation_level="AUTOCOMMIT"
+    )
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE DATABASE {name}"))
+    admin.dispose()
+    return server_url.rsplit("/", 1)[0] + "/" + name
+
+
+def drop_database(server_url: str, database_url: str) -> None:
+    from sqlalchemy import create_engine, text
+
+    name = database_url.rsplit("/", 1)[1]
+    admin = create_engine(
+        server_url.replace("postgresql://", "postgresql+psycopg://"), isolation_level="AUTOCOMMIT"
+    )
+    with admin.connect() as conn:
+        conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+    admin.dispose()

@@ -17,7 +17,23 @@ import httpx
 import uvicorn
 
 from labels_party.api.app import create_app
+from labels_party.budget.epsilon import to_micro_floor
 from labels_party.config import LabelsSettings
+from labels_party.storage.db import make_engine, migrate, session_factory
+from labels_party.tenants import create_tenant
+
+
+def tenant_key(database_url: str, name: str, budget: str = "1") -> tuple[str, str]:
+    """Create a tenant directly in the database (what `labeldp labels tenant create` does);
+    returns (tenant id, bearer key)."""
+    engine = make_engine(database_url)
+    try:
+        migrate(engine)
+        with session_factory(engine).begin() as s:
+            new = create_tenant(s, name, to_micro_floor(budget))
+    finally:
+        engine.dispose()
+    return new.tenant_id, new.api_key
 
 
 def free_port() -> int:
