@@ -10,6 +10,7 @@ from typing import Annotated
 import numpy as np
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import FileResponse
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
@@ -304,7 +305,7 @@ def get_noisy_labels(release_id: str, who: Auth, request: Request) -> Response:
         if r.status != "complete":
             raise ProblemError(409, "release-not-complete", f"release {release_id} is {r.status}")
     path = release_path(request.app.state.settings.data_dir, release_id)
-    return Response(path.read_bytes(), media_type="application/vnd.apache.parquet")
+    return FileResponse(path, media_type="application/vnd.apache.parquet", filename=f"{release_id}.parquet")
 
 
 # -- budget and ledger -------------------------------------------------------------------------
