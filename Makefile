@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: demo test lint typecheck unit bench bench-quick clean
+.PHONY: demo test lint typecheck unit bench proto clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,10 @@ unit: $(STAMP)
 ## make bench: every benchmark; results land in benchmarks/results/ and are summarized in BENCHMARKS.md
 bench: $(STAMP)
 	PYTHON=$(BIN)/python $(BIN)/python -m benchmarks.run_all
+
+## make proto: regenerate the gRPC stubs in proto/labeldp/v1 from the .proto files (committed)
+proto: $(STAMP)
+	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=proto --pyi_out=proto --grpc_python_out=proto proto/labeldp/v1/*.proto
 
 clean:
 	rm -rf $(VENV) demo-output benchmarks/results .mypy_cache .ruff_cache .pytest_cache

@@ -49,3 +49,17 @@ def test_ci_calls_the_readme_test_command() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     assert "make test" in readme and "make demo" in readme
     assert re.search(r"^make test$", ci, re.M)
+
+
+def test_pyproject_lists_every_python_package() -> None:
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {
+        ".".join(d.relative_to(ROOT).parts)
+        for top in ("labeldp", "labels_party", "features_party")
+        for d in [ROOT / top, *(ROOT / top).rglob("*")]
+        if d.is_dir() and any(d.glob("*.py")) and "__pycache__" not in d.parts
+    }
+    found.add("labeldp.v1")  # mapped from proto/labeldp/v1
+    assert listed == found

@@ -1,0 +1,1 @@
+"""Generated gRPC/protobuf stubs of the labeldp.v1 wire contract (make proto)."""
