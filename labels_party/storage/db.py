@@ -1,66 +1,23 @@
-"""Database engines and migrations: SQLite (WAL) by default, PostgreSQL via psycopg 3.
-
-Writers that touch the ledger must not interleave: on SQLite every transaction begins with
-``BEGIN IMMEDIATE`` (one writer at a time, others wait up to the busy timeout); on PostgreSQL the
-ledger takes a row lock on the tenant (``SELECT … FOR UPDATE``).
-"""
+"""The labels party's database: the shared engine helpers plus its own migrations."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from alembic import command
-from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy import Engine
+
+from labeldp import db
+from labeldp.db import make_engine, session_factory
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
-SQLITE_BUSY_TIMEOUT_MS = 60_000
+
+__all__ = ["MIGRATIONS", "make_engine", "migrate", "session_factory", "sqlite_url"]
 
 
 def sqlite_url(data_dir: Path) -> str:
-    return f"sqlite:///{(data_dir / 'labels.db').resolve()}"
-
-
-def make_engine(url: str) -> Engine:
-    if url.startswith("sqlite"):
-        engine = create_engine(
-            url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False}
-        )
-
-        @event.listens_for(engine, "connect")
-        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-            dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
-            cur = dbapi_conn.cursor()
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA synchronous=FULL")
-            cur.execute("PRAGMA foreign_keys=ON")
-            cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-            cur.close()
-
-        @event.listens_for(engine, "begin")
-        def _on_begin(conn: Any) -> None:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
-
-        return engine
-    if url.startswith("postgresql://"):
-        url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
-    return create_engine(url, pool_size=10, max_overflow=70, pool_pre_ping=True)
-
-
-def is_postgres(engine: Engine) -> bool:
-    return engine.dialect.name == "postgresql"
-
-
-def session_factory(engine: Engine) -> sessionmaker[Session]:
-    return sessionmaker(engine, expire_on_commit=False)
+    return db.sqlite_url(data_dir, "labels.db")
 
 
 def migrate(engine: Engine, revision: str = "head") -> None:
-    """Bring the schema to an Alembic revision, by default the newest (idempotent)."""
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS))
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, revision)
+    """Bring the labels party's schema to an Alembic revision (idempotent)."""
+    db.migrate(engine, MIGRATIONS, revision)

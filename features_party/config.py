@@ -1,0 +1,36 @@
+"""Features-party configuration: one pydantic-settings object, from ``LABELDP_FEATURES_*`` variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from labeldp.db import sqlite_url
+
+
+class FeaturesSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="LABELDP_FEATURES_", extra="ignore")
+
+    party_id: str = Field("publisher", description="this party's id; releases must be addressed to it")
+    data_dir: Path = Field(
+        Path("labeldp-data/features"), description="received releases and the SQLite database"
+    )
+    database_url: str | None = Field(None, description="SQLAlchemy URL; default: SQLite under data_dir")
+    identity_key: Path | None = Field(
+        None, description="Ed25519 key (PEM); default data_dir/identity.pem, created"
+    )
+    grpc_host: str = Field("127.0.0.1", description="address the gRPC receiver binds")
+    grpc_port: int = Field(8501, description="port of the gRPC receiver")
+    tls_cert: Path | None = Field(None, description="server certificate (PEM); with tls_key and tls_ca: mTLS")
+    tls_key: Path | None = Field(None, description="server private key (PEM)")
+    tls_ca: Path | None = Field(None, description="CA that signs the senders' client certificates")
+    allow_plaintext: bool = Field(False, description="serve gRPC without TLS (local development only)")
+    max_release_bytes: int = Field(4 * 2**30, description="largest accepted release on the wire")
+
+    def resolved_database_url(self) -> str:
+        return self.database_url or sqlite_url(self.data_dir, "features.db")
+
+    def identity_path(self) -> Path:
+        return self.identity_key or self.data_dir / "identity.pem"

@@ -1,0 +1,1 @@
+"""The gRPC receiver: verify, de-duplicate, persist atomically."""

@@ -1,0 +1,57 @@
+"""The gRPC server around the receiver: mTLS whenever certificates are configured, health checking
+and server reflection on, plaintext only when explicitly allowed (and then said loudly)."""
+
+from __future__ import annotations
+
+import logging
+from concurrent import futures
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from labeldp.v1 import delivery_pb2 as pb
+from labeldp.v1 import delivery_pb2_grpc as pb_grpc
+
+from features_party.config import FeaturesSettings
+from features_party.receiver.service import Receiver
+from labeldp.wire import MAX_MESSAGE_BYTES
+
+log = logging.getLogger("labeldp.features.receiver")
+SERVICE = pb.DESCRIPTOR.services_by_name["FeaturesParty"].full_name
+
+
+def build_server(receiver: Receiver, settings: FeaturesSettings) -> tuple[grpc.Server, int]:
+    """A started gRPC server and the port it listens on (``grpc_port`` 0 picks a free one)."""
+    limit = MAX_MESSAGE_BYTES + 2**20
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=16),
+        options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)],
+    )
+    pb_grpc.add_FeaturesPartyServicer_to_server(receiver, server)  # type: ignore[no-untyped-call]
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    health_servicer.set(SERVICE, health_pb2.HealthCheckResponse.SERVING)
+    health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    reflection.enable_server_reflection((SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+    address = f"{settings.grpc_host}:{settings.grpc_port}"
+    if settings.tls_cert and settings.tls_key and settings.tls_ca:
+        credentials = grpc.ssl_server_credentials(
+            [(settings.tls_key.read_bytes(), settings.tls_cert.read_bytes())],
+            root_certificates=settings.tls_ca.read_bytes(),
+            require_client_auth=True,
+        )
+        port = server.add_secure_port(address, credentials)
+        log.info("gRPC receiver listening with mTLS", extra={"path": f"{settings.grpc_host}:{port}"})
+    elif settings.allow_plaintext:
+        port = server.add_insecure_port(address)
+        log.warning(
+            "gRPC receiver listening WITHOUT TLS (LABELDP_FEATURES_ALLOW_PLAINTEXT): local development only",
+            extra={"path": f"{settings.grpc_host}:{port}"},
+        )
+    else:
+        raise ValueError(
+            "configure LABELDP_FEATURES_TLS_CERT, _TLS_KEY and _TLS_CA (see `labeldp keys dev-ca`), "
+            "or set LABELDP_FEATURES_ALLOW_PLAINTEXT=true for local development"
+        )
+    server.start()
+    return server, port

@@ -1,0 +1,189 @@
+"""The gRPC receiver: trusts nothing unsigned, stores nothing partial.
+
+Order of checks for one ``DeliverRelease`` stream:
+1. the first frame is the signed header; its signature verifies against the *pinned* key of the
+   sender it names (UNAUTHENTICATED otherwise), before any chunk is read;
+2. it is addressed to this party (PERMISSION_DENIED) and not expired (FAILED_PRECONDITION);
+3. a release id already stored answers with the same receipt if the digest matches (idempotent
+   re-delivery) and ALREADY_EXISTS otherwise;
+4. chunks are spooled to a temporary file while their digest is computed, in order and within the
+   size limit (INVALID_ARGUMENT, RESOURCE_EXHAUSTED); nothing is decoded before the digest matches;
+5. the decoded release is written to a temporary Parquet file, renamed into place and its row
+   committed in one step; any failure removes the file, so nothing partial is ever visible.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import struct
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pyarrow as pa
+import pyarrow.parquet as pq
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from google.protobuf.json_format import MessageToDict
+from labeldp.v1 import delivery_pb2 as pb
+from labeldp.v1 import delivery_pb2_grpc as pb_grpc
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from features_party.storage.models import ReceivedRelease, Sender
+from labeldp.identity import load_public_key
+from labeldp.wire import ChunkStream, WireError, check_header, decode_chunk
+
+log = logging.getLogger("labeldp.features.receiver")
+
+STATUS = {
+    "unauthenticated": grpc.StatusCode.UNAUTHENTICATED,
+    "permission_denied": grpc.StatusCode.PERMISSION_DENIED,
+    "failed_precondition": grpc.StatusCode.FAILED_PRECONDITION,
+    "resource_exhausted": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "already_exists": grpc.StatusCode.ALREADY_EXISTS,
+    "invalid_argument": grpc.StatusCode.INVALID_ARGUMENT,
+}
+_LEN = struct.Struct("<I")
+
+
+def release_path(data_dir: Path, release_id: str) -> Path:
+    return data_dir / "releases" / f"{release_id}.parquet"
+
+
+def summary_of(header: pb.ReleaseHeader) -> dict[str, Any]:
+    """The header's metadata for listings (everything but the digest bytes)."""
+    out = MessageToDict(header, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
+    out.pop("payload_sha256", None)
+    return out
+
+
+@dataclass
+class Receiver(pb_grpc.FeaturesPartyServicer):
+    sessions: sessionmaker[Session]
+    data_dir: Path
+    party_id: str
+    max_release_bytes: int
+
+    def pinned_key(self, sender_id: str, key_id: str) -> Ed25519PublicKey | None:
+        with self.sessions() as session:
+            sender = session.get(Sender, sender_id)
+        if sender is None or sender.key_id != key_id:
+            return None
+        return load_public_key(sender.public_key_pem)
+
+    def DeliverRelease(  # noqa: N802 - the gRPC method name
+        self, request_iterator: Iterator[pb.ReleaseFrame], context: grpc.ServicerContext
+    ) -> pb.DeliveryReceipt:
+        try:
+            return self._deliver(request_iterator, context)
+        except WireError as exc:
+            log.info("release rejected", extra={"status": exc.code})
+            context.abort(STATUS[exc.code], str(exc))
+            raise  # abort raises; keeps type checkers aware
+
+    def _deliver(
+        self, frames: Iterator[pb.ReleaseFrame], context: grpc.ServicerContext
+    ) -> pb.DeliveryReceipt:
+        first = next(frames, None)
+        if first is None:
+            raise WireError("invalid_argument", "empty stream")
+        header = check_header(first, self.pinned_key, self.party_id, int(time.time() * 1000))
+        existing = self._stored(header.release_id)
+        if existing is not None:
+            return self._replay(existing, header)
+        spool_dir = self.data_dir / "tmp"
+        spool_dir.mkdir(parents=True, exist_ok=True)
+        fd, spool_name = tempfile.mkstemp(dir=spool_dir, suffix=".chunks")
+        spool = Path(spool_name)
+        staged: Path | None = None
+        try:
+            stream = ChunkStream(header, self.max_release_bytes)
+            with os.fdopen(fd, "wb") as fh:
+                for frame in frames:
+                    data = stream.add(frame)
+                    fh.write(_LEN.pack(len(data)))
+                    fh.write(data)
+            if not context.is_active():
+                raise WireError("invalid_argument", "the sender went away")
+            digest = stream.finish()
+            staged = self._decode(spool, header)
+            return self._commit(header, first.header, digest, staged)
+        finally:
+            spool.unlink(missing_ok=True)
+            if staged is not None:
+                staged.unlink(missing_ok=True)
+
+    def _decode(self, spool: Path, header: pb.ReleaseHeader) -> Path:
+        """Decode the verified chunks into a temporary Parquet file (example_id, bin)."""
+        staged = spool.with_suffix(".parquet")
+        schema = pa.schema([("example_id", pa.string()), ("bin", pa.uint16())])
+        with open(spool, "rb") as fh, pq.ParquetWriter(staged, schema) as writer:
+            while prefix := fh.read(_LEN.size):
+                (size,) = _LEN.unpack(prefix)
+                ids, bins = decode_chunk(fh.read(size), header)
+                writer.write_table(
+                    pa.table({"example_id": ids, "bin": pa.array(bins, pa.uint16())}, schema=schema)
+                )
+        with open(staged, "rb") as fh:
+            os.fsync(fh.fileno())
+        return staged
+
+    def _commit(
+        self, header: pb.ReleaseHeader, signed: pb.SignedHeader, digest: bytes, staged: Path
+    ) -> pb.DeliveryReceipt:
+        final = release_path(self.data_dir, header.release_id)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        row = ReceivedRelease(
+            release_id=header.release_id,
+            sender_id=header.sender_id,
+            sender_key_id=header.sender_key_id,
+            payload_sha256=digest.hex(),
+            example_count=header.example_count,
+            chunk_count=header.chunk_count,
+            signed_header=signed.header,
+            signature=signed.signature,
+            summary=json.loads(json.dumps(summary_of(header))),
+            path=str(final),
+        )
+        try:
+            with self.sessions.begin() as session:
+                session.add(row)
+                session.flush()  # a concurrent delivery of the same release loses here
+                os.replace(staged, final)  # visible only if the row commits; removed below if not
+        except IntegrityError:
+            existing = self._stored(header.release_id)
+            if existing is None:
+                raise
+            return self._replay(existing, header)
+        except BaseException:
+            final.unlink(missing_ok=True)
+            raise
+        log.info("release stored", extra={"release_id": header.release_id, "examples": header.example_count})
+        return self._receipt(header.release_id, header.example_count, digest)
+
+    def _stored(self, release_id: str) -> ReceivedRelease | None:
+        with self.sessions() as session:
+            return session.execute(
+                select(ReceivedRelease).where(ReceivedRelease.release_id == release_id)
+            ).scalar_one_or_none()
+
+    def _replay(self, existing: ReceivedRelease, header: pb.ReleaseHeader) -> pb.DeliveryReceipt:
+        if existing.payload_sha256 != header.payload_sha256.hex():
+            raise WireError(
+                "already_exists", f"release {header.release_id} was already received with other contents"
+            )
+        return self._receipt(
+            existing.release_id, existing.example_count, bytes.fromhex(existing.payload_sha256)
+        )
+
+    def _receipt(self, release_id: str, examples: int, digest: bytes) -> pb.DeliveryReceipt:
+        return pb.DeliveryReceipt(
+            release_id=release_id, example_count=examples, payload_sha256=digest, receiver_id=self.party_id
+        )

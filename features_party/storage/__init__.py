@@ -1,0 +1,1 @@
+"""SQL storage of the features party (SQLAlchemy 2 + Alembic)."""

@@ -1,0 +1,45 @@
+"""SQL tables of the features party: pinned senders and received releases (outputs in Parquet)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import JSON, BigInteger, DateTime, Integer, LargeBinary, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Sender(Base):
+    """A labels party whose signed releases this party accepts, pinned by its public key."""
+
+    __tablename__ = "senders"
+
+    id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    key_id: Mapped[str] = mapped_column(String(80))
+    public_key_pem: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ReceivedRelease(Base):
+    """A verified release. The row and the Parquet file at ``path`` are committed together."""
+
+    __tablename__ = "received_releases"
+
+    release_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    sender_id: Mapped[str] = mapped_column(String(200))
+    sender_key_id: Mapped[str] = mapped_column(String(80))
+    payload_sha256: Mapped[str] = mapped_column(String(64))
+    example_count: Mapped[int] = mapped_column(BigInteger)
+    chunk_count: Mapped[int] = mapped_column(Integer)
+    signed_header: Mapped[bytes] = mapped_column(LargeBinary)  # exactly as received, with its signature
+    signature: Mapped[bytes] = mapped_column(LargeBinary)
+    summary: Mapped[dict[str, object]] = mapped_column(JSON)  # label type, ε split, mechanism, expiry
+    path: Mapped[str] = mapped_column(Text)
+    received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -1,0 +1,290 @@
+"""The features party's gRPC receiver over real gRPC: it trusts nothing unsigned and stores nothing
+partial."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from labeldp.v1 import delivery_pb2 as pb
+from labeldp.v1 import delivery_pb2_grpc as pb_grpc
+from sqlalchemy import func, select
+
+from features_party.config import FeaturesSettings
+from features_party.receiver.server import build_server
+from features_party.receiver.service import Receiver
+from features_party.storage.db import make_engine, migrate, session_factory
+from features_party.storage.models import ReceivedRelease, Sender
+from labeldp.identity import Identity, public_key_pem
+from labeldp.tls import dev_ca
+from labeldp.wire import MAX_MESSAGE_BYTES, build_frames
+from tests.test_wire import SENDER, release
+
+OPTIONS = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES + 2**20)]
+
+
+@dataclass
+class Harness:
+    settings: FeaturesSettings
+    sender: Identity
+    channel: grpc.Channel
+    server: grpc.Server
+    receiver: Receiver
+    port: int
+
+    @property
+    def stub(self) -> pb_grpc.FeaturesPartyStub:
+        return pb_grpc.FeaturesPartyStub(self.channel)  # type: ignore[no-untyped-call]
+
+    def raw(self) -> grpc.StreamUnaryMultiCallable:
+        """Send frames as raw bytes (so tampered bytes reach the server unparsed)."""
+        return self.channel.stream_unary(
+            "/labeldp.v1.FeaturesParty/DeliverRelease", response_deserializer=pb.DeliveryReceipt.FromString
+        )
+
+    def stored(self) -> int:
+        with self.receiver.sessions() as s:
+            rows = int(s.execute(select(func.count()).select_from(ReceivedRelease)).scalar_one())
+        releases = self.settings.data_dir / "releases"
+        files = list(releases.glob("*")) if releases.exists() else []
+        assert len(files) == rows, "a file without its row, or a row without its file"
+        return rows
+
+    def no_leftovers(self) -> bool:
+        tmp = self.settings.data_dir / "tmp"
+        return not tmp.exists() or not any(tmp.iterdir())
+
+
+def start(
+    tmp_path: Path, *, tls: bool = False, max_bytes: int = 1 << 30, party: str = "publisher"
+) -> Harness:
+    data = tmp_path / f"features-{uuid.uuid4().hex[:6]}"
+    certs = dev_ca(tmp_path / "certs") if tls else None
+    settings = FeaturesSettings(
+        party_id=party,
+        data_dir=data,
+        grpc_port=0,
+        allow_plaintext=not tls,
+        tls_cert=certs.server_cert if certs else None,
+        tls_key=certs.server_key if certs else None,
+        tls_ca=certs.ca if certs else None,
+        max_release_bytes=max_bytes,
+    )
+    data.mkdir(parents=True)
+    engine = make_engine(settings.resolved_database_url())
+    migrate(engine)
+    sessions = session_factory(engine)
+    sender = Identity.generate()
+    with sessions.begin() as s:
+        s.add(Sender(id=SENDER, key_id=sender.key_id, public_key_pem=public_key_pem(sender.public_key)))
+    receiver = Receiver(sessions, data, party, max_bytes)
+    server, port = build_server(receiver, settings)
+    if certs:
+        creds = grpc.ssl_channel_credentials(
+            root_certificates=certs.ca.read_bytes(),
+            private_key=certs.client_key.read_bytes(),
+            certificate_chain=certs.client_cert.read_bytes(),
+        )
+        channel = grpc.secure_channel(f"localhost:{port}", creds, options=OPTIONS)
+    else:
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=OPTIONS)
+    return Harness(settings, sender, channel, server, receiver, port)
+
+
+@pytest.fixture
+def h(tmp_path: Path) -> Iterator[Harness]:
+    harness = start(tmp_path)
+    yield harness
+    harness.channel.close()
+    harness.server.stop(None)
+
+
+def code(call: object) -> grpc.StatusCode:
+    assert callable(call)
+    with pytest.raises(grpc.RpcError) as info:
+        call()
+    status: grpc.StatusCode = info.value.code()
+    return status
+
+
+def ids(n: int) -> list[str]:
+    return [f"click-{i:08d}" for i in range(n)]
+
+
+def test_delivery_is_verified_stored_and_idempotent(h: Harness) -> None:
+    rel = release(ids(600_000), num_bins=5)
+    frames = build_frames(rel, h.sender)
+    receipt = h.stub.DeliverRelease(iter(frames))
+    assert receipt.release_id == rel.release_id and receipt.example_count == 600_000
+    assert receipt.receiver_id == "publisher"
+    header = pb.ReleaseHeader.FromString(frames[0].header.header)
+    assert receipt.payload_sha256 == header.payload_sha256
+    stored = pq.read_table(h.settings.data_dir / "releases" / f"{rel.release_id}.parquet")
+    assert stored.column("example_id").to_pylist() == ids(600_000)
+    assert np.array_equal(np.asarray(stored.column("bin")), rel.bins)
+    again = h.stub.DeliverRelease(iter(frames))
+    assert again == receipt and h.stored() == 1 and h.no_leftovers()
+    other = replace(rel, bins=(rel.bins + 1) % 5)  # same release id, other contents
+    assert (
+        code(lambda: h.stub.DeliverRelease(iter(build_frames(other, h.sender))))
+        == grpc.StatusCode.ALREADY_EXISTS
+    )
+    assert h.stored() == 1
+
+
+def test_rejections_store_nothing(h: Harness, tmp_path: Path) -> None:
+    rel = release(ids(300_000))
+    frames = build_frames(rel, h.sender)
+    cases = {
+        "unpinned key": (build_frames(rel, Identity.generate()), grpc.StatusCode.UNAUTHENTICATED),
+        "wrong recipient": (
+            build_frames(replace(rel, recipient_id="publisher-2"), h.sender),
+            grpc.StatusCode.PERMISSION_DENIED,
+        ),
+        "expired": (
+            build_frames(replace(rel, expires_at_unix_ms=1), h.sender),
+            grpc.StatusCode.FAILED_PRECONDITION,
+        ),
+        "truncated": (frames[:-1], grpc.StatusCode.INVALID_ARGUMENT),
+        "reordered": ([frames[0], frames[2], frames[1]], grpc.StatusCode.INVALID_ARGUMENT),
+        "no header": (frames[1:], grpc.StatusCode.INVALID_ARGUMENT),
+        "empty": ([], grpc.StatusCode.INVALID_ARGUMENT),
+    }
+    for name, (sent, expected) in cases.items():
+        assert code(lambda sent=sent: h.stub.DeliverRelease(iter(sent))) == expected, name
+        assert h.stored() == 0 and h.no_leftovers(), name
+    small = start(tmp_path, max_bytes=10_000)
+    try:
+        assert (
+            code(lambda: small.stub.DeliverRelease(iter(build_frames(rel, small.sender))))
+            == grpc.StatusCode.RESOURCE_EXHAUSTED
+        )
+        assert small.stored() == 0 and small.no_leftovers()
+    finally:
+        small.server.stop(None)
+
+
+def test_a_release_replayed_to_a_second_recipient_is_refused(h: Harness, tmp_path: Path) -> None:
+    frames = build_frames(release(ids(1000)), h.sender)
+    second = start(tmp_path, party="publisher-2")
+    try:
+        with second.receiver.sessions.begin() as s:  # the second recipient trusts the same sender
+            s.merge(
+                Sender(id=SENDER, key_id=h.sender.key_id, public_key_pem=public_key_pem(h.sender.public_key))
+            )
+        assert h.stub.DeliverRelease(iter(frames)).example_count == 1000
+        assert code(lambda: second.stub.DeliverRelease(iter(frames))) == grpc.StatusCode.PERMISSION_DENIED
+        assert second.stored() == 0
+    finally:
+        second.server.stop(None)
+
+
+def test_1000_single_byte_changes_are_rejected_with_nothing_stored(h: Harness) -> None:
+    frames = build_frames(release(ids(3000), num_bins=4), h.sender)
+    blobs = [f.SerializeToString() for f in frames]
+    cumulative = np.cumsum([len(b) for b in blobs])
+    rng = np.random.default_rng(7)
+    send = h.raw()
+    for _ in range(1000):
+        offset = int(rng.integers(0, cumulative[-1]))
+        which = int(np.searchsorted(cumulative, offset, side="right"))
+        pos = offset - (int(cumulative[which - 1]) if which else 0)
+        mutated = bytearray(blobs[which])
+        mutated[pos] ^= int(rng.integers(1, 256))
+        sent = [*blobs[:which], bytes(mutated), *blobs[which + 1 :]]
+        with pytest.raises(grpc.RpcError):
+            send(iter(sent))
+    assert h.stored() == 0 and h.no_leftovers()
+    assert h.stub.DeliverRelease(iter(frames)).example_count == 3000  # the intact message still goes through
+
+
+def test_streams_cut_at_random_points_leave_nothing_and_can_be_resent(h: Harness) -> None:
+    frames = build_frames(release(ids(800_000), num_bins=3), h.sender)
+    assert len(frames) >= 5
+    rng = np.random.default_rng(11)
+
+    class CutError(Exception):
+        pass
+
+    for _ in range(20):
+        cut = int(rng.integers(0, len(frames)))
+
+        def stream(cut: int = cut) -> Iterator[pb.ReleaseFrame]:
+            yield from frames[:cut]
+            time.sleep(float(rng.uniform(0, 0.05)))
+            raise CutError  # the sender dies mid-stream
+
+        with pytest.raises(grpc.RpcError):
+            h.stub.DeliverRelease(stream())
+        deadline = time.monotonic() + 10
+        while not h.no_leftovers() and time.monotonic() < deadline:
+            time.sleep(0.05)  # the server notices the cancelled call and cleans up
+        assert h.stored() == 0 and h.no_leftovers()
+    assert h.stub.DeliverRelease(iter(frames)).example_count == 800_000
+    assert h.stored() == 1
+
+
+def test_concurrent_deliveries_of_one_release_store_it_once(h: Harness) -> None:
+    frames = build_frames(release(ids(200_000)), h.sender)
+    receipts: list[pb.DeliveryReceipt] = []
+    lock = threading.Lock()
+
+    def go() -> None:
+        r = h.stub.DeliverRelease(iter(frames))
+        with lock:
+            receipts.append(r)
+
+    threads = [threading.Thread(target=go) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(receipts) == 6 and len({r.SerializeToString() for r in receipts}) == 1
+    assert h.stored() == 1
+
+
+def test_mtls_health_and_reflection(tmp_path: Path) -> None:
+    tls = start(tmp_path, tls=True)
+    try:
+        frames = build_frames(release(ids(5000)), tls.sender)
+        assert tls.stub.DeliverRelease(iter(frames)).example_count == 5000
+        health = health_pb2_grpc.HealthStub(tls.channel)
+        status = health.Check(health_pb2.HealthCheckRequest(service="labeldp.v1.FeaturesParty"))
+        assert status.status == health_pb2.HealthCheckResponse.SERVING
+        ca = (tmp_path / "certs" / "ca.pem").read_bytes()
+        no_client_cert = grpc.secure_channel(
+            f"localhost:{tls.port}", grpc.ssl_channel_credentials(root_certificates=ca)
+        )
+        unauthenticated_stub = pb_grpc.FeaturesPartyStub(no_client_cert)  # type: ignore[no-untyped-call]
+        assert (
+            code(lambda: unauthenticated_stub.DeliverRelease(iter(frames), timeout=10))
+            == grpc.StatusCode.UNAVAILABLE
+        )
+        from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+        refl = reflection_pb2_grpc.ServerReflectionStub(tls.channel)
+        answer = next(
+            refl.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
+        )
+        names = {s.name for s in answer.list_services_response.service}
+        assert "labeldp.v1.FeaturesParty" in names and "grpc.health.v1.Health" in names
+    finally:
+        tls.server.stop(None)
+
+
+def test_plaintext_must_be_explicit(tmp_path: Path) -> None:
+    settings = FeaturesSettings(data_dir=tmp_path, grpc_port=0)
+    engine = make_engine(settings.resolved_database_url())
+    migrate(engine)
+    receiver = Receiver(session_factory(engine), tmp_path, "publisher", 1 << 20)
+    with pytest.raises(ValueError, match="ALLOW_PLAINTEXT"):
+        build_server(receiver, settings)
