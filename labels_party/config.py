@@ -19,6 +19,19 @@ class LabelsSettings(BaseSettings):
     port: int = Field(8400, description="port `labeldp labels serve` binds")
     max_upload_bytes: int = Field(8 * 2**30, description="largest accepted label upload body")
     log_level: str = Field("info", description="debug, info, warning or error")
+    party_id: str = Field("advertiser", description="this party's id, the sender id in every message")
+    identity_key: Path | None = Field(
+        None, description="Ed25519 key (PEM); default data_dir/identity.pem, created"
+    )
+    tls_cert: Path | None = Field(None, description="client certificate for mTLS to recipients (PEM)")
+    tls_key: Path | None = Field(None, description="client private key (PEM)")
+    allow_plaintext: bool = Field(False, description="deliver over gRPC without TLS (local development only)")
+    release_ttl_seconds: int = Field(7 * 24 * 3600, description="how long a signed message stays deliverable")
+    delivery_timeout_seconds: float = Field(300.0, description="deadline of one delivery attempt")
+    delivery_attempts: int = Field(5, description="attempts on UNAVAILABLE / DEADLINE_EXCEEDED, with backoff")
 
     def resolved_database_url(self) -> str:
         return self.database_url or sqlite_url(self.data_dir)
+
+    def identity_path(self) -> Path:
+        return self.identity_key or self.data_dir / "identity.pem"

@@ -9,9 +9,11 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from labeldp import __version__, logs
+from labeldp.identity import Identity
 from labels_party.api import problems
 from labels_party.api.routes import router
 from labels_party.config import LabelsSettings
+from labels_party.delivery.message import Signer
 from labels_party.releases.service import recover_interrupted
 from labels_party.storage.db import make_engine, migrate, session_factory
 
@@ -42,6 +44,9 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.sessions = session_factory(engine)
+    app.state.signer = Signer(
+        Identity.load_or_create(settings.identity_path()), settings.party_id, settings.release_ttl_seconds
+    )
     problems.install(app)
     app.middleware("http")(logs.request_logger("labeldp.labels.http"))
     app.include_router(router)

@@ -14,12 +14,15 @@ from fastapi.responses import FileResponse
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
+from labeldp.identity import public_key_pem
 from labels_party.api.auth import Caller, caller
 from labels_party.api.problems import ProblemError
 from labels_party.api.schemas import (
     BudgetOut,
     DatasetIn,
     DatasetOut,
+    DeliveryOut,
+    IdentityOut,
     LedgerEntryOut,
     Page,
     RecipientIn,
@@ -40,6 +43,7 @@ from labels_party.datasets.service import (
 from labels_party.datasets.spec import DatasetSpec
 from labels_party.datasets.store import DatasetFiles
 from labels_party.datasets.uploads import UploadError, upload_format
+from labels_party.delivery.service import DeliveryError, deliver_release
 from labels_party.releases.service import (
     ReleaseError,
     ReleaseRequest,
@@ -47,7 +51,7 @@ from labels_party.releases.service import (
     preview,
     release_path,
 )
-from labels_party.storage.models import Dataset, LedgerEntry, Recipient, Release, Tenant
+from labels_party.storage.models import Dataset, Delivery, LedgerEntry, Recipient, Release, Tenant
 
 router = APIRouter(prefix="/v1")
 Auth = Annotated[Caller, Depends(caller)]
@@ -93,16 +97,47 @@ def _not_found(what: str, ident: str) -> ProblemError:
     return ProblemError(404, "not-found", f"no {what} {ident}")
 
 
-# -- recipients --------------------------------------------------------------------------------
+# -- identity and recipients -------------------------------------------------------------------
+@router.get("/identity", response_model=IdentityOut, tags=["identity"])
+def get_identity(who: Auth, request: Request) -> IdentityOut:
+    """This party's signing key: recipients pin it (``POST /v1/senders`` on the features party)."""
+    signer = request.app.state.signer
+    return IdentityOut(
+        party_id=signer.party_id,
+        key_id=signer.identity.key_id,
+        public_key_pem=public_key_pem(signer.identity.public_key),
+    )
+
+
+def _recipient_out(r: Recipient) -> RecipientOut:
+    return RecipientOut(
+        id=r.id,
+        name=r.name,
+        grpc_address=r.grpc_address,
+        fingerprint=r.fingerprint,
+        tls=bool(r.tls_ca_pem),
+        created_at=r.created_at,
+    )
+
+
 @router.post("/recipients", status_code=201, response_model=RecipientOut, tags=["recipients"])
 def register_recipient(body: RecipientIn, who: Auth, request: Request) -> RecipientOut:
-    """Register a features party that releases may be addressed to."""
+    """Register a features party that releases may be addressed to (and delivered to)."""
+    if body.tls_ca_pem is not None and "BEGIN CERTIFICATE" not in body.tls_ca_pem:
+        raise ProblemError(422, "invalid-certificate", "tls_ca_pem must be a PEM certificate")
     try:
         with request.app.state.sessions.begin() as s:
-            rec = Recipient(id=str(uuid.uuid4()), tenant_id=who.tenant_id, name=body.name)
+            rec = Recipient(
+                id=str(uuid.uuid4()),
+                tenant_id=who.tenant_id,
+                name=body.name,
+                grpc_address=body.grpc_address,
+                tls_ca_pem=body.tls_ca_pem,
+                fingerprint=body.fingerprint,
+            )
             s.add(rec)
             s.flush()
-            return RecipientOut(id=rec.id, name=rec.name, created_at=rec.created_at)
+            return _recipient_out(rec)
     except IntegrityError as exc:
         raise ProblemError(
             409, "recipient-exists", f"a recipient named {body.name!r} already exists"
@@ -113,7 +148,7 @@ def register_recipient(body: RecipientIn, who: Auth, request: Request) -> Recipi
 def list_recipients(who: Auth, request: Request) -> list[RecipientOut]:
     with request.app.state.sessions() as s:
         rows = s.execute(select(Recipient).where(Recipient.tenant_id == who.tenant_id)).scalars()
-        return [RecipientOut(id=r.id, name=r.name, created_at=r.created_at) for r in rows]
+        return [_recipient_out(r) for r in rows]
 
 
 # -- datasets ----------------------------------------------------------------------------------
@@ -245,6 +280,7 @@ def post_release(
             dataset_id,
             _release_request(body),
             idempotency_key,
+            state.signer,
         )
     except ReleaseError as exc:
         raise _release_problem(exc) from exc
@@ -371,3 +407,56 @@ def get_ledger(
             for e in rows
         ]
     return Page(items=items, next_offset=offset + limit if offset + limit < total else None)
+
+
+# -- delivery ----------------------------------------------------------------------------------
+def _delivery_out(d: Delivery) -> DeliveryOut:
+    return DeliveryOut(
+        id=d.id,
+        release_id=d.release_id,
+        recipient_id=d.recipient_id,
+        outcome=d.outcome,
+        attempts=d.attempts,
+        status=d.status,
+        detail=d.detail,
+        receipt_sha256=d.receipt_sha256,
+        wire_bytes=d.wire_bytes,
+        started_at=d.started_at,
+        finished_at=d.finished_at,
+    )
+
+
+@router.post(
+    "/releases/{release_id}/deliveries", status_code=201, response_model=DeliveryOut, tags=["delivery"]
+)
+def post_delivery(release_id: str, who: Auth, request: Request) -> DeliveryOut:
+    """Stream the release's stored signed message to its recipient over gRPC. Re-delivery sends the
+    same bytes and spends nothing. A recipient that refuses it answers 502 with its gRPC status."""
+    try:
+        delivery = deliver_release(
+            request.app.state.sessions, request.app.state.settings, who.tenant_id, release_id
+        )
+    except DeliveryError as exc:
+        raise ProblemError(exc.status, exc.code, exc.message) from exc
+    if delivery.outcome != "delivered":
+        raise ProblemError(
+            502,
+            "delivery-failed",
+            f"the recipient answered {delivery.status}: {delivery.detail}",
+            delivery_id=delivery.id,
+            grpc_status=delivery.status,
+            attempts=delivery.attempts,
+        )
+    return _delivery_out(delivery)
+
+
+@router.get("/releases/{release_id}/deliveries", response_model=list[DeliveryOut], tags=["delivery"])
+def list_deliveries(release_id: str, who: Auth, request: Request) -> list[DeliveryOut]:
+    with request.app.state.sessions() as s:
+        r = s.get(Release, release_id)
+        if r is None or r.tenant_id != who.tenant_id:
+            raise _not_found("release", release_id)
+        rows = s.execute(
+            select(Delivery).where(Delivery.release_id == release_id).order_by(Delivery.started_at)
+        )
+        return [_delivery_out(d) for d in rows.scalars()]

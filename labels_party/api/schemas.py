@@ -11,13 +11,43 @@ from labels_party.datasets.spec import DatasetSpec
 
 
 class RecipientIn(BaseModel):
-    name: str = Field(min_length=1, max_length=200, description="the features party's identifier")
+    name: str = Field(min_length=1, max_length=200, description="the features party's id (its party_id)")
+    grpc_address: str | None = Field(None, max_length=300, description="host:port of its gRPC receiver")
+    tls_ca_pem: str | None = Field(
+        None, description="CA certificate (PEM) that signed its server certificate"
+    )
+    fingerprint: str | None = Field(
+        None, max_length=80, description="its Ed25519 key fingerprint (GET /v1/identity)"
+    )
 
 
 class RecipientOut(BaseModel):
     id: str
     name: str
+    grpc_address: str | None
+    fingerprint: str | None
+    tls: bool
     created_at: datetime
+
+
+class IdentityOut(BaseModel):
+    party_id: str
+    key_id: str
+    public_key_pem: str
+
+
+class DeliveryOut(BaseModel):
+    id: str
+    release_id: str
+    recipient_id: str
+    outcome: str
+    attempts: int
+    status: str
+    detail: str
+    receipt_sha256: str | None
+    wire_bytes: int
+    started_at: datetime
+    finished_at: datetime | None
 
 
 class DatasetIn(DatasetSpec):

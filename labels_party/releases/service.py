@@ -30,6 +30,7 @@ from labels_party.budget.epsilon import to_micro
 from labels_party.budget.ledger import charge, lock_tenant, record_kept_charge
 from labels_party.datasets.spec import DatasetSpec
 from labels_party.datasets.store import DatasetFiles
+from labels_party.delivery.message import Signer, write_message
 from labels_party.mechanisms import (
     default_prior_epsilon,
     optimize_rr_on_bins,
@@ -177,6 +178,7 @@ def create_release(
     dataset_id: str,
     request: ReleaseRequest,
     idempotency_key: str,
+    signer: Signer,
 ) -> tuple[Release, bool]:
     """Returns the release and whether it was created now (False: an idempotent replay)."""
     digest = request.digest(dataset_id)
@@ -249,7 +251,19 @@ def create_release(
     )
     # Charged and committed: from here on the budget is spent whatever happens.
     try:
-        mechanism = _privatize(data_dir, release, spec, examples, request.epsilon, eps_prior)
+        mechanism, indices = _privatize(data_dir, release, spec, examples, request.epsilon, eps_prior)
+        write_message(
+            data_dir,
+            signer,
+            release_id=release.id,
+            recipient=recipient.name,
+            label_type=spec.label_type,
+            epsilon_total=request.epsilon,
+            mechanism=mechanism,
+            loss=release.loss,
+            example_ids=examples.ids,
+            bins=indices,
+        )
     except Exception as exc:
         log.exception("release failed after its charge", extra={"release_id": release.id})
         with sessions.begin() as session:
@@ -284,10 +298,14 @@ def _privatize(
     examples: ExampleSet,
     epsilon: float,
     eps_prior: float,
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], np.ndarray]:
+    """Draw the noise, write the output (example_id, bin) and return the mechanism and the bins.
+    A bin is always an index into ``bin_values`` (for RR-Top-k: into the reported classes)."""
     if _classes(spec, release.loss):
         cls = release_classes(examples.labels.astype(np.int64), spec.num_classes, epsilon, eps_prior)
-        indices = cls.labels
+        position = np.full(spec.num_classes, -1, dtype=np.int64)
+        position[cls.mechanism.top] = np.arange(cls.mechanism.k)
+        indices = position[cls.labels]
         mechanism: dict[str, Any] = {
             "kind": "rr_top_k",
             "epsilon_randomize": cls.epsilon_randomize,
@@ -297,7 +315,7 @@ def _privatize(
             "prior": cls.prior.tolist(),
             "bin_values": [float(c) for c in cls.mechanism.top.tolist()],
         }
-        m = spec.num_classes
+        m = cls.mechanism.k
     else:
         support = spec.build_support()
         rel = release_labels(examples.labels, support, epsilon, release.loss, eps_prior)
@@ -325,7 +343,7 @@ def _privatize(
             "universe_declared": examples.universe_declared,
         }
     )
-    return mechanism
+    return mechanism, indices
 
 
 def preview(

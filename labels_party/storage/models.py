@@ -95,8 +95,30 @@ class Recipient(Base):
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
-    name: Mapped[str] = mapped_column(String(200))
+    name: Mapped[str] = mapped_column(String(200))  # the features party's id (the message's recipient_id)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    grpc_address: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    tls_ca_pem: Mapped[str | None] = mapped_column(Text, nullable=True)
+    fingerprint: Mapped[str | None] = mapped_column(String(80), nullable=True)
+
+
+class Delivery(Base):
+    """One delivery of a release's stored message (re-deliveries send the same bytes, spend nothing)."""
+
+    __tablename__ = "deliveries"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    release_id: Mapped[str] = mapped_column(ForeignKey("releases.id"), index=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
+    recipient_id: Mapped[str] = mapped_column(ForeignKey("recipients.id"))
+    outcome: Mapped[str] = mapped_column(String(16))  # delivered | failed
+    attempts: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(40))  # the final gRPC status code name
+    detail: Mapped[str] = mapped_column(Text, default="")
+    receipt_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    wire_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
 class Dataset(Base):
