@@ -21,6 +21,8 @@ class FeaturesSettings(BaseSettings):
     identity_key: Path | None = Field(
         None, description="Ed25519 key (PEM); default data_dir/identity.pem, created"
     )
+    host: str = Field("127.0.0.1", description="address the REST API binds")
+    port: int = Field(8500, description="port of the REST API")
     grpc_host: str = Field("127.0.0.1", description="address the gRPC receiver binds")
     grpc_port: int = Field(8501, description="port of the gRPC receiver")
     tls_cert: Path | None = Field(None, description="server certificate (PEM); with tls_key and tls_ca: mTLS")

@@ -130,5 +130,96 @@ def tenant_set_budget(
     typer.echo(f"tenant {name}: per-example budget is now {epsilon_per_example:g}")
 
 
+features_app = typer.Typer(
+    help="The features party (publisher): receive releases, train, serve.", no_args_is_help=True
+)
+features_tenant_app = typer.Typer(help="Features-party tenants and API keys.", no_args_is_help=True)
+features_app.add_typer(features_tenant_app, name="tenant")
+app.add_typer(features_app, name="features")
+keys_app = typer.Typer(help="Signing keys and development certificates.", no_args_is_help=True)
+app.add_typer(keys_app, name="keys")
+
+
+@features_app.command("serve")
+def features_serve(
+    host: Annotated[
+        str | None, typer.Option(help="REST bind address (default LABELDP_FEATURES_HOST).")
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option(help="REST port (default LABELDP_FEATURES_PORT or 8500).")
+    ] = None,
+) -> None:
+    """Run the features-party REST API and its gRPC receiver in one process."""
+    import uvicorn
+
+    from features_party.api.app import create_app
+    from features_party.config import FeaturesSettings
+
+    settings = FeaturesSettings()
+    uvicorn.run(
+        create_app(settings),
+        host=host or settings.host,
+        port=port or settings.port,
+        log_config=None,
+        access_log=False,
+    )
+
+
+@features_tenant_app.command("create")
+def features_tenant_create(name: str) -> None:
+    """Create a features-party tenant and print its bearer API key (shown once)."""
+    from features_party.config import FeaturesSettings
+    from features_party.storage.db import make_engine, migrate, session_factory
+    from features_party.tenants import create_tenant
+
+    settings = FeaturesSettings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    engine = make_engine(settings.resolved_database_url())
+    try:
+        migrate(engine)
+        with session_factory(engine).begin() as session:
+            new = create_tenant(session, name)
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=2) from exc
+    finally:
+        engine.dispose()
+    typer.echo(f"tenant {new.tenant_id} created; API key (store it now, it is not shown again):")
+    typer.echo(new.api_key)
+
+
+@keys_app.command("generate")
+def keys_generate(path: Path) -> None:
+    """Create an Ed25519 identity key at PATH (0600) and print its fingerprint; keeps an existing key."""
+    from labeldp.identity import Identity
+
+    existed = path.exists()
+    identity = Identity.load_or_create(path)
+    typer.echo(f"{'existing' if existed else 'new'} key {identity.key_id} at {path}")
+
+
+@keys_app.command("dev-ca")
+def keys_dev_ca(
+    out: Annotated[Path, typer.Option(help="Folder for ca.pem and both parties' certificates.")] = Path(
+        "dev-certs"
+    ),
+    host: Annotated[
+        list[str] | None, typer.Option(help="Names/IPs of the gRPC receiver (repeatable).")
+    ] = None,
+) -> None:
+    """A development CA plus a server certificate (features party) and a client certificate (labels party)."""
+    from labeldp.tls import dev_ca
+
+    paths = dev_ca(out, tuple(host or ("localhost", "127.0.0.1")))
+    for label, p in (
+        ("CA", paths.ca),
+        ("features-party server cert", paths.server_cert),
+        ("features-party server key", paths.server_key),
+        ("labels-party client cert", paths.client_cert),
+        ("labels-party client key", paths.client_key),
+    ):
+        typer.echo(f"{label:28} {p}")
+
+
 if __name__ == "__main__":
     app()

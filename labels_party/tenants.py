@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import hashlib
-import secrets
 import uuid
 from dataclasses import dataclass
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from labeldp.apikeys import hash_key, new_key
 from labels_party.budget.ledger import set_budget
 from labels_party.storage.models import ApiKey, Tenant
-
-KEY_PREFIX = "ldp_"
-
-
-def hash_key(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -40,7 +33,7 @@ def create_tenant(session: Session, name: str, budget_micro: int) -> NewTenant:
 
 
 def issue_key(session: Session, tenant_id: str) -> str:
-    key = KEY_PREFIX + secrets.token_urlsafe(32)
+    key = new_key()
     session.add(ApiKey(id=str(uuid.uuid4()), tenant_id=tenant_id, key_hash=hash_key(key), prefix=key[:10]))
     session.flush()
     return key

@@ -8,9 +8,8 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from labeldp import __version__, logs
+from labeldp import __version__, logs, problems
 from labeldp.identity import Identity
-from labels_party.api import problems
 from labels_party.api.routes import router
 from labels_party.config import LabelsSettings
 from labels_party.delivery.message import Signer

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
-from labels_party.api.problems import ProblemError
+from labeldp.problems import ProblemError
 from labels_party.tenants import authenticate
 
 

@@ -15,8 +15,8 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
 from labeldp.identity import public_key_pem
+from labeldp.problems import ProblemError
 from labels_party.api.auth import Caller, caller
-from labels_party.api.problems import ProblemError
 from labels_party.api.schemas import (
     BudgetOut,
     DatasetIn,

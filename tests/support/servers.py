@@ -71,18 +71,15 @@ def labels_server_thread(settings: LabelsSettings) -> Iterator[str]:
         thread.join(timeout=30)
 
 
-class LabelsProcess:
-    """``labeldp labels serve`` as a child process, for crash (SIGKILL) tests."""
+class ServiceProcess:
+    """``labeldp <party> serve`` as a child process (crash tests, two-party tests)."""
 
-    def __init__(self, data_dir: Path, database_url: str, log_path: Path | None = None) -> None:
+    party = "labels"
+
+    def __init__(self, env: dict[str, str], log_path: Path | None = None) -> None:
         self.port = free_port()
         self.log_path = log_path
-        self.env = {
-            **os.environ,
-            "LABELDP_DATA_DIR": str(data_dir),
-            "LABELDP_DATABASE_URL": database_url,
-            "LABELDP_LOG_LEVEL": "info" if log_path else "warning",
-        }
+        self.env = {**os.environ, **env}
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -90,7 +87,7 @@ class LabelsProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        cmd = [sys.executable, "-m", "labeldp.cli", "labels", "serve", "--port", str(self.port)]
+        cmd = [sys.executable, "-m", "labeldp.cli", self.party, "serve", "--port", str(self.port)]
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         self.proc = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=log)
         wait_healthy(self.base_url)
@@ -109,3 +106,30 @@ class LabelsProcess:
             except subprocess.TimeoutExpired:
                 self.kill()
             self.proc = None
+
+
+class LabelsProcess(ServiceProcess):
+    """``labeldp labels serve`` on a data directory and database."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        database_url: str,
+        log_path: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(
+            {
+                "LABELDP_DATA_DIR": str(data_dir),
+                "LABELDP_DATABASE_URL": database_url,
+                "LABELDP_LOG_LEVEL": "info" if log_path else "warning",
+                **(env or {}),
+            },
+            log_path,
+        )
+
+
+class FeaturesProcess(ServiceProcess):
+    """``labeldp features serve`` (REST and the gRPC receiver in one process)."""
+
+    party = "features"

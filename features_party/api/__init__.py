@@ -1,0 +1,1 @@
+"""The features party's REST API (FastAPI): identity, pinned senders, received releases."""

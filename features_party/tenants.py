@@ -1,0 +1,37 @@
+"""Features-party tenants and their bearer API keys (hashed, shown once)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from features_party.storage.models import ApiKey, Tenant
+from labeldp.apikeys import hash_key, new_key
+
+
+@dataclass(frozen=True)
+class NewTenant:
+    tenant_id: str
+    api_key: str
+
+
+def create_tenant(session: Session, name: str) -> NewTenant:
+    if not name.strip():
+        raise ValueError("tenant name must not be empty")
+    if session.execute(select(Tenant).where(Tenant.name == name)).scalar_one_or_none() is not None:
+        raise ValueError(f"a tenant named {name!r} already exists")
+    tenant = Tenant(id=str(uuid.uuid4()), name=name)
+    session.add(tenant)
+    session.flush()
+    key = new_key()
+    session.add(ApiKey(id=str(uuid.uuid4()), tenant_id=tenant.id, key_hash=hash_key(key), prefix=key[:10]))
+    session.flush()
+    return NewTenant(tenant.id, key)
+
+
+def authenticate(session: Session, key: str) -> ApiKey | None:
+    api_key = session.execute(select(ApiKey).where(ApiKey.key_hash == hash_key(key))).scalar_one_or_none()
+    return None if api_key is None or api_key.revoked_at is not None else api_key
