@@ -13,6 +13,7 @@ BENCHMARKS = (
     "bench_utility",
     "bench_upload",
     "bench_ledger",
+    "bench_delivery",
 )
 
 

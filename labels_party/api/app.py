@@ -32,6 +32,10 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
         if failed:
             log.warning("marked interrupted releases as failed", extra={"releases": failed})
         log.info("labels party started", extra={"path": str(settings.data_dir)})
+        if settings.allow_plaintext:
+            log.warning(
+                "deliveries may use gRPC WITHOUT TLS (LABELDP_ALLOW_PLAINTEXT): local development only"
+            )
         yield
         engine.dispose()
 

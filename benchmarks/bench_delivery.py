@@ -1,0 +1,139 @@
+"""A 10M-example release delivered over loopback with mTLS: the receiver (``labeldp features serve``,
+its own process) verifies the signature and digest, decodes and commits it. Reports the wall time of
+the delivery (until the receipt), the receiver's peak resident memory, and the wire size against the
+bound "example IDs' bytes + 1.05 bytes per example" (m <= 256)."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import grpc
+import httpx
+import numpy as np
+import pyarrow as pa
+
+from benchmarks.common import write
+from labeldp.identity import Identity, public_key_pem
+from labeldp.tls import dev_ca
+from labels_party.delivery.client import deliver
+from labels_party.delivery.message import Signer, write_message
+from tests.support.servers import FeaturesProcess, free_port
+from tests.test_two_parties import cli
+
+TARGET_SECONDS = 30.0
+TARGET_MIB = 1024
+
+
+def peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def main(n: int = 10_000_000) -> None:
+    with tempfile.TemporaryDirectory() as tmp_s:
+        tmp = Path(tmp_s)
+        certs = dev_ca(tmp / "certs")
+        grpc_port = free_port()
+        env = {
+            "LABELDP_FEATURES_DATA_DIR": str(tmp / "features"),
+            "LABELDP_FEATURES_GRPC_PORT": str(grpc_port),
+            "LABELDP_FEATURES_TLS_CERT": str(certs.server_cert),
+            "LABELDP_FEATURES_TLS_KEY": str(certs.server_key),
+            "LABELDP_FEATURES_TLS_CA": str(certs.ca),
+        }
+        key = cli(env, "features", "tenant", "create", "bench").strip().splitlines()[-1]
+        sender = Identity.generate()
+        ids = pa.array([f"click-{i:09d}" for i in range(n)], pa.string())
+        bins = np.random.default_rng(0).integers(0, 4, n)  # benchmark-only synthetic bins
+        mechanism = {
+            "kind": "rr_on_bins",
+            "epsilon_randomize": 0.95,
+            "epsilon_prior": 0.05,
+            "implemented_epsilon": 0.95,
+            "bin_values": [1.0, 10.0, 25.0, 45.0],
+            "bin_edges": [(0, 5), (6, 17), (18, 35), (36, 52)],
+            "support": list(range(53)),
+            "prior": [1 / 53] * 53,
+        }
+        build_start = time.perf_counter()
+        path = write_message(
+            tmp / "labels",
+            Signer(sender, "advertiser", 3600),
+            release_id="bench-release",
+            recipient="publisher",
+            label_type="count",
+            epsilon_total=1.0,
+            mechanism=mechanism,
+            loss="squared",
+            example_ids=ids,
+            bins=bins,
+        )
+        build_seconds = time.perf_counter() - build_start
+        features = FeaturesProcess(env)
+        features.start()
+        try:
+            client = httpx.Client(base_url=features.base_url, headers={"Authorization": f"Bearer {key}"})
+            client.post(
+                "/v1/senders", json={"id": "advertiser", "public_key_pem": public_key_pem(sender.public_key)}
+            ).raise_for_status()
+            assert features.proc is not None
+            baseline = peak_rss_mib(features.proc.pid)
+            creds = grpc.ssl_channel_credentials(
+                root_certificates=certs.ca.read_bytes(),
+                private_key=certs.client_key.read_bytes(),
+                certificate_chain=certs.client_cert.read_bytes(),
+            )
+            start = time.perf_counter()
+            outcome = deliver(path, f"localhost:{grpc_port}", creds, timeout_s=600, attempts=1)
+            seconds = time.perf_counter() - start
+            assert outcome.delivered, outcome
+            peak = peak_rss_mib(features.proc.pid)
+            listed = client.get("/v1/releases").json()
+            assert listed[0]["example_count"] == n
+        finally:
+            features.stop()
+        id_bytes = int(np.sum(pa.compute.binary_length(ids).to_numpy()))
+        bound = id_bytes + 1.05 * n
+        row = {
+            "examples": n,
+            "build_message_s": build_seconds,
+            "deliver_verify_commit_s": seconds,
+            "receiver_peak_mib": peak,
+            "receiver_idle_mib": baseline,
+            "wire_bytes": outcome.wire_bytes,
+            "id_bytes": id_bytes,
+            "bound_bytes": bound,
+        }
+        wire = outcome.wire_bytes
+        rows = [
+            ("examples", f"{n:,}", ""),
+            ("signing and storing the message (sender)", f"{build_seconds:.1f} s", ""),
+            (
+                "delivery over loopback mTLS until the receipt (verify, decode, commit)",
+                f"{seconds:.1f} s",
+                f"≤ {TARGET_SECONDS:g} s",
+            ),
+            (
+                f"receiver peak RSS (idle before: {baseline:.0f} MiB)",
+                f"{peak:.0f} MiB",
+                f"≤ {TARGET_MIB} MiB",
+            ),
+            (
+                "wire size",
+                f"{wire / 1e6:.1f} MB ({wire / n:.2f} B/example)",
+                f"≤ {bound / 1e6:.1f} MB (IDs + 1.05 B/example)",
+            ),
+        ]
+        md = "\n".join(
+            ["| measure | value | target |", "|---|---|---|", *(f"| {a} | {b} | {c} |" for a, b, c in rows)]
+        )
+        write("delivery", md, row)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 10_000_000)
