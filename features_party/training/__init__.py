@@ -1,0 +1,1 @@
+"""Training on noisy labels: join by example ID, fit, debias, evaluate, export."""
