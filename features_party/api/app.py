@@ -13,30 +13,19 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from features_party.api import tables
+from features_party.api.auth import caller
 from features_party.config import FeaturesSettings
 from features_party.receiver.server import build_server
 from features_party.receiver.service import Receiver
 from features_party.storage.db import make_engine, migrate, session_factory
 from features_party.storage.models import ReceivedRelease, Sender
-from features_party.tenants import authenticate
 from labeldp import __version__, logs, problems
 from labeldp.identity import Identity, fingerprint, load_public_key, public_key_pem
 from labeldp.problems import ProblemError
 
 log = logging.getLogger("labeldp.features")
 router = APIRouter(prefix="/v1")
-
-
-def caller(request: Request) -> str:
-    """The tenant id of a valid bearer key (401 otherwise)."""
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise ProblemError(401, "unauthenticated", "send Authorization: Bearer <api key>")
-    with request.app.state.sessions() as session:
-        key = authenticate(session, token.strip())
-    if key is None:
-        raise ProblemError(401, "unauthenticated", "the API key is not valid")
-    return key.tenant_id
 
 
 Auth = Annotated[str, Depends(caller)]
@@ -171,6 +160,7 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
     problems.install(app)
     app.middleware("http")(logs.request_logger("labeldp.features.http"))
     app.include_router(router)
+    app.include_router(tables.router)
 
     @app.get("/healthz", tags=["operations"])
     def healthz() -> dict[str, str]:

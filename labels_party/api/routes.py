@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 import uuid
 from pathlib import Path
 from typing import Annotated
@@ -16,6 +15,7 @@ from sqlalchemy.exc import IntegrityError
 
 from labeldp.identity import public_key_pem
 from labeldp.problems import ProblemError
+from labeldp.spool import spool_body
 from labels_party.api.auth import Caller, caller
 from labels_party.api.schemas import (
     BudgetOut,
@@ -182,24 +182,7 @@ async def _spool(request: Request) -> tuple[Path, str]:
     """Stream the body to a temporary file (bounded memory), enforcing the size limit."""
     fmt = upload_format(request.headers.get("content-type"))
     settings = request.app.state.settings
-    tmp_dir = settings.data_dir / "tmp"
-    tmp_dir.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=tmp_dir, suffix=f".{fmt}")
-    path = Path(name)
-    size = 0
-    with open(fd, "wb") as fh:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > settings.max_upload_bytes:
-                fh.close()
-                path.unlink(missing_ok=True)
-                raise UploadError(
-                    "payload-too-large",
-                    f"uploads are limited to {settings.max_upload_bytes} bytes",
-                    status=413,
-                )
-            fh.write(chunk)
-    return path, fmt
+    return await spool_body(request, settings.data_dir / "tmp", settings.max_upload_bytes, f".{fmt}"), fmt
 
 
 def _upload_problem(exc: UploadError) -> ProblemError:

@@ -6,13 +6,13 @@ point at it. A crash at any moment leaves the previous version in force (at wors
 
 from __future__ import annotations
 
-import os
-import uuid
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+from labeldp.files import write_parquet_atomic
 
 LABEL_SCHEMA = pa.schema(
     [
@@ -50,17 +50,7 @@ class DatasetFiles:
         return table.column("example_key").combine_chunks()
 
     def write(self, path: Path, table: pa.Table) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-        pq.write_table(table, tmp)
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        write_parquet_atomic(path, table)
 
 
 def upsert(existing: pa.Table, incoming: pa.Table) -> pa.Table:

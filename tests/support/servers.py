@@ -16,6 +16,10 @@ from pathlib import Path
 import httpx
 import uvicorn
 
+from features_party import tenants as features_tenants
+from features_party.api.app import create_app as create_features_app
+from features_party.config import FeaturesSettings
+from features_party.storage import db as features_db
 from labels_party.api.app import create_app
 from labels_party.budget.epsilon import to_micro_floor
 from labels_party.config import LabelsSettings
@@ -133,3 +137,30 @@ class FeaturesProcess(ServiceProcess):
     """``labeldp features serve`` (REST and the gRPC receiver in one process)."""
 
     party = "features"
+
+
+@contextmanager
+def features_server_thread(settings: FeaturesSettings) -> Iterator[str]:
+    """The features-party app (REST + its gRPC receiver) served by uvicorn in a thread."""
+    port = free_port()
+    config = uvicorn.Config(create_features_app(settings), host="127.0.0.1", port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(base)
+        yield base
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def features_tenant_key(settings: FeaturesSettings, name: str) -> str:
+    engine = features_db.make_engine(settings.resolved_database_url())
+    try:
+        features_db.migrate(engine)
+        with features_db.session_factory(engine).begin() as s:
+            return features_tenants.create_tenant(s, name).api_key
+    finally:
+        engine.dispose()

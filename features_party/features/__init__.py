@@ -1,0 +1,1 @@
+"""Feature tables: uploads with inferred (overridable) schemas, stored as versioned Parquet."""

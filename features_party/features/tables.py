@@ -1,0 +1,145 @@
+"""Parsing and validating a feature-table upload before anything is stored.
+
+Every column but ``example_id`` is numeric (float64) or categorical (dictionary-encoded strings).
+Types are inferred (numbers and booleans are numeric; text is categorical) and can be overridden per
+column; a column that cannot take its type is rejected with its first offending rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+FORMATS = {"text/csv": "csv", "application/vnd.apache.parquet": "parquet", "application/x-parquet": "parquet"}
+MAX_REPORTED_ROWS = 10
+_NUMBER = r"^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$"
+
+
+@dataclass
+class FeatureTableError(Exception):
+    code: str
+    message: str
+    rows: list[int] = field(default_factory=list)
+    columns: list[str] = field(default_factory=list)
+    status: int = 422
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def table_format(content_type: str | None) -> str:
+    base = (content_type or "").split(";")[0].strip().lower()
+    if base not in FORMATS:
+        raise FeatureTableError(
+            "unsupported-media-type", f"Content-Type must be one of {', '.join(sorted(FORMATS))}", status=415
+        )
+    return FORMATS[base]
+
+
+def read(path: Path, fmt: str) -> pa.Table:
+    try:
+        if fmt == "csv":
+            return pacsv.read_csv(
+                path, convert_options=pacsv.ConvertOptions(column_types={"example_id": pa.string()})
+            )
+        return pq.read_table(path)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as exc:
+        raise FeatureTableError("unparseable-upload", f"could not parse the {fmt} body: {exc}") from exc
+
+
+def _rows(mask: np.ndarray) -> list[int]:
+    return [int(i) + 1 for i in np.flatnonzero(mask)[:MAX_REPORTED_ROWS]]
+
+
+def _as_numeric(name: str, col: pa.ChunkedArray) -> pa.Array:
+    arr = col.combine_chunks()
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.cast(arr.type.value_type)
+    if pa.types.is_boolean(arr.type) or pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type):
+        return pc.cast(arr, pa.float64())
+    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+        ok = np.asarray(
+            pc.fill_null(pc.match_substring_regex(arr, _NUMBER), True).to_numpy(zero_copy_only=False),
+            dtype=bool,
+        )
+        if not ok.all():
+            raise FeatureTableError(
+                "unparseable-column", f"column {name!r} is not numeric", _rows(~ok), columns=[name]
+            )
+        return pc.cast(pc.utf8_trim_whitespace(arr), pa.float64())
+    raise FeatureTableError(
+        "unparseable-column", f"column {name!r} has unsupported type {arr.type}", columns=[name]
+    )
+
+
+def _as_categorical(col: pa.ChunkedArray) -> pa.Array:
+    arr = col.combine_chunks()
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.cast(arr.type.value_type)
+    return pc.cast(arr, pa.string()).dictionary_encode()
+
+
+def infer_kind(col: pa.ChunkedArray) -> str:
+    t = col.type.value_type if pa.types.is_dictionary(col.type) else col.type
+    numeric = pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_floating(t)
+    return "numeric" if numeric and not pa.types.is_dictionary(col.type) else "categorical"
+
+
+@dataclass(frozen=True)
+class ValidTable:
+    table: pa.Table
+    schema: dict[str, str]
+
+
+def validate(table: pa.Table, overrides: dict[str, str]) -> ValidTable:
+    if "example_id" not in table.column_names:
+        raise FeatureTableError(
+            "missing-column", "the table needs an example_id column", columns=["example_id"]
+        )
+    unknown = sorted(set(overrides) - set(table.column_names))
+    if unknown:
+        raise FeatureTableError(
+            "unknown-column", f"overrides name columns that do not exist: {unknown}", columns=unknown
+        )
+    ids = pc.cast(table.column("example_id").combine_chunks(), pa.string())
+    empty = np.asarray(
+        pc.fill_null(pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(ids)), 0), True).to_numpy(
+            zero_copy_only=False
+        ),
+        dtype=bool,
+    )
+    if empty.any():
+        raise FeatureTableError(
+            "missing-example-id", "example_id must not be empty", _rows(empty), ["example_id"]
+        )
+    counts = pa.table({"example_id": ids}).group_by("example_id").aggregate([("example_id", "count")])
+    dups = counts.filter(pc.greater(counts.column("example_id_count"), 1)).column("example_id")
+    if len(dups):
+        mask = np.asarray(pc.is_in(ids, value_set=dups).to_numpy(zero_copy_only=False), dtype=bool)
+        raise FeatureTableError(
+            "duplicate-example-id",
+            f"{len(dups)} example IDs appear more than once",
+            _rows(mask),
+            ["example_id"],
+        )
+    columns: dict[str, pa.Array] = {"example_id": ids}
+    schema: dict[str, str] = {}
+    for name in table.column_names:
+        if name == "example_id":
+            continue
+        kind = overrides.get(name) or infer_kind(table.column(name))
+        columns[name] = (
+            _as_numeric(name, table.column(name))
+            if kind == "numeric"
+            else _as_categorical(table.column(name))
+        )
+        schema[name] = kind
+    if not schema:
+        raise FeatureTableError("no-features", "the table has no feature columns besides example_id")
+    return ValidTable(pa.table(columns), schema)
