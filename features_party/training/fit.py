@@ -1,0 +1,171 @@
+"""Fitting a model on a received release joined to a feature table.
+
+The validation split is a deterministic function of the example ID (a BLAKE2b hash), so it needs no
+random generator and a retrained model sees the same split. Regression releases train
+``HistGradientBoostingRegressor`` with the loss matched to the release (squared, absolute, Poisson) and
+native categorical handling, or a linear baseline; ``debias`` is ``none``, ``affine`` (correct the
+predictions) or ``unbiased`` (train on the unbiased targets; squared and absolute loss only, since the
+targets can be negative). Validation reports the loss against the noisy labels and an unbiased estimate
+of the loss against the binned true labels (``BinsNoise.unbiased_loss``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+from sklearn.ensemble import HistGradientBoostingRegressor
+from sklearn.linear_model import PoissonRegressor, Ridge
+
+from features_party.training.debias import BinsNoise
+
+ModelKind = Literal["hgb", "linear"]
+Debias = Literal["none", "affine", "unbiased"]
+MAX_CATEGORIES = 250  # HistGradientBoosting handles at most 255 categories per feature
+LOSSES = {"squared": "squared_error", "absolute": "absolute_error", "poisson": "poisson"}
+
+
+class TrainingError(ValueError):
+    pass
+
+
+def validation_mask(ids: pa.Array, fraction: float) -> npt.NDArray[np.bool_]:
+    """True for the examples in the validation split (a hash of the example ID, no randomness)."""
+    if not 0 < fraction < 1:
+        raise TrainingError("validation_fraction must be in (0, 1)")
+    cut = int(fraction * 2**32)
+    out = np.empty(len(ids), dtype=bool)
+    for i, example_id in enumerate(ids.to_pylist()):
+        digest = hashlib.blake2b(example_id.encode(), digest_size=4, person=b"labeldp-split").digest()
+        out[i] = int.from_bytes(digest, "little") < cut
+    return out
+
+
+@dataclass
+class Encoder:
+    """Turns feature columns into a float matrix: numeric as is, categorical as category codes (the
+    most frequent ``MAX_CATEGORIES`` kept, the rest and unseen values missing)."""
+
+    columns: list[str]
+    categorical: list[str]
+    categories: dict[str, list[str]] = field(default_factory=dict)
+
+    def fit(self, table: pa.Table) -> Encoder:
+        for name in self.categorical:
+            counts = pc.value_counts(pc.cast(table.column(name), pa.string()).combine_chunks())
+            pairs = [(c["values"], c["counts"]) for c in counts.to_pylist() if c["values"] is not None]
+            pairs.sort(key=lambda p: (-p[1], p[0]))
+            self.categories[name] = [v for v, _ in pairs[:MAX_CATEGORIES]]
+        return self
+
+    def transform(self, table: pa.Table) -> npt.NDArray[np.float64]:
+        out = np.empty((table.num_rows, len(self.columns)), dtype=np.float64)
+        for j, name in enumerate(self.columns):
+            col = table.column(name)
+            if name in self.categories:
+                codes = pc.index_in(
+                    pc.cast(col, pa.string()), value_set=pa.array(self.categories[name], pa.string())
+                )
+                out[:, j] = np.asarray(
+                    pc.cast(codes, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64
+                )
+            else:
+                out[:, j] = np.asarray(
+                    pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64
+                )
+        return out
+
+    @property
+    def categorical_mask(self) -> list[bool]:
+        return [name in self.categories for name in self.columns]
+
+
+@dataclass
+class Trained:
+    model: Any
+    encoder: Encoder
+    noise: BinsNoise
+    loss: str
+    debias: Debias
+    metrics: dict[str, float]
+
+    def predict(self, features: pa.Table) -> npt.NDArray[np.float64]:
+        raw = np.asarray(self.model.predict(self.encoder.transform(features)), dtype=np.float64)
+        return self.noise.affine_correct(raw) if self.debias == "affine" else raw
+
+
+def pointwise_loss(name: str) -> Any:
+    if name == "squared":
+        return lambda f, y: (f - y) ** 2
+    if name == "absolute":
+        return lambda f, y: np.abs(f - y)
+    return lambda f, y: np.maximum(f, 1e-9) - y * np.log(np.maximum(f, 1e-9))
+
+
+def fit(
+    release: pa.Table,
+    features: pa.Table,
+    schema: dict[str, str],
+    noise: BinsNoise,
+    loss: str,
+    *,
+    model: ModelKind = "hgb",
+    debias: Debias = "affine",
+    validation_fraction: float = 0.2,
+) -> Trained:
+    """``release`` has ``example_id, bin``; ``features`` has ``example_id`` and the schema's columns."""
+    if loss not in LOSSES:
+        raise TrainingError(f"regression models take loss {sorted(LOSSES)}, got {loss!r}")
+    if debias == "unbiased" and loss == "poisson":
+        raise TrainingError(
+            "unbiased targets can be negative, which Poisson regression cannot fit; use affine"
+        )
+    joined = release.join(features, keys="example_id", join_type="inner")
+    if joined.num_rows < 10:
+        raise TrainingError(f"only {joined.num_rows} examples are in both the release and the feature table")
+    bins = np.asarray(joined.column("bin").to_numpy(), dtype=np.int64)
+    noisy = noise.bin_values[bins]
+    valid = validation_mask(joined.column("example_id").combine_chunks(), validation_fraction)
+    if valid.all() or not valid.any():
+        raise TrainingError("the validation split is empty or covers everything; change validation_fraction")
+    columns = [c for c in schema if c in features.column_names]
+    encoder = Encoder(columns, [c for c in columns if schema[c] == "categorical"]).fit(
+        joined.filter(pa.array(~valid))
+    )
+    X = encoder.transform(joined)
+    target = noise.unbiased_targets(bins) if debias == "unbiased" else noisy
+    if model == "hgb":
+        estimator: Any = HistGradientBoostingRegressor(
+            loss=LOSSES[loss],
+            categorical_features=encoder.categorical_mask or None,
+            max_iter=200,
+            early_stopping=False,
+        )
+    elif loss == "poisson":
+        estimator = PoissonRegressor(alpha=1e-4, max_iter=300)
+    else:
+        estimator = Ridge(alpha=1.0)
+    if model == "linear":
+        X = np.nan_to_num(X)  # linear baselines have no native missing-value support
+    estimator.fit(X[~valid], target[~valid])
+    trained = Trained(estimator, encoder, noise, loss, debias, {})
+    predictions = np.asarray(estimator.predict(X[valid]), dtype=np.float64)
+    if debias == "affine":
+        predictions = noise.affine_correct(predictions)
+    if loss == "poisson":
+        predictions = np.maximum(predictions, 1e-9)
+    ell = pointwise_loss(loss)
+    trained.metrics = {
+        "train_examples": float((~valid).sum()),
+        "validation_examples": float(valid.sum()),
+        "validation_loss_vs_noisy_labels": float(np.mean(ell(predictions, noisy[valid]))),
+        "validation_loss_vs_binned_true_labels_unbiased": float(
+            np.mean(noise.unbiased_loss(predictions, bins[valid], ell))
+        ),
+    }
+    return trained

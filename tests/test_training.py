@@ -1,0 +1,78 @@
+"""Training on a release joined to features: the unbiased validation loss estimates the loss against
+the binned true labels, debiasing helps, and bad requests are refused clearly."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from features_party.training.debias import BinsNoise
+from features_party.training.fit import TrainingError, fit, validation_mask
+from labeldp.datasets import weeks_worked
+from labels_party.mechanisms import optimize_rr_on_bins
+from tests.support.seeded import SeededRandom
+
+
+def census_release(
+    eps: float, n: int = 60_000
+) -> tuple[pa.Table, pa.Table, dict[str, str], BinsNoise, np.ndarray]:
+    ds = weeks_worked()
+    table = ds.table.slice(0, n)
+    y = np.asarray(table.column("work").to_numpy(), dtype=float)
+    ids = pa.array([f"w{i}" for i in range(n)], pa.string())
+    sup = ds.support
+    mech = optimize_rr_on_bins(sup, sup.counts(y), eps, "squared")
+    bins = mech.randomize(y, rng=SeededRandom(1))
+    release = pa.table({"example_id": ids, "bin": pa.array(bins, pa.uint16())})
+    features = ds.features.slice(0, n).append_column("example_id", ids)
+    schema = {c: ("numeric" if c == "age" else "categorical") for c in ds.features.column_names}
+    binned_true = mech.values_of(mech.bin_of(y))
+    return release, features, schema, BinsNoise.of(mech.bin_values, mech.epsilon), binned_true
+
+
+def test_split_is_deterministic_and_close_to_the_fraction() -> None:
+    ids = pa.array([f"id-{i}" for i in range(20_000)])
+    a, b = validation_mask(ids, 0.2), validation_mask(ids, 0.2)
+    assert np.array_equal(a, b) and abs(a.mean() - 0.2) < 0.02
+
+
+def test_unbiased_validation_loss_matches_the_loss_against_binned_true_labels() -> None:
+    release, features, schema, noise, binned_true = census_release(1.0)
+    trained = fit(release, features, schema, noise, "squared", model="hgb", debias="affine")
+    valid = validation_mask(release.column("example_id").combine_chunks(), 0.2)
+    predictions = trained.predict(features.filter(pa.array(valid)))
+    actual = float(np.mean((predictions - binned_true[valid]) ** 2))
+    estimate = trained.metrics["validation_loss_vs_binned_true_labels_unbiased"]
+    # the estimator is unbiased; its noise over ~12k examples is a few percent
+    assert abs(estimate - actual) / actual < 0.1, (estimate, actual)
+    assert (
+        trained.metrics["validation_loss_vs_noisy_labels"] > actual
+    )  # noisy labels look worse than they are
+
+
+def test_affine_debiasing_beats_none_against_the_true_binned_labels() -> None:
+    release, features, schema, noise, binned_true = census_release(0.5)
+    valid = validation_mask(release.column("example_id").combine_chunks(), 0.2)
+    errors = {}
+    for debias in ("none", "affine", "unbiased"):
+        trained = fit(release, features, schema, noise, "squared", model="linear", debias=debias)
+        errors[debias] = float(
+            np.mean((trained.predict(features.filter(pa.array(valid))) - binned_true[valid]) ** 2)
+        )
+    assert errors["affine"] < errors["none"] and errors["unbiased"] < errors["none"], errors
+    assert math.isfinite(errors["affine"])
+
+
+def test_bad_requests_are_refused() -> None:
+    release, features, schema, noise, _ = census_release(1.0, n=2000)
+    with pytest.raises(TrainingError, match="Poisson"):
+        fit(release, features, schema, noise, "poisson", debias="unbiased")
+    with pytest.raises(TrainingError, match="loss"):
+        fit(release, features, schema, noise, "hinge")
+    with pytest.raises(TrainingError, match="validation_fraction"):
+        fit(release, features, schema, noise, "squared", validation_fraction=1.0)
+    with pytest.raises(TrainingError, match="in both"):
+        fit(release.slice(0, 5), features, schema, noise, "squared")
