@@ -4,22 +4,23 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from pydantic import BaseModel, Field
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
-from features_party.api import tables
+from features_party.api import models, tables
 from features_party.api.auth import caller
 from features_party.config import FeaturesSettings
 from features_party.receiver.server import build_server
 from features_party.receiver.service import Receiver
 from features_party.storage.db import make_engine, migrate, session_factory
-from features_party.storage.models import ReceivedRelease, Sender
+from features_party.storage.models import Model, ReceivedRelease, Sender, utcnow
 from labeldp import __version__, logs, problems
 from labeldp.identity import Identity, fingerprint, load_public_key, public_key_pem
 from labeldp.problems import ProblemError
@@ -136,6 +137,14 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         migrate(engine)
+        with app.state.sessions.begin() as s:  # jobs a restart interrupted will not resume
+            s.execute(
+                update(Model)
+                .where(Model.status.in_(("queued", "running")))
+                .values(
+                    status="failed", error="interrupted by a restart; start a new job", finished_at=utcnow()
+                )
+            )
         receiver = Receiver(
             app.state.sessions, settings.data_dir, settings.party_id, settings.max_release_bytes
         )
@@ -146,6 +155,7 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
             yield
         finally:
             server.stop(grace=5).wait()
+            app.state.jobs.shutdown(wait=True)
             engine.dispose()
 
     app = FastAPI(
@@ -157,10 +167,13 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.sessions = session_factory(engine)
     app.state.identity = Identity.load_or_create(settings.identity_path())
+    app.state.jobs = ThreadPoolExecutor(max_workers=1, thread_name_prefix="training")
+    app.state.model_cache = {}
     problems.install(app)
     app.middleware("http")(logs.request_logger("labeldp.features.http"))
     app.include_router(router)
     app.include_router(tables.router)
+    app.include_router(models.router)
 
     @app.get("/healthz", tags=["operations"])
     def healthz() -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""SQL tables of the features party: pinned senders and received releases (outputs in Parquet)."""
+"""SQL tables of the features party: tenants, pinned senders, received releases, feature tables and
+models (the bulk data itself is Parquet and skops files under the data directory)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     DateTime,
+    Float,
     ForeignKey,
     Integer,
     LargeBinary,
@@ -90,3 +92,26 @@ class FeatureTable(Base):
     schema: Mapped[dict[str, str]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Model(Base):
+    """A training job and, once it succeeds, its model (saved with skops under the data directory)."""
+
+    __tablename__ = "models"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
+    release_id: Mapped[str] = mapped_column(String(64))
+    feature_table: Mapped[str] = mapped_column(String(200))
+    feature_table_version: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(16))  # hgb | linear
+    debias: Mapped[str] = mapped_column(String(16))
+    loss: Mapped[str] = mapped_column(String(16))
+    validation_fraction: Mapped[float] = mapped_column(Float)
+    status: Mapped[str] = mapped_column(String(16))  # queued | running | succeeded | failed
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    progress: Mapped[dict[str, object]] = mapped_column(JSON)
+    metrics: Mapped[dict[str, object]] = mapped_column(JSON)
+    provenance: Mapped[dict[str, object]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

@@ -157,6 +157,7 @@ def features_server_thread(settings: FeaturesSettings) -> Iterator[str]:
 
 
 def features_tenant_key(settings: FeaturesSettings, name: str) -> str:
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
     engine = features_db.make_engine(settings.resolved_database_url())
     try:
         features_db.migrate(engine)

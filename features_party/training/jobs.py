@@ -1,0 +1,145 @@
+"""Training jobs: run ``fit`` in a background worker, record progress and failures, save the model.
+
+A model is the fitted scikit-learn estimator saved with skops (never pickle) plus a JSON file with
+what predictions need (columns, categories, the release's noise model, the debiasing). Loading only
+trusts scikit-learn and numpy types (plus ``functools.partial``), and only files this service wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import skops.io as sio
+from sqlalchemy import update
+from sqlalchemy.orm import Session, sessionmaker
+
+from features_party.features.service import table_path
+from features_party.storage.models import FeatureTable, Model, ReceivedRelease, utcnow
+from features_party.training.debias import BinsNoise
+from features_party.training.fit import Encoder, Trained, fit
+from labeldp import __version__
+
+TRUSTED_EXTRA = {"functools.partial"}  # HistGradientBoosting keeps its loss as a partial
+
+
+def model_dir(data_dir: Path, model_id: str) -> Path:
+    return data_dir / "models" / model_id
+
+
+def noise_of(release: ReceivedRelease) -> tuple[BinsNoise, str]:
+    mechanism = release.summary.get("mechanism", {})
+    assert isinstance(mechanism, dict)
+    return BinsNoise.of(list(mechanism.get("bin_values", [])), float(mechanism.get("epsilon", 0.0))), str(
+        mechanism.get("loss", "squared")
+    )
+
+
+def save(trained: Trained, directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    sio.dump(trained.model, directory / "model.skops")
+    meta = {
+        "columns": trained.encoder.columns,
+        "categorical": trained.encoder.categorical,
+        "categories": trained.encoder.categories,
+        "bin_values": trained.noise.bin_values.tolist(),
+        "epsilon": trained.noise.epsilon,
+        "loss": trained.loss,
+        "debias": trained.debias,
+        "metrics": trained.metrics,
+    }
+    (directory / "meta.json").write_text(json.dumps(meta))
+
+
+def load(directory: Path) -> Trained:
+    path = directory / "model.skops"
+    untrusted = sio.get_untrusted_types(file=path)
+    foreign = [t for t in untrusted if not t.startswith(("sklearn.", "numpy.")) and t not in TRUSTED_EXTRA]
+    if foreign:
+        raise ValueError(f"refusing to load a model with foreign types: {foreign}")
+    model = sio.load(path, trusted=untrusted)
+    meta = json.loads((directory / "meta.json").read_text())
+    encoder = Encoder(meta["columns"], meta["categorical"], meta["categories"])
+    noise = BinsNoise.of(meta["bin_values"], meta["epsilon"])
+    return Trained(model, encoder, noise, meta["loss"], meta["debias"], meta["metrics"])
+
+
+def run(sessions: sessionmaker[Session], data_dir: Path, model_id: str) -> None:
+    """The job body: never raises; a failure is kept on the job with its error."""
+    started = time.monotonic()
+
+    def progress(**values: Any) -> None:
+        with sessions.begin() as s:
+            s.execute(update(Model).where(Model.id == model_id).values(**values))
+
+    try:
+        with sessions() as s:
+            job = s.get(Model, model_id)
+            assert job is not None
+            release = s.get(ReceivedRelease, job.release_id)
+            table = s.get(FeatureTable, job.provenance["feature_table_id"])
+            assert release is not None and table is not None
+        progress(status="running", progress={"stage": "loading", "elapsed_s": 0.0})
+        noise, loss = noise_of(release)
+        features = pq.read_table(table_path(data_dir, table.id, job.feature_table_version))
+        released = pq.read_table(release.path).cast(
+            pa.schema([("example_id", pa.string()), ("bin", pa.uint16())])
+        )
+        progress(
+            progress={
+                "stage": "fitting",
+                "rows_seen": released.num_rows,
+                "elapsed_s": time.monotonic() - started,
+            }
+        )
+        trained = fit(
+            released,
+            features,
+            table.schema,
+            noise,
+            loss,
+            model=job.kind,  # type: ignore[arg-type]
+            debias=job.debias,  # type: ignore[arg-type]
+            validation_fraction=job.validation_fraction,
+        )
+        save(trained, model_dir(data_dir, model_id))
+        iterations = int(getattr(trained.model, "n_iter_", 0) or 0)
+        progress(
+            status="succeeded",
+            metrics=trained.metrics,
+            progress={
+                "stage": "done",
+                "rows_seen": released.num_rows,
+                "iterations": iterations,
+                "elapsed_s": time.monotonic() - started,
+            },
+            finished_at=utcnow(),
+        )
+    except Exception as exc:
+        progress(
+            status="failed",
+            error=f"{type(exc).__name__}: {exc}"[:2000],
+            progress={"stage": "failed", "elapsed_s": time.monotonic() - started},
+            finished_at=utcnow(),
+        )
+
+
+def provenance(release: ReceivedRelease, table: FeatureTable) -> dict[str, Any]:
+    header = release.summary
+    return {
+        "release_id": release.release_id,
+        "sender_id": release.sender_id,
+        "epsilon_total": header.get("epsilon_total"),
+        "epsilon_prior": header.get("epsilon_prior"),
+        "epsilon_randomize": header.get("epsilon_randomize"),
+        "mechanism": header.get("mechanism"),
+        "label_type": header.get("label_type"),
+        "feature_table": table.name,
+        "feature_table_id": table.id,
+        "feature_table_version": table.version,
+        "code_version": __version__,
+    }

@@ -1,0 +1,143 @@
+"""Training jobs, models and predictions over real HTTP; a restart reproduces the predictions."""
+
+from __future__ import annotations
+
+import io
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+import httpx
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from labeldp.v1 import delivery_pb2 as pb
+from labeldp.v1 import delivery_pb2_grpc as pb_grpc
+
+from features_party.config import FeaturesSettings
+from labeldp.datasets import weeks_worked
+from labeldp.identity import Identity, public_key_pem
+from labeldp.wire import build_frames
+from labels_party.mechanisms import optimize_rr_on_bins
+from tests.support.seeded import SeededRandom
+from tests.support.servers import features_server_thread, features_tenant_key
+from tests.test_wire import SENDER, release
+
+N = 20_000
+
+
+def census_release(loss: str) -> tuple[Any, pa.Table]:
+    ds = weeks_worked()
+    y = np.asarray(ds.table.column("work").to_numpy(), dtype=float)[:N]
+    mech = optimize_rr_on_bins(ds.support, ds.support.counts(y), 1.0, loss)
+    ids = [f"w{i}" for i in range(N)]
+    rel = release(ids, num_bins=mech.m)
+    rel = type(rel)(
+        **{
+            **rel.__dict__,
+            "bins": mech.randomize(y, rng=SeededRandom(2)),
+            "mechanism": pb.Mechanism(
+                kind="rr_on_bins", epsilon=mech.epsilon, bin_values=mech.bin_values.tolist(), loss=loss
+            ),
+        }
+    )
+    features = ds.features.slice(0, N).append_column("example_id", pa.array(ids))
+    return rel, features
+
+
+def wait(c: httpx.Client, job: str, timeout: float = 180) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state: dict[str, Any] = c.get(f"/v1/jobs/{job}").json()
+        if state["state"] in ("succeeded", "failed"):
+            return state
+        time.sleep(0.1)
+    raise TimeoutError(job)
+
+
+def test_train_inspect_predict_and_survive_a_restart(tmp_path: Path) -> None:
+    settings = FeaturesSettings(data_dir=tmp_path / "features", grpc_port=0, allow_plaintext=True)
+    key = features_tenant_key(settings, "ml")
+    other_key = features_tenant_key(settings, "other")
+    sender = Identity.generate()
+    rel, features = census_release("poisson")
+    buf = io.BytesIO()
+    pq.write_table(features, buf)
+    with features_server_thread(settings) as base:
+        c = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60)
+        other = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {other_key}"}, timeout=60)
+        c.post(
+            "/v1/senders", json={"id": SENDER, "public_key_pem": public_key_pem(sender.public_key)}
+        ).raise_for_status()
+        with grpc.insecure_channel(f"127.0.0.1:{c.get('/v1/identity').json()['grpc_port']}") as ch:
+            pb_grpc.FeaturesPartyStub(ch).DeliverRelease(iter(build_frames(rel, sender)))  # type: ignore[no-untyped-call]
+        put = c.put(
+            "/v1/feature-tables/census",
+            content=buf.getvalue(),
+            headers={"Content-Type": "application/vnd.apache.parquet"},
+        )
+        assert put.status_code == 201, put.text
+        r = c.post(
+            "/v1/models", json={"release_id": rel.release_id, "feature_table": "census", "debias": "affine"}
+        )
+        assert r.status_code == 202, r.text
+        job = r.json()["id"]
+        done = wait(c, job)
+        assert done["state"] == "succeeded", done
+        assert done["progress"]["rows_seen"] == N and done["progress"]["iterations"] > 0
+        model = c.get(f"/v1/models/{job}").json()
+        assert model["loss"] == "poisson" and model["debias"] == "affine"
+        assert model["metrics"]["validation_examples"] > 0
+        assert (
+            model["provenance"]["release_id"] == rel.release_id
+            and model["provenance"]["epsilon_total"] == 1.0
+        )
+        assert model["provenance"]["feature_table"] == "census" and model["provenance"]["code_version"]
+        by_id = c.post(f"/v1/models/{job}/predictions", json={"example_ids": ["w1", "w2", "w3"]}).json()[
+            "predictions"
+        ]
+        rows = features.slice(1, 3).drop_columns(["example_id"]).to_pylist()
+        by_rows = c.post(f"/v1/models/{job}/predictions", json={"rows": rows}).json()["predictions"]
+        assert np.allclose(by_id, by_rows) and all(p > 0 for p in by_id)
+        # 4xx paths
+        assert c.post("/v1/models", json={"release_id": "nope", "feature_table": "census"}).status_code == 404
+        assert (
+            c.post("/v1/models", json={"release_id": rel.release_id, "feature_table": "nope"}).status_code
+            == 404
+        )
+        bad = c.post(
+            "/v1/models", json={"release_id": rel.release_id, "feature_table": "census", "debias": "unbiased"}
+        )
+        assert bad.status_code == 422 and bad.json()["type"] == "invalid-debias"
+        assert (
+            other.get(f"/v1/models/{job}").status_code == 404
+            and other.get(f"/v1/jobs/{job}").status_code == 404
+        )
+        missing = c.post(f"/v1/models/{job}/predictions", json={"rows": [{"age": 30}]})
+        assert missing.status_code == 422 and missing.json()["type"] == "missing-features"
+        assert (
+            c.post(f"/v1/models/{job}/predictions", json={"example_ids": ["zzz"]}).json()["type"]
+            == "unknown-example-ids"
+        )
+        # a job that fails keeps its error
+        c.put(
+            "/v1/feature-tables/strangers",
+            content=b"example_id,x\nq1,1\nq2,2\n",
+            headers={"Content-Type": "text/csv"},
+        ).raise_for_status()
+        failed = wait(
+            c,
+            c.post("/v1/models", json={"release_id": rel.release_id, "feature_table": "strangers"}).json()[
+                "id"
+            ],
+        )
+        assert failed["state"] == "failed" and "in both" in failed["error"]
+        metrics_before = model["metrics"]
+    with features_server_thread(settings) as base:  # a restart: the model is loaded from its skops file
+        c = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60)
+        assert c.get(f"/v1/models/{job}").json()["metrics"] == metrics_before
+        again = c.post(f"/v1/models/{job}/predictions", json={"example_ids": ["w1", "w2", "w3"]}).json()[
+            "predictions"
+        ]
+        assert np.array_equal(again, by_id)
