@@ -14,6 +14,7 @@ BENCHMARKS = (
     "bench_upload",
     "bench_ledger",
     "bench_delivery",
+    "bench_features",
 )
 
 
