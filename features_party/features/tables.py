@@ -16,8 +16,9 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from labeldp.example_ids import ExampleIdError, example_ids, first_rows
+
 FORMATS = {"text/csv": "csv", "application/vnd.apache.parquet": "parquet", "application/x-parquet": "parquet"}
-MAX_REPORTED_ROWS = 10
 _NUMBER = r"^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$"
 
 
@@ -54,7 +55,7 @@ def read(path: Path, fmt: str) -> pa.Table:
 
 
 def _rows(mask: np.ndarray) -> list[int]:
-    return [int(i) + 1 for i in np.flatnonzero(mask)[:MAX_REPORTED_ROWS]]
+    return first_rows(mask)
 
 
 def _as_numeric(name: str, col: pa.ChunkedArray) -> pa.Array:
@@ -107,27 +108,10 @@ def validate(table: pa.Table, overrides: dict[str, str]) -> ValidTable:
         raise FeatureTableError(
             "unknown-column", f"overrides name columns that do not exist: {unknown}", columns=unknown
         )
-    ids = pc.cast(table.column("example_id").combine_chunks(), pa.string())
-    empty = np.asarray(
-        pc.fill_null(pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(ids)), 0), True).to_numpy(
-            zero_copy_only=False
-        ),
-        dtype=bool,
-    )
-    if empty.any():
-        raise FeatureTableError(
-            "missing-example-id", "example_id must not be empty", _rows(empty), ["example_id"]
-        )
-    counts = pa.table({"example_id": ids}).group_by("example_id").aggregate([("example_id", "count")])
-    dups = counts.filter(pc.greater(counts.column("example_id_count"), 1)).column("example_id")
-    if len(dups):
-        mask = np.asarray(pc.is_in(ids, value_set=dups).to_numpy(zero_copy_only=False), dtype=bool)
-        raise FeatureTableError(
-            "duplicate-example-id",
-            f"{len(dups)} example IDs appear more than once",
-            _rows(mask),
-            ["example_id"],
-        )
+    try:
+        ids = example_ids(table)
+    except ExampleIdError as exc:
+        raise FeatureTableError(exc.code, exc.message, exc.rows, ["example_id"]) from exc
     columns: dict[str, pa.Array] = {"example_id": ids}
     schema: dict[str, str] = {}
     for name in table.column_names:

@@ -31,7 +31,7 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
         failed = recover_interrupted(app.state.sessions)
         if failed:
             log.warning("marked interrupted releases as failed", extra={"releases": failed})
-        log.info("labels party started", extra={"path": str(settings.data_dir)})
+        log.info("service started", extra={"path": str(settings.data_dir)})
         if settings.allow_plaintext:
             log.warning(
                 "deliveries may use gRPC WITHOUT TLS (LABELDP_ALLOW_PLAINTEXT): local development only"

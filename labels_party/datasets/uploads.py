@@ -17,6 +17,7 @@ import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
+from labeldp.example_ids import ExampleIdError, example_ids, first_rows
 from labels_party.budget.keys import example_key
 from labels_party.datasets.spec import DatasetSpec
 
@@ -27,7 +28,6 @@ CONTENT_TYPES = {
     "application/vnd.apache.parquet": "parquet",
     "application/x-parquet": "parquet",
 }
-MAX_REPORTED_ROWS = 10
 _NUMBER = r"^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$"
 
 
@@ -72,27 +72,14 @@ def read_table(path: Path, fmt: str, string_columns: tuple[str, ...]) -> pa.Tabl
 
 
 def _first_rows(mask: np.ndarray) -> list[int]:
-    return [int(i) + 1 for i in np.flatnonzero(mask)[:MAX_REPORTED_ROWS]]
+    return first_rows(mask)
 
 
 def _example_ids(table: pa.Table) -> pa.Array:
-    if "example_id" not in table.column_names:
-        raise UploadError("missing-column", "the upload needs an example_id column")
-    ids = pc.cast(table.column("example_id").combine_chunks(), pa.string())
-    missing = pc.or_kleene(pc.is_null(ids), pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(ids)), 0))
-    missing_np = np.asarray(pc.fill_null(missing, True).to_numpy(zero_copy_only=False), dtype=bool)
-    if missing_np.any():
-        raise UploadError("missing-example-id", "example_id must not be empty", _first_rows(missing_np))
-    counts = pa.table({"example_id": ids}).group_by("example_id").aggregate([("example_id", "count")])
-    dup_ids = counts.filter(pc.greater(counts.column("example_id_count"), 1)).column("example_id")
-    if len(dup_ids):
-        dup_mask = np.asarray(pc.is_in(ids, value_set=dup_ids).to_numpy(zero_copy_only=False), dtype=bool)
-        raise UploadError(
-            "duplicate-example-id",
-            f"{len(dup_ids)} example IDs appear more than once in this upload",
-            _first_rows(dup_mask),
-        )
-    return ids
+    try:
+        return example_ids(table)
+    except ExampleIdError as exc:
+        raise UploadError(exc.code, exc.message, exc.rows) from exc
 
 
 def _labels(table: pa.Table) -> np.ndarray:

@@ -10,8 +10,9 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import uvicorn
@@ -59,11 +60,10 @@ def wait_healthy(base_url: str, timeout: float = 30.0) -> None:
 
 
 @contextmanager
-def labels_server_thread(settings: LabelsSettings) -> Iterator[str]:
-    """The labels-party app served by uvicorn over real HTTP, in a thread of this process."""
+def serve_in_thread(app: Any) -> Iterator[str]:
+    """An ASGI app served by uvicorn over real HTTP on loopback, in a thread of this process."""
     port = free_port()
-    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     base = f"http://127.0.0.1:{port}"
@@ -73,6 +73,10 @@ def labels_server_thread(settings: LabelsSettings) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+def labels_server_thread(settings: LabelsSettings) -> AbstractContextManager[str]:
+    return serve_in_thread(create_app(settings))
 
 
 class ServiceProcess:
@@ -139,21 +143,9 @@ class FeaturesProcess(ServiceProcess):
     party = "features"
 
 
-@contextmanager
-def features_server_thread(settings: FeaturesSettings) -> Iterator[str]:
-    """The features-party app (REST + its gRPC receiver) served by uvicorn in a thread."""
-    port = free_port()
-    config = uvicorn.Config(create_features_app(settings), host="127.0.0.1", port=port, log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(base)
-        yield base
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+def features_server_thread(settings: FeaturesSettings) -> AbstractContextManager[str]:
+    """The features-party app (REST and its gRPC receiver)."""
+    return serve_in_thread(create_features_app(settings))
 
 
 def features_tenant_key(settings: FeaturesSettings, name: str) -> str:
