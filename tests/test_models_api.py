@@ -141,3 +141,52 @@ def test_train_inspect_predict_and_survive_a_restart(tmp_path: Path) -> None:
             "predictions"
         ]
         assert np.array_equal(again, by_id)
+
+
+def test_binary_release_trains_a_classifier(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from labeldp.datasets import adult_income
+    from labels_party.mechanisms import randomized_response
+
+    settings = FeaturesSettings(data_dir=tmp_path / "features", grpc_port=0, allow_plaintext=True)
+    key = features_tenant_key(settings, "ml")
+    sender = Identity.generate()
+    ds = adult_income()
+    n = 20_000
+    y = np.asarray(ds.table.column("label").to_numpy(), dtype=np.int64)[:n]
+    ids = [f"a{i}" for i in range(n)]
+    rel = replace(
+        release(ids, num_bins=2),
+        label_type="binary",
+        bins=randomized_response(y, 2, 2.0, rng=SeededRandom(3)),
+        mechanism=pb.Mechanism(kind="rr_on_bins", epsilon=2.0, bin_values=[0.0, 1.0], loss="squared"),
+    )
+    buf = io.BytesIO()
+    pq.write_table(ds.features.slice(0, n).append_column("example_id", pa.array(ids)), buf)
+    with features_server_thread(settings) as base:
+        c = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60)
+        c.post(
+            "/v1/senders", json={"id": SENDER, "public_key_pem": public_key_pem(sender.public_key)}
+        ).raise_for_status()
+        with grpc.insecure_channel(f"127.0.0.1:{c.get('/v1/identity').json()['grpc_port']}") as ch:
+            pb_grpc.FeaturesPartyStub(ch).DeliverRelease(iter(build_frames(rel, sender)))  # type: ignore[no-untyped-call]
+        c.put(
+            "/v1/feature-tables/adult",
+            content=buf.getvalue(),
+            headers={"Content-Type": "application/vnd.apache.parquet"},
+        ).raise_for_status()
+        bad = c.post(
+            "/v1/models", json={"release_id": rel.release_id, "feature_table": "adult", "debias": "unbiased"}
+        )
+        assert bad.status_code == 422 and bad.json()["type"] == "invalid-debias"
+        job = c.post("/v1/models", json={"release_id": rel.release_id, "feature_table": "adult"}).json()["id"]
+        assert wait(c, job)["state"] == "succeeded"
+        model = c.get(f"/v1/models/{job}").json()
+        assert (
+            model["loss"] == "zero_one"
+            and 0 <= model["metrics"]["validation_error_vs_true_labels_unbiased"] <= 0.5
+        )
+        out = c.post(f"/v1/models/{job}/predictions", json={"example_ids": ids[:50]}).json()
+        assert out["classes"] == [0.0, 1.0] and set(out["predictions"]) <= {0.0, 1.0}
+        assert np.allclose(np.sum(out["probabilities"], axis=1), 1.0)

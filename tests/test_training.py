@@ -76,3 +76,51 @@ def test_bad_requests_are_refused() -> None:
         fit(release, features, schema, noise, "squared", validation_fraction=1.0)
     with pytest.raises(TrainingError, match="in both"):
         fit(release.slice(0, 5), features, schema, noise, "squared")
+
+
+def income_release(eps: float) -> tuple[pa.Table, pa.Table, dict[str, str], BinsNoise, np.ndarray]:
+    from labeldp.datasets import adult_income
+    from labels_party.mechanisms import randomized_response
+
+    ds = adult_income()
+    y = np.asarray(ds.table.column("label").to_numpy(), dtype=np.int64)
+    ids = pa.array([f"a{i}" for i in range(len(y))], pa.string())
+    noisy = randomized_response(y, 2, eps, rng=SeededRandom(4))
+    release = pa.table({"example_id": ids, "bin": pa.array(noisy, pa.uint16())})
+    features = ds.features.append_column("example_id", ids)
+    schema = {
+        c: (
+            "categorical"
+            if pa.types.is_string(ds.features.schema.field(c).type)
+            or pa.types.is_large_string(ds.features.schema.field(c).type)
+            else "numeric"
+        )
+        for c in ds.features.column_names
+    }
+    return release, features, schema, BinsNoise.of([0.0, 1.0], eps), y
+
+
+def test_binary_classifier_on_randomized_response_labels() -> None:
+    from sklearn.metrics import roc_auc_score
+
+    from features_party.training.fit import fit_classifier
+
+    release, features, schema, noise, y = income_release(1.0)
+    valid = validation_mask(release.column("example_id").combine_chunks(), 0.2)
+    held_out = features.filter(pa.array(valid))
+    results = {}
+    for debias in ("none", "affine"):
+        trained = fit_classifier(release, features, schema, noise, debias=debias)
+        p = trained.positive_probability(held_out)
+        results[debias] = (roc_auc_score(y[valid], p), float(p.mean()), trained.metrics, p)
+    auc, mean_affine, metrics, p_affine = results["affine"]
+    assert auc > 0.8  # against the TRUE labels, learned from ε = 1 randomized response
+    # the noisy labels have a positive rate pulled towards 1/2; the affine correction restores it
+    assert abs(mean_affine - y[valid].mean()) < abs(results["none"][1] - y[valid].mean())
+    assert abs(mean_affine - y[valid].mean()) < 0.03
+    actual_error = float(np.mean(p_affine.round() != y[valid]))
+    assert abs(metrics["validation_error_vs_true_labels_unbiased"] - actual_error) < 0.03, (
+        metrics,
+        actual_error,
+    )
+    assert p_affine.shape == (valid.sum(),)

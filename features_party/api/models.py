@@ -15,8 +15,8 @@ from pydantic import BaseModel, Field
 from features_party.api.auth import caller
 from features_party.features.service import find_table, table_path
 from features_party.storage.models import Model, ReceivedRelease
-from features_party.training.fit import LOSSES, Trained
-from features_party.training.jobs import load, model_dir, noise_of, provenance, run
+from features_party.training.fit import LOSSES, Trained, TrainedClassifier
+from features_party.training.jobs import is_classification, load, model_dir, noise_of, provenance, run
 from labeldp.problems import ProblemError
 
 router = APIRouter(prefix="/v1")
@@ -104,10 +104,12 @@ def post_model(body: ModelIn, tenant: Auth, request: Request) -> JobOut:
     if table is None:
         raise ProblemError(404, "not-found", f"no feature table {body.feature_table!r}")
     _, loss = noise_of(release)
-    if release.summary.get("label_type") in ("binary", "categorical") or loss not in LOSSES:
-        raise ProblemError(
-            422, "unsupported-release", "training is available for regression releases (real, count)"
-        )
+    if is_classification(release):
+        loss = "zero_one"
+        if body.debias == "unbiased":
+            raise ProblemError(422, "invalid-debias", "classifiers support debias none or affine")
+    elif loss not in LOSSES:
+        raise ProblemError(422, "unsupported-release", f"no model for a release with loss {loss!r}")
     if body.debias == "unbiased" and loss == "poisson":
         raise ProblemError(
             422, "invalid-debias", "unbiased targets can be negative; use affine with Poisson loss"
@@ -175,7 +177,7 @@ def predict(model_id: str, body: PredictIn, tenant: Auth, request: Request) -> d
                 422, "missing-features", f"rows lack feature columns: {missing}", columns=missing
             )
         features = pa.table({c: [r.get(c) for r in body.rows] for c in trained.encoder.columns})
-        return {"predictions": trained.predict(features).tolist()}
+        return _predictions(trained, features)
     with request.app.state.sessions() as s:
         table = find_table(s, tenant, body.feature_table or m.feature_table)
     if table is None:
@@ -188,5 +190,18 @@ def predict(model_id: str, body: PredictIn, tenant: Auth, request: Request) -> d
         raise ProblemError(
             422, "unknown-example-ids", f"{unknown} example_ids are not in feature table {table.name!r}"
         )
-    rows = data.take(position)
-    return {"example_ids": body.example_ids, "predictions": trained.predict(rows).tolist()}
+    return {"example_ids": body.example_ids, **_predictions(trained, data.take(position))}
+
+
+def _predictions(trained: Trained, features: pa.Table) -> dict[str, Any]:
+    """Regression: debiased predictions. Classification: the most likely class (its reported
+    value) and the probability of every class."""
+    if isinstance(trained, TrainedClassifier):
+        proba = trained.predict(features)
+        classes = trained.noise.bin_values
+        return {
+            "predictions": classes[proba.argmax(axis=1)].tolist(),
+            "classes": classes.tolist(),
+            "probabilities": proba.tolist(),
+        }
+    return {"predictions": trained.predict(features).tolist()}

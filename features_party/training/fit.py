@@ -19,8 +19,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
-from sklearn.ensemble import HistGradientBoostingRegressor
-from sklearn.linear_model import PoissonRegressor, Ridge
+from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
+from sklearn.linear_model import LogisticRegression, PoissonRegressor, Ridge
 
 from features_party.training.debias import BinsNoise
 
@@ -166,6 +166,78 @@ def fit(
         "validation_loss_vs_noisy_labels": float(np.mean(ell(predictions, noisy[valid]))),
         "validation_loss_vs_binned_true_labels_unbiased": float(
             np.mean(noise.unbiased_loss(predictions, bins[valid], ell))
+        ),
+    }
+    return trained
+
+
+@dataclass
+class TrainedClassifier(Trained):
+    """A classifier of the reported classes (``bin_values``); ``predict`` gives class probabilities."""
+
+    def predict(self, features: pa.Table) -> npt.NDArray[np.float64]:
+        proba = np.asarray(self.model.predict_proba(self.encoder.transform(features)), dtype=np.float64)
+        full = np.zeros((proba.shape[0], self.noise.m))
+        full[:, np.asarray(self.model.classes_, dtype=np.int64)] = proba
+        if self.debias == "affine" and self.noise.m > 1:
+            # P(noisy bin = j | x) = a·P(bin = j | x) + b, so undo it and renormalize
+            full = np.clip((full - self.noise.b) / self.noise.a, 0.0, None)
+            full /= np.maximum(full.sum(axis=1, keepdims=True), 1e-12)
+        return full
+
+    def positive_probability(self, features: pa.Table) -> npt.NDArray[np.float64]:
+        """For binary releases: the probability of the class whose value is 1."""
+        return self.predict(features)[:, int(np.argmax(self.noise.bin_values))]
+
+
+def fit_classifier(
+    release: pa.Table,
+    features: pa.Table,
+    schema: dict[str, str],
+    noise: BinsNoise,
+    *,
+    model: ModelKind = "hgb",
+    debias: Debias = "affine",
+    validation_fraction: float = 0.2,
+) -> TrainedClassifier:
+    """Binary and categorical releases: learn P(reported class | x) on the noisy classes."""
+    if debias == "unbiased":
+        raise TrainingError("classifiers support debias none or affine")
+    joined = release.join(features, keys="example_id", join_type="inner")
+    if joined.num_rows < 10:
+        raise TrainingError(f"only {joined.num_rows} examples are in both the release and the feature table")
+    bins = np.asarray(joined.column("bin").to_numpy(), dtype=np.int64)
+    valid = validation_mask(joined.column("example_id").combine_chunks(), validation_fraction)
+    if valid.all() or not valid.any():
+        raise TrainingError("the validation split is empty or covers everything; change validation_fraction")
+    if np.unique(bins[~valid]).size < 2:
+        raise TrainingError("the training split has a single class; nothing to learn")
+    columns = [c for c in schema if c in features.column_names]
+    encoder = Encoder(columns, [c for c in columns if schema[c] == "categorical"]).fit(
+        joined.filter(pa.array(~valid))
+    )
+    X = encoder.transform(joined)
+    if model == "hgb":
+        estimator: Any = HistGradientBoostingClassifier(
+            categorical_features=encoder.categorical_mask or None, max_iter=200, early_stopping=False
+        )
+    else:
+        X = np.nan_to_num(X)
+        estimator = LogisticRegression(max_iter=1000)
+    estimator.fit(X[~valid], bins[~valid])
+    trained = TrainedClassifier(estimator, encoder, noise, "zero_one", debias, {})
+    proba = trained.predict(joined.filter(pa.array(valid)))
+    predicted = np.argmax(proba, axis=1)
+
+    def zero_one(f: npt.NDArray[np.float64], y: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        return (f != y).astype(np.float64)
+
+    trained.metrics = {
+        "train_examples": float((~valid).sum()),
+        "validation_examples": float(valid.sum()),
+        "validation_error_vs_noisy_labels": float(np.mean(predicted != bins[valid])),
+        "validation_error_vs_true_labels_unbiased": float(
+            np.mean(noise.unbiased_loss(noise.bin_values[predicted], bins[valid], zero_one))
         ),
     }
     return trained

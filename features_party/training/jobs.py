@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from features_party.features.service import table_path
 from features_party.storage.models import FeatureTable, Model, ReceivedRelease, utcnow
 from features_party.training.debias import BinsNoise
-from features_party.training.fit import Encoder, Trained, fit
+from features_party.training.fit import Encoder, Trained, TrainedClassifier, fit, fit_classifier
 from labeldp import __version__
 
 TRUSTED_EXTRA = {"functools.partial"}  # HistGradientBoosting keeps its loss as a partial
@@ -39,6 +39,10 @@ def noise_of(release: ReceivedRelease) -> tuple[BinsNoise, str]:
     )
 
 
+def is_classification(release: ReceivedRelease) -> bool:
+    return release.summary.get("label_type") in ("binary", "categorical")
+
+
 def save(trained: Trained, directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     sio.dump(trained.model, directory / "model.skops")
@@ -51,6 +55,7 @@ def save(trained: Trained, directory: Path) -> None:
         "loss": trained.loss,
         "debias": trained.debias,
         "metrics": trained.metrics,
+        "classifier": isinstance(trained, TrainedClassifier),
     }
     (directory / "meta.json").write_text(json.dumps(meta))
 
@@ -65,7 +70,8 @@ def load(directory: Path) -> Trained:
     meta = json.loads((directory / "meta.json").read_text())
     encoder = Encoder(meta["columns"], meta["categorical"], meta["categories"])
     noise = BinsNoise.of(meta["bin_values"], meta["epsilon"])
-    return Trained(model, encoder, noise, meta["loss"], meta["debias"], meta["metrics"])
+    kind = TrainedClassifier if meta.get("classifier") else Trained
+    return kind(model, encoder, noise, meta["loss"], meta["debias"], meta["metrics"])
 
 
 def run(sessions: sessionmaker[Session], data_dir: Path, model_id: str) -> None:
@@ -96,16 +102,15 @@ def run(sessions: sessionmaker[Session], data_dir: Path, model_id: str) -> None:
                 "elapsed_s": time.monotonic() - started,
             }
         )
-        trained = fit(
-            released,
-            features,
-            table.schema,
-            noise,
-            loss,
-            model=job.kind,  # type: ignore[arg-type]
-            debias=job.debias,  # type: ignore[arg-type]
-            validation_fraction=job.validation_fraction,
-        )
+        options: dict[str, Any] = {
+            "model": job.kind,
+            "debias": job.debias,
+            "validation_fraction": job.validation_fraction,
+        }
+        if is_classification(release):
+            trained: Trained = fit_classifier(released, features, table.schema, noise, **options)
+        else:
+            trained = fit(released, features, table.schema, noise, loss, **options)
         save(trained, model_dir(data_dir, model_id))
         iterations = int(getattr(trained.model, "n_iter_", 0) or 0)
         progress(
