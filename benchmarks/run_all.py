@@ -15,6 +15,7 @@ BENCHMARKS = (
     "bench_ledger",
     "bench_delivery",
     "bench_features",
+    "bench_generalization",
 )
 
 
