@@ -3,6 +3,7 @@ the binned true labels, debiasing helps, and bad requests are refused clearly.""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -124,3 +125,21 @@ def test_binary_classifier_on_randomized_response_labels() -> None:
         actual_error,
     )
     assert p_affine.shape == (valid.sum(),)
+
+
+def test_stepped_boosting_reports_progress_and_matches_a_single_fit() -> None:
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    from features_party.training.fit import HGB_ITERATIONS, HGB_STEP, fit_in_steps
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(3000, 4))
+    y = X[:, 0] * 3 + rng.normal(size=3000)
+    reports: list[dict[str, float]] = []
+    stepped = HistGradientBoostingRegressor(max_iter=HGB_ITERATIONS, early_stopping=False)
+    fit_in_steps(stepped, X, y, reports.append)
+    single = HistGradientBoostingRegressor(max_iter=HGB_ITERATIONS, early_stopping=False).fit(X, y)
+    assert np.allclose(stepped.predict(X), single.predict(X))
+    assert [r["iterations"] for r in reports] == list(range(HGB_STEP, HGB_ITERATIONS + 1, HGB_STEP))
+    assert reports[-1]["eta_s"] == 0 and all(r["rows_seen"] == 3000 for r in reports)
+    assert all(a["elapsed_s"] <= b["elapsed_s"] for a, b in itertools.pairwise(reports))

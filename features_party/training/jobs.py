@@ -102,10 +102,15 @@ def run(sessions: sessionmaker[Session], data_dir: Path, model_id: str) -> None:
                 "elapsed_s": time.monotonic() - started,
             }
         )
+
+        def report(values: dict[str, float]) -> None:
+            progress(progress={"stage": "fitting", **values})
+
         options: dict[str, Any] = {
             "model": job.kind,
             "debias": job.debias,
             "validation_fraction": job.validation_fraction,
+            "progress": report,
         }
         if is_classification(release):
             trained: Trained = fit_classifier(released, features, table.schema, noise, **options)
