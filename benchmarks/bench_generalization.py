@@ -13,7 +13,6 @@ MSE (prices), Poisson deviance and MSE (weeks worked), AUC (income), mean ± std
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -21,18 +20,12 @@ import pyarrow as pa
 from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
 from sklearn.metrics import mean_poisson_deviance, roc_auc_score
 
+from benchmarks.bench_utility import baselines
 from benchmarks.common import RESULTS, write
 from features_party.training.debias import BinsNoise
 from features_party.training.fit import Encoder, validation_mask
 from labeldp.datasets import LabelDataset, adult_income, diamond_prices, weeks_worked
-from labels_party.mechanisms import (
-    discrete_laplace,
-    discrete_staircase,
-    exponential_mechanism,
-    laplace,
-    release_labels,
-    staircase,
-)
+from labels_party.mechanisms import release_labels
 
 EPSILONS = (0.05, 0.1, 0.3, 0.5, 1.0, 2.0, 4.0, 8.0)
 RUNS = 5
@@ -63,21 +56,6 @@ def regressor(loss: str, encoder: Encoder) -> HistGradientBoostingRegressor:
         max_iter=MAX_ITER,
         early_stopping=False,
     )
-
-
-def baselines(ds: LabelDataset) -> dict[str, Callable[[np.ndarray, float], np.ndarray]]:
-    lo, hi = ds.lo, ds.hi
-    if ds.integer:
-        return {
-            "Laplace": lambda y, e: discrete_laplace(y, int(lo), int(hi), e),
-            "staircase": lambda y, e: discrete_staircase(y, int(lo), int(hi), e),
-            "exponential": lambda y, e: exponential_mechanism(y, lo, hi, e, integer=True),
-        }
-    return {
-        "Laplace": lambda y, e: laplace(y, lo, hi, e),
-        "staircase": lambda y, e: staircase(y, lo, hi, e),
-        "exponential": lambda y, e: exponential_mechanism(y, lo, hi, e),
-    }
 
 
 def regression_table(ds: LabelDataset, loss: str) -> tuple[str, list[dict[str, object]]]:
