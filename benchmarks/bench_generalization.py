@@ -155,7 +155,7 @@ def plot(data: dict[str, list[dict[str, object]]], path: Path) -> None:
         axes, (("prices: test MSE", "mse"), ("weeks: test Poisson deviance", "poisson_deviance")), strict=True
     ):
         rows = data[title.split(":")[0]]
-        for name in ("RR-on-Bins", "Laplace", "staircase", "exponential"):
+        for name in [k for k in rows[0] if k not in ("epsilon", "non_private")]:
             ax.plot(
                 [r["epsilon"] for r in rows],
                 [np.mean([run[metric] for run in r[name]]) for r in rows],  # type: ignore[attr-defined]
