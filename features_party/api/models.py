@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field
+from sqlalchemy import select
 
 from features_party.api.auth import caller
 from features_party.features.service import find_table, table_path
@@ -142,8 +143,6 @@ def get_job(job_id: str, tenant: Auth, request: Request) -> JobOut:
 
 @router.get("/models", response_model=list[ModelOut], tags=["models"])
 def list_models(tenant: Auth, request: Request) -> list[ModelOut]:
-    from sqlalchemy import select
-
     with request.app.state.sessions() as s:
         rows = s.execute(select(Model).where(Model.tenant_id == tenant).order_by(Model.created_at)).scalars()
         return [_model_out(m) for m in rows]

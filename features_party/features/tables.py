@@ -54,10 +54,6 @@ def read(path: Path, fmt: str) -> pa.Table:
         raise FeatureTableError("unparseable-upload", f"could not parse the {fmt} body: {exc}") from exc
 
 
-def _rows(mask: np.ndarray) -> list[int]:
-    return first_rows(mask)
-
-
 def _as_numeric(name: str, col: pa.ChunkedArray) -> pa.Array:
     arr = col.combine_chunks()
     if pa.types.is_dictionary(arr.type):
@@ -71,7 +67,7 @@ def _as_numeric(name: str, col: pa.ChunkedArray) -> pa.Array:
         )
         if not ok.all():
             raise FeatureTableError(
-                "unparseable-column", f"column {name!r} is not numeric", _rows(~ok), columns=[name]
+                "unparseable-column", f"column {name!r} is not numeric", first_rows(~ok), columns=[name]
             )
         return pc.cast(pc.utf8_trim_whitespace(arr), pa.float64())
     raise FeatureTableError(

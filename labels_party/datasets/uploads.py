@@ -71,10 +71,6 @@ def read_table(path: Path, fmt: str, string_columns: tuple[str, ...]) -> pa.Tabl
         raise UploadError("unparseable-upload", f"could not parse the {fmt} body: {exc}") from exc
 
 
-def _first_rows(mask: np.ndarray) -> list[int]:
-    return first_rows(mask)
-
-
 def _example_ids(table: pa.Table) -> pa.Array:
     try:
         return example_ids(table)
@@ -90,19 +86,19 @@ def _labels(table: pa.Table) -> np.ndarray:
         ok = pc.fill_null(pc.match_substring_regex(col, _NUMBER), False)
         ok_np = np.asarray(ok.to_numpy(zero_copy_only=False), dtype=bool)
         if not ok_np.all():
-            raise UploadError("invalid-label", "labels must be finite numbers", _first_rows(~ok_np))
+            raise UploadError("invalid-label", "labels must be finite numbers", first_rows(~ok_np))
         col = pc.cast(pc.utf8_trim_whitespace(col), pa.float64())
     elif pa.types.is_boolean(col.type) or pa.types.is_integer(col.type) or pa.types.is_floating(col.type):
         if col.null_count:
             nulls = np.asarray(pc.is_null(col).to_numpy(zero_copy_only=False), dtype=bool)
-            raise UploadError("invalid-label", "labels must not be empty", _first_rows(nulls))
+            raise UploadError("invalid-label", "labels must not be empty", first_rows(nulls))
         col = pc.cast(col, pa.float64())
     else:
         raise UploadError("invalid-label", f"labels must be numbers, got column type {col.type}")
     values = np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.float64)
     bad = ~np.isfinite(values)
     if bad.any():
-        raise UploadError("invalid-label", "labels must be finite numbers", _first_rows(bad))
+        raise UploadError("invalid-label", "labels must be finite numbers", first_rows(bad))
     return values
 
 
@@ -124,14 +120,14 @@ def validate_labels(table: pa.Table, spec: DatasetSpec) -> ValidLabels:
         if kind == "binary":
             wrong |= ~np.isin(values, (0.0, 1.0))
         if wrong.any():
-            raise UploadError("wrong-label-type", f"labels must be valid {kind} values", _first_rows(wrong))
+            raise UploadError("wrong-label-type", f"labels must be valid {kind} values", first_rows(wrong))
     outside = (values < spec.lo) | (values > spec.hi)
     clipped = int(outside.sum())
     if clipped and (spec.out_of_bounds == "reject" or kind in ("binary", "categorical")):
         raise UploadError(
             "out-of-bounds",
             f"{clipped} labels lie outside the public bounds [{spec.lo:g}, {spec.hi:g}]",
-            _first_rows(outside),
+            first_rows(outside),
         )
     values = np.clip(values, spec.lo, spec.hi)
     columns = {"example_id": ids, "label": pa.array(values, pa.float64())}

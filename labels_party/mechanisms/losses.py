@@ -42,10 +42,6 @@ class Loss:
     def __call__(self, y_hat: np.ndarray, y: np.ndarray) -> FloatArray:
         return np.asarray(self.fn(y_hat, y), dtype=np.float64)
 
-    @property
-    def is_named(self) -> bool:
-        return self.name in NAMED_LOSSES
-
 
 _BY_NAME: dict[str, LossFn] = {"squared": squared, "absolute": absolute, "poisson": poisson}
 

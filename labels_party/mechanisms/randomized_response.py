@@ -50,10 +50,6 @@ class KeepThreshold:
         return cls(epsilon, m, t)
 
     @property
-    def keep_probability(self) -> float:
-        return self.threshold / _TWO64
-
-    @property
     def implemented_epsilon(self) -> float:
         """``log(P(keep) / P(one other output))`` of the integer thresholds, as the smallest double
         that is not below the exact value."""
