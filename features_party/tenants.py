@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from features_party.storage.models import ApiKey, Tenant
-from labeldp.apikeys import hash_key, new_key
+from labeldp.apikeys import find_active_key, hash_key, new_key
 
 
 @dataclass(frozen=True)
@@ -33,5 +33,4 @@ def create_tenant(session: Session, name: str) -> NewTenant:
 
 
 def authenticate(session: Session, key: str) -> ApiKey | None:
-    api_key = session.execute(select(ApiKey).where(ApiKey.key_hash == hash_key(key))).scalar_one_or_none()
-    return None if api_key is None or api_key.revoked_at is not None else api_key
+    return find_active_key(session, ApiKey, key)

@@ -4,6 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from typing import Any, Protocol, TypeVar
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+from starlette.requests import Request
+
+from labeldp.problems import ProblemError
 
 KEY_PREFIX = "ldp_"
 
@@ -14,3 +21,29 @@ def new_key(prefix: str = KEY_PREFIX) -> str:
 
 def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
+
+
+class _KeyRow(Protocol):
+    revoked_at: Any
+
+
+K = TypeVar("K", bound=_KeyRow)
+
+
+def find_active_key(session: Session, model: type[K], key: str) -> K | None:
+    """The unrevoked key row whose hash matches ``key`` (each party has its own ``ApiKey`` table)."""
+    column = model.key_hash  # type: ignore[attr-defined]
+    row = session.execute(select(model).where(column == hash_key(key))).scalar_one_or_none()
+    return None if row is None or row.revoked_at is not None else row
+
+
+def bearer_token(request: Request) -> str:
+    """The token of an ``Authorization: Bearer …`` header, or 401."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise ProblemError(401, "unauthenticated", "send Authorization: Bearer <api key>")
+    return token.strip()
+
+
+def invalid_key() -> ProblemError:
+    return ProblemError(401, "unauthenticated", "the API key is not valid")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from labeldp.apikeys import hash_key, new_key
+from labeldp.apikeys import find_active_key, hash_key, new_key
 from labels_party.budget.ledger import set_budget
 from labels_party.storage.models import ApiKey, Tenant
 
@@ -40,7 +40,4 @@ def issue_key(session: Session, tenant_id: str) -> str:
 
 
 def authenticate(session: Session, key: str) -> ApiKey | None:
-    api_key = session.execute(select(ApiKey).where(ApiKey.key_hash == hash_key(key))).scalar_one_or_none()
-    if api_key is None or api_key.revoked_at is not None:
-        return None
-    return api_key
+    return find_active_key(session, ApiKey, key)

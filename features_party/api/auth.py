@@ -5,16 +5,14 @@ from __future__ import annotations
 from fastapi import Request
 
 from features_party.tenants import authenticate
-from labeldp.problems import ProblemError
+from labeldp.apikeys import bearer_token, invalid_key
 
 
 def caller(request: Request) -> str:
     """The tenant id of a valid bearer key (401 otherwise)."""
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise ProblemError(401, "unauthenticated", "send Authorization: Bearer <api key>")
+    token = bearer_token(request)
     with request.app.state.sessions() as session:
-        key = authenticate(session, token.strip())
+        key = authenticate(session, token)
     if key is None:
-        raise ProblemError(401, "unauthenticated", "the API key is not valid")
+        raise invalid_key()
     return key.tenant_id

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
-from labeldp.problems import ProblemError
+from labeldp.apikeys import bearer_token, invalid_key
 from labels_party.tenants import authenticate
 
 
@@ -17,12 +17,9 @@ class Caller:
 
 
 def caller(request: Request) -> Caller:
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise ProblemError(401, "unauthenticated", "send Authorization: Bearer <api key>")
+    token = bearer_token(request)
     with request.app.state.sessions() as session:
-        key = authenticate(session, token.strip())
+        key = authenticate(session, token)
     if key is None:
-        raise ProblemError(401, "unauthenticated", "the API key is not valid")
+        raise invalid_key()
     return Caller(key.tenant_id, key.id)
