@@ -14,8 +14,9 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 
 from features_party.api.auth import caller
+from features_party.api.tables import release_and_table
 from features_party.features.service import find_table, table_path
-from features_party.storage.models import Model, ReceivedRelease
+from features_party.storage.models import Model
 from features_party.training.fit import LOSSES, Trained, TrainedClassifier
 from features_party.training.jobs import is_classification, load, model_dir, noise_of, provenance, run
 from labeldp.problems import ProblemError
@@ -97,13 +98,7 @@ def _model_out(m: Model) -> ModelOut:
 def post_model(body: ModelIn, tenant: Auth, request: Request) -> JobOut:
     """Start a training job on a received release joined to a feature table; poll ``GET /v1/jobs/{id}``."""
     state = request.app.state
-    with state.sessions() as s:
-        release = s.get(ReceivedRelease, body.release_id)
-        table = find_table(s, tenant, body.feature_table)
-    if release is None:
-        raise ProblemError(404, "not-found", f"no release {body.release_id}")
-    if table is None:
-        raise ProblemError(404, "not-found", f"no feature table {body.feature_table!r}")
+    release, table = release_and_table(state.sessions, tenant, body.release_id, body.feature_table)
     _, loss = noise_of(release)
     if is_classification(release):
         loss = "zero_one"

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
 from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
 
 from features_party.api.auth import caller
 from features_party.features.service import find_table, join_report, store_table
@@ -44,6 +45,20 @@ class JoinOut(BaseModel):
     only_in_features: int
     release_match_rate: float
     feature_match_rate: float
+
+
+def release_and_table(
+    sessions: sessionmaker[Session], tenant: str, release_id: str, table_name: str
+) -> tuple[ReceivedRelease, FeatureTable]:
+    """A received release and one of this tenant's feature tables, or 404 for whichever is missing."""
+    with sessions() as s:
+        release = s.get(ReceivedRelease, release_id)
+        table = find_table(s, tenant, table_name)
+    if release is None:
+        raise ProblemError(404, "not-found", f"no release {release_id}")
+    if table is None:
+        raise ProblemError(404, "not-found", f"no feature table {table_name!r}")
+    return release, table
 
 
 def _out(t: FeatureTable) -> FeatureTableOut:
@@ -111,13 +126,9 @@ def get_feature_table(name: str, tenant: Auth, request: Request) -> FeatureTable
 @router.post("/joins", response_model=JoinOut, tags=["features"])
 def post_join(body: JoinIn, tenant: Auth, request: Request) -> JoinOut:
     """How a received release and a feature table match by example ID."""
-    with request.app.state.sessions() as s:
-        release = s.get(ReceivedRelease, body.release_id)
-        table = find_table(s, tenant, body.feature_table)
-    if release is None:
-        raise ProblemError(404, "not-found", f"no release {body.release_id}")
-    if table is None:
-        raise ProblemError(404, "not-found", f"no feature table {body.feature_table!r}")
+    release, table = release_and_table(
+        request.app.state.sessions, tenant, body.release_id, body.feature_table
+    )
     report = join_report(release, table, request.app.state.settings.data_dir)
     return JoinOut(
         release_id=body.release_id,
