@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -71,17 +71,15 @@ def labels_serve(
 
 
 @contextmanager
-def _labels_transaction() -> Iterator[Session]:
-    """One transaction on the labels party's database (migrated first); a ``ValueError`` inside
-    becomes a clear message and exit code 2, with nothing committed."""
-    from labels_party.config import LabelsSettings
-    from labels_party.storage.db import make_engine, migrate, session_factory
+def _transaction(data_dir: Path, database_url: str, migrations: Path) -> Iterator[Session]:
+    """One transaction on a party's database (migrated first); a ``ValueError`` inside becomes a
+    clear message and exit code 2, with nothing committed."""
+    from labeldp.db import make_engine, migrate, session_factory
 
-    settings = LabelsSettings()
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    engine = make_engine(settings.resolved_database_url())
+    data_dir.mkdir(parents=True, exist_ok=True)
+    engine = make_engine(database_url)
     try:
-        migrate(engine)
+        migrate(engine, migrations)
         with session_factory(engine).begin() as session:
             yield session
     except ValueError as exc:
@@ -89,6 +87,22 @@ def _labels_transaction() -> Iterator[Session]:
         raise typer.Exit(code=2) from exc
     finally:
         engine.dispose()
+
+
+def _labels_transaction() -> AbstractContextManager[Session]:
+    from labels_party.config import LabelsSettings
+    from labels_party.storage.db import MIGRATIONS
+
+    settings = LabelsSettings()
+    return _transaction(settings.data_dir, settings.resolved_database_url(), MIGRATIONS)
+
+
+def _features_transaction() -> AbstractContextManager[Session]:
+    from features_party.config import FeaturesSettings
+    from features_party.storage.db import MIGRATIONS
+
+    settings = FeaturesSettings()
+    return _transaction(settings.data_dir, settings.resolved_database_url(), MIGRATIONS)
 
 
 @tenant_app.command("create")
@@ -168,22 +182,10 @@ def features_serve(
 @features_tenant_app.command("create")
 def features_tenant_create(name: str) -> None:
     """Create a features-party tenant and print its bearer API key (shown once)."""
-    from features_party.config import FeaturesSettings
-    from features_party.storage.db import make_engine, migrate, session_factory
     from features_party.tenants import create_tenant
 
-    settings = FeaturesSettings()
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    engine = make_engine(settings.resolved_database_url())
-    try:
-        migrate(engine)
-        with session_factory(engine).begin() as session:
-            new = create_tenant(session, name)
-    except ValueError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(code=2) from exc
-    finally:
-        engine.dispose()
+    with _features_transaction() as session:
+        new = create_tenant(session, name)
     typer.echo(f"tenant {new.tenant_id} created; API key (store it now, it is not shown again):")
     typer.echo(new.api_key)
 
