@@ -30,6 +30,7 @@ class FeaturesSettings(BaseSettings):
     tls_ca: Path | None = Field(None, description="CA that signs the senders' client certificates")
     allow_plaintext: bool = Field(False, description="serve gRPC without TLS (local development only)")
     max_release_bytes: int = Field(4 * 2**30, description="largest accepted release on the wire")
+    log_level: str = Field("info", description="debug, info, warning or error")
 
     def resolved_database_url(self) -> str:
         return self.database_url or sqlite_url(self.data_dir, "features.db")

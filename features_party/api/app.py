@@ -21,9 +21,10 @@ from features_party.receiver.server import build_server
 from features_party.receiver.service import Receiver
 from features_party.storage.db import make_engine, migrate, session_factory
 from features_party.storage.models import Model, ReceivedRelease, Sender, utcnow
-from labeldp import __version__, logs, problems
+from labeldp import logs
 from labeldp.identity import Identity, fingerprint, load_public_key, public_key_pem
 from labeldp.problems import ProblemError
+from labeldp.service import service_app
 
 log = logging.getLogger("labeldp.features")
 router = APIRouter(prefix="/v1")
@@ -131,7 +132,7 @@ def get_release(release_id: str, _: Auth, request: Request) -> ReleaseOut:
 def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
     settings = settings or FeaturesSettings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    logs.configure("info")
+    logs.configure(settings.log_level)
     engine = make_engine(settings.resolved_database_url())
 
     @asynccontextmanager
@@ -158,25 +159,19 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
             app.state.jobs.shutdown(wait=True)
             engine.dispose()
 
-    app = FastAPI(
-        title="labeldp features party",
-        version=__version__,
-        description="Pin senders, receive releases over gRPC, list what arrived.",
-        lifespan=lifespan,
+    app = service_app(
+        "labeldp features party",
+        "Pin senders, receive releases over gRPC, upload features, train and serve models.",
+        lifespan,
+        "labeldp.features.http",
     )
     app.state.settings = settings
     app.state.sessions = session_factory(engine)
     app.state.identity = Identity.load_or_create(settings.identity_path())
     app.state.jobs = ThreadPoolExecutor(max_workers=1, thread_name_prefix="training")
     app.state.model_cache = {}
-    problems.install(app)
-    app.middleware("http")(logs.request_logger("labeldp.features.http"))
     app.include_router(router)
     app.include_router(tables.router)
     app.include_router(models.router)
-
-    @app.get("/healthz", tags=["operations"])
-    def healthz() -> dict[str, str]:
-        return {"status": "ok"}
 
     return app

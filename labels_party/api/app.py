@@ -8,8 +8,9 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from labeldp import __version__, logs, problems
+from labeldp import logs
 from labeldp.identity import Identity
+from labeldp.service import service_app
 from labels_party.api.routes import router
 from labels_party.config import LabelsSettings
 from labels_party.delivery.message import Signer
@@ -39,23 +40,16 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
         yield
         engine.dispose()
 
-    app = FastAPI(
-        title="labeldp labels party",
-        version=__version__,
-        description="Upload labels, spend privacy budget, create privatized releases.",
-        lifespan=lifespan,
+    app = service_app(
+        "labeldp labels party",
+        "Upload labels, spend privacy budget, create privatized releases.",
+        lifespan,
+        "labeldp.labels.http",
     )
     app.state.settings = settings
     app.state.sessions = session_factory(engine)
     app.state.signer = Signer(
         Identity.load_or_create(settings.identity_path()), settings.party_id, settings.release_ttl_seconds
     )
-    problems.install(app)
-    app.middleware("http")(logs.request_logger("labeldp.labels.http"))
     app.include_router(router)
-
-    @app.get("/healthz", tags=["operations"])
-    def healthz() -> dict[str, str]:
-        return {"status": "ok"}
-
     return app
