@@ -1,5 +1,5 @@
-"""What every labeldp HTTP service has: problem+json errors, JSON request logs with request ids, and
-``/healthz``."""
+"""What every labeldp HTTP service has: problem+json errors, JSON request logs with request ids,
+``/healthz`` and Prometheus ``/metrics``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from contextlib import AbstractAsyncContextManager
 
 from fastapi import FastAPI
 
-from labeldp import __version__, logs, problems
+from labeldp import __version__, logs, metrics, problems
 
 
 def service_app(
@@ -16,10 +16,12 @@ def service_app(
     description: str,
     lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]],
     http_logger: str,
+    service_metrics: metrics.ServiceMetrics,
 ) -> FastAPI:
     app = FastAPI(title=title, version=__version__, description=description, lifespan=lifespan)
     problems.install(app)
-    app.middleware("http")(logs.request_logger(http_logger))
+    metrics.install(app, service_metrics)
+    app.middleware("http")(logs.request_logger(http_logger))  # outermost: sees every response
 
     @app.get("/healthz", tags=["operations"])
     def healthz() -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""The labels party logs JSON lines with request ids, and never a label value."""
+"""The labels party logs JSON lines with request ids and counts in /metrics, and neither ever shows a
+label value."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import httpx
 
 from labels_party.storage.db import sqlite_url
+from tests.support.metrics import scrape, value
 from tests.support.servers import LabelsProcess, tenant_key
 
 SECRET_LABELS = ("13579.25", "24680.75")  # values that must never appear in a log line
@@ -47,6 +49,20 @@ def test_logs_are_json_with_request_ids_and_no_labels(tmp_path: Path) -> None:
             headers={"Idempotency-Key": "k", "X-Request-ID": "trace-123"},
         )
         assert r.status_code == 201 and r.headers["X-Request-ID"] == "trace-123"
+        again = c.post(
+            f"/v1/datasets/{ds}/releases",
+            json={"epsilon": 1, "recipient": "publisher"},
+            headers={"Idempotency-Key": "k"},
+        )
+        assert again.status_code == 200
+        too_much = c.post(
+            f"/v1/datasets/{ds}/releases",
+            json={"epsilon": 4.5, "recipient": "publisher"},
+            headers={"Idempotency-Key": "k2"},
+        )
+        assert too_much.status_code == 409
+        m = scrape(server.base_url)
+        metrics_text = httpx.get(f"{server.base_url}/metrics").text
     finally:
         server.stop()
     lines = [ln for ln in log_path.read_text().splitlines() if ln.strip()]
@@ -58,3 +74,28 @@ def test_logs_are_json_with_request_ids_and_no_labels(tmp_path: Path) -> None:
     assert any(r["msg"] == "release charged" for r in records)
     text = log_path.read_text()
     assert not any(secret in text for secret in SECRET_LABELS)
+    assert not any(secret in metrics_text for secret in SECRET_LABELS)
+    assert value(m, "labeldp_releases_total", outcome="created") == 1
+    assert value(m, "labeldp_releases_total", outcome="replayed") == 1
+    assert value(m, "labeldp_releases_total", outcome="budget_exhausted") == 1
+    assert value(m, "labeldp_epsilon_charged_total") == 1.0
+    assert value(m, "labeldp_example_epsilon_charged_total") == 20.0
+    assert (
+        value(
+            m,
+            "labeldp_http_requests_total",
+            method="PUT",
+            route="/v1/datasets/{dataset_id}/labels",
+            status="422",
+        )
+        == 1
+    )
+    assert (
+        value(
+            m,
+            "labeldp_http_request_duration_seconds_count",
+            method="PUT",
+            route="/v1/datasets/{dataset_id}/labels",
+        )
+        == 2
+    )

@@ -20,6 +20,7 @@ from labeldp.datasets import weeks_worked
 from labeldp.identity import Identity, public_key_pem
 from labeldp.wire import build_frames
 from labels_party.mechanisms import optimize_rr_on_bins
+from tests.support.metrics import scrape, value
 from tests.support.seeded import SeededRandom
 from tests.support.servers import features_server_thread, features_tenant_key
 from tests.test_wire import SENDER, release
@@ -138,6 +139,19 @@ def test_train_inspect_predict_and_survive_a_restart(tmp_path: Path) -> None:
         )
         assert failed["state"] == "failed" and "in both" in failed["error"]
         metrics_before = model["metrics"]
+        m = scrape(base)
+        assert value(m, "labeldp_training_jobs_total", outcome="started") == 2
+        assert value(m, "labeldp_training_jobs_total", outcome="succeeded") == 1
+        assert value(m, "labeldp_training_jobs_total", outcome="failed") == 1
+        assert value(m, "labeldp_training_jobs_in_progress") == 0
+        assert value(m, "labeldp_received_releases_total", outcome="stored") == 1
+        assert value(m, "labeldp_examples_received_total") == N
+        assert value(m, "labeldp_http_requests_total", method="POST", route="/v1/models", status="202") == 2
+        assert value(m, "labeldp_http_requests_total", method="POST", route="/v1/models", status="404") == 2
+        assert (  # route templates, never concrete IDs
+            value(m, "labeldp_http_requests_total", method="GET", route="/v1/models/{model_id}", status="200")
+            >= 1
+        )
     with features_server_thread(settings) as base:  # a restart: the model is loaded from its skops file
         c = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60)
         assert c.get(f"/v1/models/{job}").json()["metrics"] == metrics_before

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pyarrow.parquet as pq
 
+from tests.support.metrics import scrape, value
 from tests.support.servers import FeaturesProcess, LabelsProcess, free_port
 
 
@@ -118,6 +119,13 @@ def test_release_travels_from_labels_party_to_features_party_over_mtls(tmp_path:
             f.get(f"/v1/releases/{rel['id']}").json()["payload_sha256"] == delivered.json()["receipt_sha256"]
         )
         assert httpx.get(f"{features.base_url}/v1/releases").status_code == 401
+        assert a.post(f"/v1/releases/{rel['id']}/deliveries").status_code == 201  # re-delivery: same bytes
+        sent, received_metrics = scrape(labels.base_url), scrape(features.base_url)
+        assert value(sent, "labeldp_deliveries_total", outcome="delivered") == 2
+        assert value(sent, "labeldp_example_epsilon_charged_total") == 30_000
+        assert value(received_metrics, "labeldp_received_releases_total", outcome="stored") == 1
+        assert value(received_metrics, "labeldp_received_releases_total", outcome="replayed") == 1
+        assert value(received_metrics, "labeldp_examples_received_total") == 30_000
     finally:
         labels.stop()
         features.stop()

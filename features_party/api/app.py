@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 
 from features_party.api import models, tables
 from features_party.api.auth import caller
+from features_party.api.metrics import FeaturesMetrics
 from features_party.config import FeaturesSettings
 from features_party.receiver.server import build_server
 from features_party.receiver.service import Receiver
@@ -147,7 +148,11 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
                 )
             )
         receiver = Receiver(
-            app.state.sessions, settings.data_dir, settings.party_id, settings.max_release_bytes
+            app.state.sessions,
+            settings.data_dir,
+            settings.party_id,
+            settings.max_release_bytes,
+            on_outcome=app.state.metrics.record_delivery,
         )
         server, port = build_server(receiver, settings)
         app.state.grpc_port = port
@@ -164,6 +169,7 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
         "Pin senders, receive releases over gRPC, upload features, train and serve models.",
         lifespan,
         "labeldp.features.http",
+        FeaturesMetrics(),
     )
     app.state.settings = settings
     app.state.sessions = session_factory(engine)

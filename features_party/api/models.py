@@ -127,7 +127,17 @@ def post_model(body: ModelIn, tenant: Auth, request: Request) -> JobOut:
     )
     with state.sessions.begin() as s:
         s.add(job)
-    state.jobs.submit(run, state.sessions, state.settings.data_dir, job.id)
+    metrics = state.metrics
+    metrics.training_jobs.labels("started").inc()
+    metrics.training_running.inc()
+
+    def counted() -> None:
+        try:
+            metrics.training_jobs.labels(run(state.sessions, state.settings.data_dir, job.id)).inc()
+        finally:
+            metrics.training_running.dec()
+
+    state.jobs.submit(counted)
     return _job_out(job)
 
 

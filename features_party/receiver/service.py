@@ -20,7 +20,7 @@ import os
 import struct
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,12 +64,17 @@ def summary_of(header: pb.ReleaseHeader) -> dict[str, Any]:
     return out
 
 
+def _ignore(outcome: str, examples: int) -> None:
+    pass
+
+
 @dataclass
 class Receiver(pb_grpc.FeaturesPartyServicer):
     sessions: sessionmaker[Session]
     data_dir: Path
     party_id: str
     max_release_bytes: int
+    on_outcome: Callable[[str, int], None] = _ignore  # (stored | replayed | rejection code, examples)
 
     def pinned_key(self, sender_id: str, key_id: str) -> Ed25519PublicKey | None:
         with self.sessions() as session:
@@ -82,22 +87,25 @@ class Receiver(pb_grpc.FeaturesPartyServicer):
         self, request_iterator: Iterator[pb.ReleaseFrame], context: grpc.ServicerContext
     ) -> pb.DeliveryReceipt:
         try:
-            return self._deliver(request_iterator, context)
+            receipt, outcome = self._deliver(request_iterator, context)
         except WireError as exc:
             log.info("release rejected", extra={"status": exc.code})
+            self.on_outcome(exc.code, 0)
             context.abort(STATUS[exc.code], str(exc))
             raise  # abort raises; keeps type checkers aware
+        self.on_outcome(outcome, receipt.example_count)
+        return receipt
 
     def _deliver(
         self, frames: Iterator[pb.ReleaseFrame], context: grpc.ServicerContext
-    ) -> pb.DeliveryReceipt:
+    ) -> tuple[pb.DeliveryReceipt, str]:
         first = next(frames, None)
         if first is None:
             raise WireError("invalid_argument", "empty stream")
         header = check_header(first, self.pinned_key, self.party_id, int(time.time() * 1000))
         existing = self._stored(header.release_id)
         if existing is not None:
-            return self._replay(existing, header)
+            return self._replay(existing, header), "replayed"
         spool_dir = self.data_dir / "tmp"
         spool_dir.mkdir(parents=True, exist_ok=True)
         fd, spool_name = tempfile.mkstemp(dir=spool_dir, suffix=".chunks")
@@ -137,7 +145,7 @@ class Receiver(pb_grpc.FeaturesPartyServicer):
 
     def _commit(
         self, header: pb.ReleaseHeader, signed: pb.SignedHeader, digest: bytes, staged: Path
-    ) -> pb.DeliveryReceipt:
+    ) -> tuple[pb.DeliveryReceipt, str]:
         final = release_path(self.data_dir, header.release_id)
         final.parent.mkdir(parents=True, exist_ok=True)
         row = ReceivedRelease(
@@ -161,12 +169,12 @@ class Receiver(pb_grpc.FeaturesPartyServicer):
             existing = self._stored(header.release_id)
             if existing is None:
                 raise
-            return self._replay(existing, header)
+            return self._replay(existing, header), "replayed"
         except BaseException:
             final.unlink(missing_ok=True)
             raise
         log.info("release stored", extra={"release_id": header.release_id, "examples": header.example_count})
-        return self._receipt(header.release_id, header.example_count, digest)
+        return self._receipt(header.release_id, header.example_count, digest), "stored"
 
     def _stored(self, release_id: str) -> ReceivedRelease | None:
         with self.sessions() as session:

@@ -74,8 +74,9 @@ def load(directory: Path) -> Trained:
     return kind(model, encoder, noise, meta["loss"], meta["debias"], meta["metrics"])
 
 
-def run(sessions: sessionmaker[Session], data_dir: Path, model_id: str) -> None:
-    """The job body: never raises; a failure is kept on the job with its error."""
+def run(sessions: sessionmaker[Session], data_dir: Path, model_id: str) -> str:
+    """The job body: never raises; a failure is kept on the job with its error. Returns the final
+    status (``succeeded`` or ``failed``)."""
     started = time.monotonic()
 
     def progress(**values: Any) -> None:
@@ -129,6 +130,7 @@ def run(sessions: sessionmaker[Session], data_dir: Path, model_id: str) -> None:
             },
             finished_at=utcnow(),
         )
+        return "succeeded"
     except Exception as exc:
         progress(
             status="failed",
@@ -136,6 +138,7 @@ def run(sessions: sessionmaker[Session], data_dir: Path, model_id: str) -> None:
             progress={"stage": "failed", "elapsed_s": time.monotonic() - started},
             finished_at=utcnow(),
         )
+        return "failed"
 
 
 def provenance(release: ReceivedRelease, table: FeatureTable) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from labeldp import logs
 from labeldp.identity import Identity
 from labeldp.service import service_app
+from labels_party.api.metrics import LabelsMetrics
 from labels_party.api.routes import router
 from labels_party.config import LabelsSettings
 from labels_party.delivery.message import Signer
@@ -45,6 +46,7 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
         "Upload labels, spend privacy budget, create privatized releases.",
         lifespan,
         "labeldp.labels.http",
+        LabelsMetrics(),
     )
     app.state.settings = settings
     app.state.sessions = session_factory(engine)

@@ -254,6 +254,7 @@ def post_release(
             400, "idempotency-key-required", "send an Idempotency-Key header with every release"
         )
     state = request.app.state
+    count = state.metrics.releases.labels
     try:
         release, created = create_release(
             state.sessions,
@@ -266,8 +267,10 @@ def post_release(
             state.signer,
         )
     except ReleaseError as exc:
+        count("rejected").inc()
         raise _release_problem(exc) from exc
     except BudgetExhaustedError as exc:
+        count("budget_exhausted").inc()
         raise ProblemError(
             409,
             "budget-exhausted",
@@ -275,7 +278,17 @@ def post_release(
             examples_lacking_budget=exc.lacking,
             examples_requested=exc.requested,
         ) from exc
-    if not created:
+    except Exception:
+        count("error").inc()
+        raise
+    if created:
+        count("created").inc()
+        epsilon = as_float(release.epsilon_micro)
+        state.metrics.epsilon_charged.inc(epsilon)
+        state.metrics.example_epsilon_charged.inc(epsilon * release.examples)
+        state.metrics.examples_released.inc(release.examples)
+    else:
+        count("replayed").inc()
         response.status_code = 200
     return _release_out(release)
 
@@ -415,12 +428,15 @@ def _delivery_out(d: Delivery) -> DeliveryOut:
 def post_delivery(release_id: str, who: Auth, request: Request) -> DeliveryOut:
     """Stream the release's stored signed message to its recipient over gRPC. Re-delivery sends the
     same bytes and spends nothing. A recipient that refuses it answers 502 with its gRPC status."""
+    count = request.app.state.metrics.deliveries.labels
     try:
         delivery = deliver_release(
             request.app.state.sessions, request.app.state.settings, who.tenant_id, release_id
         )
     except DeliveryError as exc:
+        count("refused").inc()
         raise ProblemError(exc.status, exc.code, exc.message) from exc
+    count(delivery.outcome).inc()
     if delivery.outcome != "delivered":
         raise ProblemError(
             502,

@@ -1,0 +1,75 @@
+"""Prometheus metrics shared by both services (``GET /metrics``).
+
+Every app gets its own registry, so several apps can live in one process (the tests run many). Label
+values are limited to closed sets — HTTP method, the route *template* (never a concrete path with IDs),
+status code, outcome — so no metric can carry an example ID, a tenant or a label value.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+from fastapi import FastAPI
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from starlette.requests import Request
+from starlette.responses import Response
+
+
+class ServiceMetrics:
+    """HTTP request counts and latencies, plus a registry for a party's own domain metrics."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "labeldp_http_requests_total",
+            "HTTP requests by method, route template and status code.",
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "labeldp_http_request_duration_seconds",
+            "HTTP request latency by method and route template.",
+            ["method", "route"],
+            registry=self.registry,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 180),
+        )
+
+    def counter(self, name: str, doc: str, labels: tuple[str, ...] = ()) -> Counter:
+        return Counter(name, doc, list(labels), registry=self.registry)
+
+    def gauge(self, name: str, doc: str) -> Gauge:
+        return Gauge(name, doc, registry=self.registry)
+
+
+def _route_template(request: Request) -> str:
+    """The matched route's template (set in the scope by the router), or one series for all misses."""
+    route = request.scope.get("route")
+    return str(getattr(route, "path", "unmatched"))
+
+
+def install(app: FastAPI, metrics: ServiceMetrics) -> None:
+    """Count and time every request, and serve the registry at ``GET /metrics`` (no auth, like
+    ``/healthz``: bind the services to a private network or put the scrape behind a proxy)."""
+    app.state.metrics = metrics
+
+    async def middleware(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        start = time.perf_counter()
+        response = await call_next(request)
+        route = _route_template(request)
+        metrics.requests.labels(request.method, route, str(response.status_code)).inc()
+        metrics.latency.labels(request.method, route).observe(time.perf_counter() - start)
+        return response
+
+    app.middleware("http")(middleware)
+
+    @app.get("/metrics", tags=["operations"], include_in_schema=False)
+    def serve_metrics() -> Response:
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)

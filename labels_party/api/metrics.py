@@ -1,0 +1,31 @@
+"""The labels party's Prometheus metrics: releases, ε charged and deliveries (plus HTTP, shared)."""
+
+from __future__ import annotations
+
+from labeldp.metrics import ServiceMetrics
+
+
+class LabelsMetrics(ServiceMetrics):
+    def __init__(self) -> None:
+        super().__init__()
+        self.releases = self.counter(
+            "labeldp_releases_total",
+            "Release requests by outcome: created, replayed (same Idempotency-Key), rejected (4xx), "
+            "budget_exhausted, error.",
+            ("outcome",),
+        )
+        self.epsilon_charged = self.counter(
+            "labeldp_epsilon_charged_total", "Sum of the ε of created releases (each charged per example)."
+        )
+        self.example_epsilon_charged = self.counter(
+            "labeldp_example_epsilon_charged_total",
+            "Sum over created releases of ε × examples charged (total privacy spend).",
+        )
+        self.examples_released = self.counter(
+            "labeldp_examples_released_total", "Examples in created releases."
+        )
+        self.deliveries = self.counter(
+            "labeldp_deliveries_total",
+            "Delivery requests by outcome: delivered, failed, refused.",
+            ("outcome",),
+        )
