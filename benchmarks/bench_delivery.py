@@ -17,10 +17,10 @@ import pyarrow as pa
 
 from benchmarks.common import write
 from labeldp.identity import Identity, public_key_pem
+from labeldp.processes import FeaturesProcess, free_port
 from labeldp.tls import dev_ca
 from labels_party.delivery.client import deliver
 from labels_party.delivery.message import Signer, write_message
-from tests.support.servers import FeaturesProcess, free_port
 from tests.test_two_parties import cli
 
 TARGET_SECONDS = 30.0

@@ -22,21 +22,87 @@ def main() -> None:
 
 @app.command()
 def demo(
-    out: Annotated[Path, typer.Option(help="Folder for the PNG figures.")] = Path("demo-output"),
-    dataset: Annotated[str, typer.Option(help="'weeks' (census) or 'prices' (diamonds).")] = "weeks",
-    epsilons: Annotated[str, typer.Option(help="Comma-separated ε values.")] = "0.1,0.5,1,2,4",
+    out: Annotated[
+        Path, typer.Option(help="Folder for the report, the figures and the service logs.")
+    ] = Path("demo-output"),
+    dataset: Annotated[
+        str, typer.Option(help="'prices' (diamond sale prices, USD) or 'weeks' (census weeks worked).")
+    ] = "prices",
+    epsilon: Annotated[
+        float, typer.Option(help="ε of the release (charged to every released example).")
+    ] = 1.0,
+    postgres: Annotated[
+        str | None, typer.Option(help="Run the labels party on this PostgreSQL URL instead of SQLite.")
+    ] = None,
+    labels_url: Annotated[
+        str | None, typer.Option(help="Use a running labels party (with the options below) instead.")
+    ] = None,
+    labels_key_file: Annotated[Path | None, typer.Option(help="File holding its tenant's API key.")] = None,
+    features_url: Annotated[str | None, typer.Option(help="The running features party's REST URL.")] = None,
+    features_key_file: Annotated[Path | None, typer.Option(help="File holding its tenant's API key.")] = None,
+    grpc_address: Annotated[
+        str | None,
+        typer.Option(help="host:port of the features party's gRPC receiver, as the labels party sees it."),
+    ] = None,
+    ca: Annotated[
+        Path | None, typer.Option(help="CA that signed the receiver's certificate (mutual TLS).")
+    ] = None,
+    mechanism_only: Annotated[
+        bool, typer.Option(help="Only the mechanism on the dataset, no services (see --epsilons).")
+    ] = False,
+    epsilons: Annotated[
+        str, typer.Option(help="With --mechanism-only: comma-separated ε values.")
+    ] = "0.1,0.5,1,2,4",
 ) -> None:
-    """Mechanism demo on a real dataset: optimal bins and loss beside the Laplace baseline."""
-    from labeldp.demo import run_mechanism_demo
+    """Two-party demo: an advertiser and a publisher train a private conversion model end to end."""
+    from labeldp.client import ApiError
 
     try:
-        eps = [float(e) for e in epsilons.split(",") if e.strip()]
-        if not eps:
-            raise ValueError("give at least one ε")
-        run_mechanism_demo(dataset=dataset, epsilons=eps, out=out, echo=typer.echo)
+        if mechanism_only:
+            from labeldp.demo.mechanism import run_mechanism_demo
+
+            eps = [float(e) for e in epsilons.split(",") if e.strip()]
+            if not eps:
+                raise ValueError("give at least one ε")
+            run_mechanism_demo(dataset=dataset, epsilons=eps, out=out, echo=typer.echo)
+            return
+        from labeldp.demo.main import Remote, run_demo
+
+        remote = None
+        if labels_url or features_url:
+            if not (labels_url and features_url and labels_key_file and features_key_file and grpc_address):
+                raise ValueError(
+                    "with running services give --labels-url, --labels-key-file, --features-url, "
+                    "--features-key-file and --grpc-address"
+                )
+            remote = Remote(
+                labels_url,
+                _read_secret(labels_key_file),
+                features_url,
+                _read_secret(features_key_file),
+                grpc_address,
+                ca.read_text() if ca else None,
+            )
+        run_demo(dataset, epsilon, out, postgres_url=postgres, remote=remote)
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from exc
+    except ApiError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=1) from exc
+    except (RuntimeError, TimeoutError) as exc:
+        typer.echo(f"error: {exc} (service logs: {out / 'logs'})", err=True)
+        raise typer.Exit(code=1) from exc
+    except KeyboardInterrupt:
+        typer.echo("interrupted: the demo's services have been stopped", err=True)
+        raise typer.Exit(code=130) from None
+
+
+def _read_secret(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror}") from exc
 
 
 labels_app = typer.Typer(

@@ -12,10 +12,11 @@ import pyarrow.parquet as pq
 
 from features_party.storage.models import Sender
 from labeldp.identity import load_public_key
+from labeldp.processes import free_port
 from labels_party.config import LabelsSettings
 from labels_party.delivery.client import backoff
 from labels_party.storage.db import sqlite_url
-from tests.support.servers import free_port, labels_server_thread, tenant_key
+from tests.support.servers import labels_server_thread, tenant_key
 from tests.test_receiver import start
 
 BODY = "example_id,label\n" + "".join(f"click-{i},{i % 53}\n" for i in range(20_000))

@@ -11,7 +11,10 @@ from labeldp.cli import app
 
 
 def test_demo_prints_bins_and_losses_and_writes_figures(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["demo", "--out", str(tmp_path), "--epsilons", "0.5,1,4"])
+    result = CliRunner().invoke(
+        app,
+        ["demo", "--mechanism-only", "--dataset", "weeks", "--out", str(tmp_path), "--epsilons", "0.5,1,4"],
+    )
     assert result.exit_code == 0, result.output
     assert "RR-on-Bins MSE" in result.output and "Laplace MSE" in result.output
     assert "RR-on-Bins beats Laplace at every ε: True" in result.output
@@ -27,7 +30,9 @@ def test_demo_rejects_an_unknown_dataset(tmp_path: Path) -> None:
 
 
 def test_demo_rejects_a_bad_epsilon(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["demo", "--out", str(tmp_path), "--epsilons", "1,-2"])
+    result = CliRunner().invoke(
+        app, ["demo", "--mechanism-only", "--out", str(tmp_path), "--epsilons", "1,-2"]
+    )
     assert result.exit_code == 2
     assert "epsilon must be a finite number > 0" in result.output
 

@@ -12,8 +12,9 @@ from pathlib import Path
 import httpx
 import pyarrow.parquet as pq
 
+from labeldp.processes import FeaturesProcess, free_port
 from tests.support.metrics import scrape, value
-from tests.support.servers import FeaturesProcess, LabelsProcess, free_port
+from tests.support.servers import LabelsProcess
 
 
 def cli(env: dict[str, str], *args: str) -> str:

@@ -138,6 +138,20 @@ def pointwise_loss(name: str) -> Any:
     return lambda f, y: np.maximum(f, 1e-9) - y * np.log(np.maximum(f, 1e-9))
 
 
+def regressor(model: ModelKind, loss: str, encoder: Encoder) -> Any:
+    """The unfitted estimator for a model kind and loss (also what the demo's baselines train)."""
+    if model == "hgb":
+        return HistGradientBoostingRegressor(
+            loss=LOSSES[loss],
+            categorical_features=encoder.categorical_mask or None,
+            max_iter=200,
+            early_stopping=False,
+        )
+    if loss == "poisson":
+        return PoissonRegressor(alpha=1e-4, max_iter=300)
+    return Ridge(alpha=1.0)
+
+
 def fit(
     release: pa.Table,
     features: pa.Table,
@@ -171,17 +185,7 @@ def fit(
     )
     X = encoder.transform(joined)
     target = noise.unbiased_targets(bins) if debias == "unbiased" else noisy
-    if model == "hgb":
-        estimator: Any = HistGradientBoostingRegressor(
-            loss=LOSSES[loss],
-            categorical_features=encoder.categorical_mask or None,
-            max_iter=200,
-            early_stopping=False,
-        )
-    elif loss == "poisson":
-        estimator = PoissonRegressor(alpha=1e-4, max_iter=300)
-    else:
-        estimator = Ridge(alpha=1.0)
+    estimator = regressor(model, loss, encoder)
     if model == "linear":
         X = np.nan_to_num(X)  # linear baselines have no native missing-value support
     fit_in_steps(estimator, X[~valid], target[~valid], progress)

@@ -2,25 +2,20 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import uvicorn
 
 from features_party import tenants as features_tenants
 from features_party.api.app import create_app as create_features_app
 from features_party.config import FeaturesSettings
 from features_party.storage import db as features_db
+from labeldp import processes
+from labeldp.processes import free_port, wait_healthy
 from labels_party.api.app import create_app
 from labels_party.budget.epsilon import to_micro_floor
 from labels_party.config import LabelsSettings
@@ -39,24 +34,6 @@ def tenant_key(database_url: str, name: str, budget: str = "1") -> tuple[str, st
     finally:
         engine.dispose()
     return new.tenant_id, new.api_key
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_healthy(base_url: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{base_url}/healthz", timeout=1.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    raise TimeoutError(f"{base_url} did not become healthy")
 
 
 @contextmanager
@@ -79,44 +56,7 @@ def labels_server_thread(settings: LabelsSettings) -> AbstractContextManager[str
     return serve_in_thread(create_app(settings))
 
 
-class ServiceProcess:
-    """``labeldp <party> serve`` as a child process (crash tests, two-party tests)."""
-
-    party = "labels"
-
-    def __init__(self, env: dict[str, str], log_path: Path | None = None) -> None:
-        self.port = free_port()
-        self.log_path = log_path
-        self.env = {**os.environ, **env}
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        cmd = [sys.executable, "-m", "labeldp.cli", self.party, "serve", "--port", str(self.port)]
-        log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
-        self.proc = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=log)
-        wait_healthy(self.base_url)
-
-    def kill(self) -> None:
-        if self.proc is not None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(timeout=30)
-            self.proc = None
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.kill()
-            self.proc = None
-
-
-class LabelsProcess(ServiceProcess):
+class LabelsProcess(processes.LabelsProcess):
     """``labeldp labels serve`` on a data directory and database."""
 
     def __init__(
@@ -135,12 +75,6 @@ class LabelsProcess(ServiceProcess):
             },
             log_path,
         )
-
-
-class FeaturesProcess(ServiceProcess):
-    """``labeldp features serve`` (REST and the gRPC receiver in one process)."""
-
-    party = "features"
 
 
 def features_server_thread(settings: FeaturesSettings) -> AbstractContextManager[str]:

@@ -1,8 +1,8 @@
-"""``labeldp demo``: RR-on-Bins with a private prior on a real dataset, beside the Laplace baseline.
+"""The mechanism on its own (``labeldp demo --mechanism-only``, and the demo's loss-versus-ε plot).
 
-Until the two-party services exist this is the mechanism demo: for each ε it releases the dataset's
-labels exactly as the labels party will (Algorithm 3), prints the bins it chose and the error against
-the true labels, and draws the mechanism like the paper's Figure 2.
+For each ε it releases a dataset's labels exactly as the labels party does (Algorithm 3: private
+prior, optimal bins, one randomization per label), measures the error against the true labels beside
+the Laplace baseline and the known-prior optimum, and draws the mechanism like the paper's Figure 2.
 """
 
 from __future__ import annotations
@@ -15,17 +15,39 @@ import numpy as np
 from labeldp.datasets import LabelDataset, load
 from labels_party.mechanisms import discrete_laplace, laplace, optimize_rr_on_bins, release_labels
 from labels_party.mechanisms.release import LabelRelease
+from labels_party.mechanisms.rr_on_bins import RROnBins
 
 
-def _laplace(ds: LabelDataset, eps: float) -> np.ndarray:
+def laplace_labels(ds: LabelDataset, eps: float, y: np.ndarray | None = None) -> np.ndarray:
+    """The Laplace baseline (discrete for integer labels), clipped to the public bounds."""
+    y = ds.labels if y is None else y
     if ds.integer:
-        return discrete_laplace(ds.labels, int(ds.lo), int(ds.hi), eps)
-    return laplace(ds.labels, ds.lo, ds.hi, eps)
+        return discrete_laplace(y, int(ds.lo), int(ds.hi), eps)
+    return laplace(y, ds.lo, ds.hi, eps)
 
 
 def _fmt_bins(values: np.ndarray, limit: int = 8) -> str:
     shown = ", ".join(f"{v:,.1f}" for v in values[:limit])
     return f"[{shown}{', …' if values.size > limit else ''}]"
+
+
+def mechanism_rows(
+    ds: LabelDataset, epsilons: Sequence[float]
+) -> tuple[list[dict[str, float]], dict[float, LabelRelease]]:
+    """Per ε: MSE against the true labels of RR-on-Bins (private prior), its known-prior optimum and
+    Laplace, plus the releases themselves."""
+    y, sup = ds.labels, ds.support
+    true_prior = sup.counts(y) / y.size
+    rows: list[dict[str, float]] = []
+    releases: dict[float, LabelRelease] = {}
+    for eps in epsilons:
+        rel = release_labels(y, sup, eps, "squared")
+        releases[eps] = rel
+        mse = float(np.mean((rel.noisy_labels - y) ** 2))
+        known = optimize_rr_on_bins(sup, true_prior, eps, "squared").expected_loss(y, np.ones(y.size))
+        lap = float(np.mean((laplace_labels(ds, eps) - y) ** 2))
+        rows.append({"epsilon": eps, "rr_on_bins": mse, "known_prior": known, "laplace": lap})
+    return rows, releases
 
 
 def run_mechanism_demo(
@@ -46,25 +68,18 @@ def run_mechanism_demo(
         ("Laplace MSE", 13),
     )
     echo("  ".join(f"{name:>{width}}" for name, width in columns) + "  bins")
-    rows: list[dict[str, float]] = []
-    releases: dict[float, LabelRelease] = {}
-    for eps in epsilons:
-        rel = release_labels(y, sup, eps, "squared")
-        releases[eps] = rel
-        mse = float(np.mean((rel.noisy_labels - y) ** 2))
-        known = optimize_rr_on_bins(sup, true_prior, eps, "squared").expected_loss(y, np.ones(y.size))
-        lap = float(np.mean((_laplace(ds, eps) - y) ** 2))
-        rows.append({"epsilon": eps, "rr_on_bins": mse, "known_prior": known, "laplace": lap})
-        echo(
-            f"{eps:>5g}  {rel.epsilon_prior:>7.3f}  {rel.mechanism.m:>3}  {mse:>15,.1f}  {known:>15,.1f}"
-            f"  {lap:>13,.1f}  {_fmt_bins(rel.mechanism.bin_values)}"
-        )
+    rows, releases = mechanism_rows(ds, epsilons)
+    for row in rows:
+        rel = releases[row["epsilon"]]
+        head = f"{row['epsilon']:>5g}  {rel.epsilon_prior:>7.3f}  {rel.mechanism.m:>3}"
+        losses = f"{row['rr_on_bins']:>15,.1f}  {row['known_prior']:>15,.1f}  {row['laplace']:>13,.1f}"
+        echo(f"{head}  {losses}  {_fmt_bins(rel.mechanism.bin_values)}")
     out.mkdir(parents=True, exist_ok=True)
     focus = min(epsilons, key=lambda e: abs(e - 1.0))
     figure = out / f"mechanism_{ds.name}_eps{focus:g}.png"
-    _plot_mechanism(ds, releases[focus], _laplace(ds, focus), true_prior, figure)
+    _plot_mechanism(ds, releases[focus], laplace_labels(ds, focus), true_prior, figure)
     curve = out / f"loss_vs_epsilon_{ds.name}.png"
-    _plot_loss_curve(ds, rows, curve)
+    plot_loss_curve(ds, rows, curve)
     echo(f"\nRR-on-Bins beats Laplace at every ε: {all(r['rr_on_bins'] < r['laplace'] for r in rows)}")
     echo(f"Wrote {figure} and {curve}")
     return rows
@@ -73,23 +88,51 @@ def run_mechanism_demo(
 def _plot_mechanism(
     ds: LabelDataset, rel: LabelRelease, lap: np.ndarray, true_prior: np.ndarray, path: Path
 ) -> None:
+    plot_mechanism(
+        path,
+        ds,
+        ds.labels,
+        true_prior,
+        rel.mechanism,
+        rel.prior,
+        rel.epsilon_prior,
+        rel.epsilon,
+        rel.noisy_labels,
+        lap,
+    )
+
+
+def plot_mechanism(
+    path: Path,
+    ds: LabelDataset,
+    y: np.ndarray,
+    true_prior: np.ndarray,
+    mech: RROnBins,
+    noisy_prior: np.ndarray,
+    epsilon_prior: float,
+    epsilon: float,
+    noisy: np.ndarray,
+    lap: np.ndarray,
+) -> None:
+    """Prior and bins, the transition matrix, and the joint of (true, private) labels for RR-on-Bins
+    and Laplace, as in the paper's Figure 2."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    mech, sup, y = rel.mechanism, rel.mechanism.support, ds.labels
+    sup = mech.support
     fig, axes = plt.subplots(1, 4, figsize=(20, 4.6))
     width = (sup.hi - sup.lo) / max(sup.k - 1, 1)
     ax = axes[0]
     ax.bar(sup.values, true_prior, width=width, color="0.75", label="true prior")
     ax.step(
         sup.values,
-        rel.prior,
+        noisy_prior,
         where="mid",
         color="tab:blue",
         lw=1,
-        label=f"noisy prior (ε₁={rel.epsilon_prior:.3g})",
+        label=f"noisy prior (ε₁={epsilon_prior:.3g})",
     )
     for lo, _hi in mech.bin_edges[1:]:
         ax.axvline(lo - width / 2, color="tab:red", ls="--", lw=1)
@@ -117,15 +160,15 @@ def _plot_mechanism(
     edges = (
         np.arange(ds.lo - 0.5, ds.hi + 1.5) if ds.integer and sup.k <= 200 else np.linspace(ds.lo, ds.hi, 51)
     )
-    for ax, noisy, title in (
-        (axes[2], rel.noisy_labels, "RR-on-Bins"),
+    for ax, private, title in (
+        (axes[2], noisy, "RR-on-Bins"),
         (axes[3], lap, "Laplace (clipped)"),
     ):
-        hist, _, _ = np.histogram2d(y, noisy, bins=(edges, edges))
+        hist, _, _ = np.histogram2d(y, private, bins=(edges, edges))
         ax.imshow(
             np.log1p(hist.T), origin="lower", extent=(ds.lo, ds.hi, ds.lo, ds.hi), cmap="magma", aspect="auto"
         )
-        ax.set_title(f"{title}: joint of (true, private) labels, ε={rel.epsilon:.3g}")
+        ax.set_title(f"{title}: joint of (true, private) labels, ε={epsilon:.3g}")
         ax.set_xlabel("true label")
         ax.set_ylabel("private label")
     fig.tight_layout()
@@ -133,7 +176,7 @@ def _plot_mechanism(
     plt.close(fig)
 
 
-def _plot_loss_curve(ds: LabelDataset, rows: list[dict[str, float]], path: Path) -> None:
+def plot_loss_curve(ds: LabelDataset, rows: list[dict[str, float]], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")

@@ -1,0 +1,239 @@
+"""Thin REST clients for both parties, used by the CLI's client commands and the demo.
+
+Every error answer (RFC 9457 problem+json) becomes an ``ApiError`` carrying the machine-readable
+``code`` and the server's human ``detail``, so scripts can branch on the code and people can read the
+message. Uploads stream from disk in chunks and report bytes sent, so large files neither sit in
+memory nor leave the user staring at a silent terminal.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import httpx
+
+CHUNK = 1 << 20
+CONTENT_TYPES = {
+    ".csv": "text/csv",
+    ".ndjson": "application/x-ndjson",
+    ".jsonl": "application/x-ndjson",
+    ".parquet": "application/vnd.apache.parquet",
+}
+
+
+class ApiError(Exception):
+    """An error answer from a labeldp service (or no answer at all: ``status`` 0)."""
+
+    def __init__(self, status: int, code: str, detail: str, body: dict[str, Any] | None = None) -> None:
+        super().__init__(f"{status} {code}: {detail}" if status else f"{code}: {detail}")
+        self.status, self.code, self.detail, self.body = status, code, detail, body or {}
+
+
+def content_type_of(path: Path) -> str:
+    try:
+        return CONTENT_TYPES[path.suffix.lower()]
+    except KeyError:
+        raise ApiError(
+            0, "unsupported-file", f"{path}: use a .csv, .ndjson/.jsonl or .parquet file"
+        ) from None
+
+
+def _chunks(path: Path, on_bytes: Callable[[int], None] | None) -> Iterator[bytes]:
+    with path.open("rb") as fh:
+        while block := fh.read(CHUNK):
+            if on_bytes is not None:
+                on_bytes(len(block))
+            yield block
+
+
+class ApiClient:
+    """One service: its base URL and a tenant's bearer key."""
+
+    def __init__(self, base_url: str, api_key: str, timeout: float = 600.0) -> None:
+        self.http = httpx.Client(
+            base_url=base_url.rstrip("/"),
+            headers={"Authorization": f"Bearer {api_key}"},
+            timeout=httpx.Timeout(timeout, connect=10.0),
+        )
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.http.close()
+
+    def call(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            r = self.http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise ApiError(0, "unreachable", f"{self.http.base_url}{path}: {exc}") from exc
+        if r.status_code >= 400:
+            try:
+                body = r.json()
+            except ValueError:
+                body = {}
+            if not isinstance(body, dict):
+                body = {}
+            raise ApiError(
+                r.status_code,
+                str(body.get("type", "http-error")),
+                str(body.get("detail", r.text[:500])),
+                body,
+            )
+        if r.headers.get("content-type", "").startswith(("application/json", "application/problem+json")):
+            return r.json()
+        return r.content
+
+    def upload(self, path: str, file: Path, on_bytes: Callable[[int], None] | None = None) -> Any:
+        """PUT a file, streamed in 1 MiB chunks (the type follows the file's extension)."""
+        headers = {"Content-Type": content_type_of(file), "Content-Length": str(file.stat().st_size)}
+        return self.call("PUT", path, content=_chunks(file, on_bytes), headers=headers)
+
+
+class LabelsClient(ApiClient):
+    """The labels party (advertiser): datasets, labels, releases, budget, deliveries."""
+
+    def identity(self) -> dict[str, Any]:
+        return dict(self.call("GET", "/v1/identity"))
+
+    def recipients(self) -> list[dict[str, Any]]:
+        return list(self.call("GET", "/v1/recipients"))
+
+    def register_recipient(
+        self, name: str, grpc_address: str, tls_ca_pem: str | None, fingerprint: str
+    ) -> dict[str, Any]:
+        body = {"name": name, "grpc_address": grpc_address, "fingerprint": fingerprint}
+        if tls_ca_pem is not None:
+            body["tls_ca_pem"] = tls_ca_pem
+        return dict(self.call("POST", "/v1/recipients", json=body))
+
+    def create_dataset(self, spec: dict[str, Any]) -> dict[str, Any]:
+        return dict(self.call("POST", "/v1/datasets", json=spec))
+
+    def datasets(self) -> list[dict[str, Any]]:
+        return list(self.call("GET", "/v1/datasets"))
+
+    def dataset_id(self, name_or_id: str) -> str:
+        for ds in self.datasets():
+            if name_or_id in (ds["id"], ds["name"]):
+                return str(ds["id"])
+        raise ApiError(404, "not-found", f"no dataset named {name_or_id!r}")
+
+    def upload_labels(
+        self, dataset_id: str, file: Path, on_bytes: Callable[[int], None] | None = None
+    ) -> dict[str, Any]:
+        return dict(self.upload(f"/v1/datasets/{dataset_id}/labels", file, on_bytes))
+
+    def upload_universe(
+        self, dataset_id: str, file: Path, on_bytes: Callable[[int], None] | None = None
+    ) -> dict[str, Any]:
+        return dict(self.upload(f"/v1/datasets/{dataset_id}/universe", file, on_bytes))
+
+    def release(
+        self,
+        dataset_id: str,
+        epsilon: float,
+        recipient: str,
+        loss: str,
+        idempotency_key: str,
+        epsilon_prior: float | None = None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"epsilon": epsilon, "recipient": recipient, "loss": loss}
+        if epsilon_prior is not None:
+            body["epsilon_prior"] = epsilon_prior
+        return dict(
+            self.call(
+                "POST",
+                f"/v1/datasets/{dataset_id}/releases",
+                json=body,
+                headers={"Idempotency-Key": idempotency_key},
+            )
+        )
+
+    def deliver(self, release_id: str) -> dict[str, Any]:
+        return dict(self.call("POST", f"/v1/releases/{release_id}/deliveries"))
+
+    def budget(self, dataset_id: str, epsilon: float) -> dict[str, Any]:
+        return dict(self.call("GET", f"/v1/datasets/{dataset_id}/budget", params={"epsilon": epsilon}))
+
+    def noisy_labels(self, release_id: str) -> bytes:
+        return bytes(self.call("GET", f"/v1/releases/{release_id}/noisy-labels"))
+
+
+class FeaturesClient(ApiClient):
+    """The features party (publisher): senders, feature tables, joins, training, predictions."""
+
+    def identity(self) -> dict[str, Any]:
+        return dict(self.call("GET", "/v1/identity"))
+
+    def senders(self) -> list[dict[str, Any]]:
+        return list(self.call("GET", "/v1/senders"))
+
+    def pin_sender(self, sender_id: str, public_key_pem: str) -> dict[str, Any]:
+        return dict(
+            self.call("POST", "/v1/senders", json={"id": sender_id, "public_key_pem": public_key_pem})
+        )
+
+    def upload_table(
+        self, name: str, file: Path, on_bytes: Callable[[int], None] | None = None
+    ) -> dict[str, Any]:
+        return dict(self.upload(f"/v1/feature-tables/{name}", file, on_bytes))
+
+    def join(self, release_id: str, feature_table: str) -> dict[str, Any]:
+        return dict(
+            self.call("POST", "/v1/joins", json={"release_id": release_id, "feature_table": feature_table})
+        )
+
+    def train(
+        self,
+        release_id: str,
+        feature_table: str,
+        model: str = "hgb",
+        debias: str = "affine",
+        validation_fraction: float = 0.2,
+    ) -> dict[str, Any]:
+        body = {
+            "release_id": release_id,
+            "feature_table": feature_table,
+            "model": model,
+            "debias": debias,
+            "validation_fraction": validation_fraction,
+        }
+        return dict(self.call("POST", "/v1/models", json=body))
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        return dict(self.call("GET", f"/v1/jobs/{job_id}"))
+
+    def wait_for_job(
+        self,
+        job_id: str,
+        on_progress: Callable[[dict[str, Any]], None] | None = None,
+        timeout: float = 3600.0,
+        poll: float = 0.25,
+    ) -> dict[str, Any]:
+        """Poll until the job succeeds or fails (a failure raises ``ApiError`` with the job's error)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            job = self.job(job_id)
+            if on_progress is not None:
+                on_progress(job)
+            if job["state"] == "succeeded":
+                return job
+            if job["state"] == "failed":
+                raise ApiError(0, "training-failed", str(job.get("error")), job)
+            if time.monotonic() > deadline:
+                raise ApiError(0, "timeout", f"job {job_id} still {job['state']} after {timeout:g} s", job)
+            time.sleep(poll)
+
+    def model(self, model_id: str) -> dict[str, Any]:
+        return dict(self.call("GET", f"/v1/models/{model_id}"))
+
+    def predict(self, model_id: str, example_ids: list[str]) -> list[float]:
+        out = self.call("POST", f"/v1/models/{model_id}/predictions", json={"example_ids": example_ids})
+        return [float(p) for p in out["predictions"]]

@@ -1,0 +1,274 @@
+"""The demo's exchange, only through the parties' public APIs, and its report.
+
+register both parties with each other → upload labels, clicks and features over REST → one release
+at ε (budget charged first) → delivery over gRPC → join → training job → predictions for the test
+examples, scored against the true labels beside a non-private model and a Laplace-baseline model
+trained the same way.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from features_party.training.fit import Encoder, regressor
+from labeldp.client import ApiError, FeaturesClient, LabelsClient
+from labeldp.demo.mechanism import laplace_labels
+from labeldp.demo.parties import Connection
+from labeldp.demo.world import World
+
+LOSS = "squared"  # the release's loss: the models are scored by (root) mean squared error
+STEPS = 8
+
+
+@dataclass
+class Report:
+    dataset: str
+    run_id: str
+    epsilon: float
+    values: dict[str, Any] = field(default_factory=dict)
+    timings_s: dict[str, float] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "dataset": self.dataset,
+            "run_id": self.run_id,
+            "epsilon": self.epsilon,
+            **self.values,
+            "timings_s": self.timings_s,
+        }
+
+
+class Steps:
+    """Numbered progress lines, with each step's wall time kept for the report."""
+
+    def __init__(self, console: Console, report: Report) -> None:
+        self.console, self.report, self.n = console, report, 0
+
+    @contextmanager
+    def step(self, key: str, title: str) -> Iterator[None]:
+        self.n += 1
+        self.console.print(f"[bold cyan][{self.n}/{STEPS}][/] {title}")
+        start = time.monotonic()
+        yield
+        self.report.timings_s[key] = round(time.monotonic() - start, 2)
+
+    def say(self, text: str) -> None:
+        self.console.print(f"      {text}")
+
+
+def _upload(console: Console, label: str, file: Path, send: Callable[..., dict[str, Any]]) -> dict[str, Any]:
+    with Progress(
+        TextColumn(f"      {label}"),
+        BarColumn(),
+        DownloadColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(label, total=file.stat().st_size)
+        return send(file, lambda n: bar.advance(task, n))
+
+
+def _register(labels: LabelsClient, features: FeaturesClient, conn: Connection) -> tuple[str, str]:
+    """Each side registers the other; already registered (a re-run against the same services) is fine
+    as long as the keys match."""
+    advertiser, publisher = labels.identity(), features.identity()
+    pinned = {s["id"]: s for s in features.senders()}
+    if advertiser["party_id"] not in pinned:
+        features.pin_sender(advertiser["party_id"], advertiser["public_key_pem"])
+    elif pinned[advertiser["party_id"]]["key_id"] != advertiser["key_id"]:
+        raise ApiError(409, "sender-key-mismatch", "the publisher pinned another key for this advertiser")
+    if publisher["party_id"] not in {r["name"] for r in labels.recipients()}:
+        labels.register_recipient(
+            publisher["party_id"], conn.grpc_address, conn.tls_ca_pem, publisher["key_id"]
+        )
+    return advertiser["party_id"], publisher["party_id"]
+
+
+def _local_model(world: World, train: np.ndarray, targets: np.ndarray, test: np.ndarray) -> np.ndarray:
+    """The features party's model (same encoder, same estimator) trained on the given targets."""
+    features = world.dataset.features
+    schema = {
+        f.name: ("numeric" if pa.types.is_integer(f.type) or pa.types.is_floating(f.type) else "categorical")
+        for f in features.schema
+    }
+    encoder = Encoder(list(schema), [c for c in schema if schema[c] == "categorical"])
+    encoder.fit(features.filter(pa.array(train)))
+    X = encoder.transform(features)
+    model = regressor("hgb", LOSS, encoder).fit(X[train], targets)
+    return np.asarray(model.predict(X[test]), dtype=np.float64)
+
+
+def run_flow(conn: Connection, world: World, epsilon: float, workdir: Path, console: Console) -> Report:
+    report = Report(world.dataset.name, world.run_id, epsilon)
+    steps = Steps(console, report)
+    labels = LabelsClient(conn.labels_url, conn.labels_key)
+    features = FeaturesClient(conn.features_url, conn.features_key)
+    with labels, features:
+        with steps.step("register", "registering the parties with each other"):
+            advertiser, publisher = _register(labels, features, conn)
+            steps.say(f"publisher pinned {advertiser}'s signing key; advertiser registered {publisher}")
+            steps.say(
+                f"gRPC receiver {conn.grpc_address} ({'mutual TLS' if conn.tls_ca_pem else 'plaintext'})"
+            )
+
+        with steps.step("upload", "uploading labels (advertiser) and features (publisher) over REST"):
+            files = world.write_files(workdir / "uploads")
+            ds = labels.create_dataset(world.spec)
+            up = _upload(
+                console, "labels  ", files["labels"], lambda f, cb: labels.upload_labels(ds["id"], f, cb)
+            )
+            clicks = _upload(
+                console, "clicks  ", files["universe"], lambda f, cb: labels.upload_universe(ds["id"], f, cb)
+            )
+            table = f"clicks_{world.run_id}"
+            ft = _upload(
+                console, "features", files["features"], lambda f, cb: features.upload_table(table, f, cb)
+            )
+            steps.say(
+                f"advertiser: {up['rows']:,} conversions (non-zero labels) and {clicks['rows']:,} clicks "
+                f"(the release's universe); publisher: {ft['rows']:,} rows × {len(ft['schema'])} features"
+            )
+
+        with steps.step("release", f"releasing at ε = {epsilon:g} (budget charged before any noise)"):
+            rel = labels.release(ds["id"], epsilon, publisher, LOSS, idempotency_key=f"demo-{world.run_id}")
+            bins = rel["bins"] or []
+            mech = rel["mechanism"] or {}
+            steps.say(
+                f"{rel['examples']:,} examples, ε₁ = {rel['epsilon_prior']:.3f} for the private prior, "
+                f"ε₂ = {mech.get('epsilon_randomize', 0):.3f} for randomization; {len(bins)} bins: "
+                + ", ".join(f"{b:,.1f}" for b in bins)
+            )
+
+        with steps.step("deliver", "delivering the signed message over gRPC"):
+            sent = labels.deliver(rel["id"])
+            steps.say(
+                f"{sent['wire_bytes']:,} bytes in {sent['attempts']} attempt(s); "
+                f"receipt {sent['receipt_sha256'][:16]}… verified"
+            )
+
+        with steps.step("join", "joining the noisy labels to the publisher's features by example ID"):
+            joined = features.join(rel["id"], table)
+            match_rate = joined["in_both"] / max(joined["release_examples"], 1)
+            steps.say(
+                f"{joined['in_both']:,} of {joined['release_examples']:,} released examples have features "
+                f"(match rate {match_rate:.1%}); {joined['only_in_features']:,} feature rows have no label"
+            )
+
+        with steps.step("train", "training the publisher's model (gradient boosting, debiased)"):
+            job = features.train(rel["id"], table)
+            with Progress(
+                TextColumn("      boosting"),
+                BarColumn(),
+                TextColumn("{task.completed:.0f}/{task.total:.0f} iterations"),
+                TimeElapsedColumn(),
+                console=console,
+                transient=True,
+            ) as bar:
+                task = bar.add_task("train", total=200)
+                done = features.wait_for_job(
+                    job["id"],
+                    lambda j: bar.update(task, completed=float(j["progress"].get("iterations", 0))),
+                )
+            model = features.model(job["id"])
+            steps.say(f"model {model['id'][:8]} trained in {done['progress'].get('elapsed_s', 0):.1f} s")
+
+        with steps.step("score", "scoring on held-out test examples against their TRUE labels"):
+            test_ids = [str(i) for i in world.ids[world.test]]
+            private = np.asarray(features.predict(model["id"], test_ids))
+            y_test = world.y[world.test]
+            # the baselines are trained on exactly the examples the private model saw: released and matched
+            trained_on = world.train & world.has_features
+            non_private = _local_model(world, trained_on, world.y[trained_on], world.test)
+            lap = laplace_labels(world.dataset, epsilon, world.y[trained_on])
+            laplace_model = _local_model(world, trained_on, lap, world.test)
+
+            def rmse(pred: np.ndarray) -> float:
+                return float(np.sqrt(np.mean((pred - y_test) ** 2)))
+
+            errors = {
+                "rr_on_bins_private": rmse(private),
+                "non_private": rmse(non_private),
+                "laplace_baseline": rmse(laplace_model),
+                "predict_mean": rmse(np.full(y_test.size, float(np.mean(world.y[trained_on])))),
+            }
+
+        with steps.step("budget", "reading the budget and the noisy labels back"):
+            budget = labels.budget(ds["id"], epsilon)
+            noisy = pq.read_table(io.BytesIO(labels.noisy_labels(rel["id"])))
+
+    report.values.update(
+        {
+            "examples_released": rel["examples"],
+            "release_id": rel["id"],
+            "epsilon_prior": rel["epsilon_prior"],
+            "epsilon_randomize": mech.get("epsilon_randomize"),
+            "bins": bins,
+            "mechanism": mech,
+            "delivery": {k: sent[k] for k in ("wire_bytes", "attempts", "receipt_sha256")},
+            "join": joined,
+            "match_rate": match_rate,
+            "model_id": model["id"],
+            "model_metrics": model["metrics"],
+            "test_examples": int(world.test.sum()),
+            "test_rmse": errors,
+            "budget": {
+                "per_example": budget["per_example_budget"],
+                "spent_max": budget["max_spent"],
+                "spent_min": budget["min_spent"],
+                "left": budget["per_example_budget"] - budget["max_spent"],
+                "examples_that_can_take_another_release": budget["can_take"],
+            },
+        }
+    )
+    report.values["_noisy"] = noisy  # for the plots; not written to report.json
+    return report
+
+
+def print_report(console: Console, report: Report) -> None:
+    v = report.values
+    units = "weeks" if report.dataset == "weeks" else "USD"
+    console.print()
+    console.rule(f"[bold]labeldp demo report — {report.dataset}, ε = {report.epsilon:g}")
+    console.print(
+        f"match rate {v['match_rate']:.1%} ({v['join']['in_both']:,} of {v['join']['release_examples']:,} "
+        f"released examples joined to features)"
+    )
+    b = v["budget"]
+    console.print(
+        f"budget: ε {b['spent_max']:g} spent per example, {b['left']:g} left of {b['per_example']:g} "
+        f"({b['examples_that_can_take_another_release']:,} examples can take another ε = {report.epsilon:g})"
+    )
+    console.print(f"bins chosen ({len(v['bins'])}): " + ", ".join(f"{x:,.1f}" for x in v["bins"]))
+    table = Table(title=f"test error against the true labels ({v['test_examples']:,} held-out examples)")
+    table.add_column("model")
+    table.add_column(f"RMSE ({units})", justify="right")
+    table.add_column("labels it was trained on")
+    rows = (
+        ("RR-on-Bins (labeldp)", "rr_on_bins_private", f"one ε = {report.epsilon:g} release, debiased"),
+        ("Laplace baseline", "laplace_baseline", f"Laplace noise at ε = {report.epsilon:g}, clipped"),
+        ("non-private", "non_private", "the true labels (no privacy)"),
+        ("constant (mean)", "predict_mean", "none: predicts the mean label"),
+    )
+    for name, key, what in rows:
+        table.add_row(name, f"{v['test_rmse'][key]:,.2f}", what)
+    console.print(table)
+
+
+def write_report(report: Report, path: Path) -> None:
+    payload = {k: v for k, v in report.as_json().items() if not k.startswith("_")}
+    path.write_text(json.dumps(payload, indent=2, default=float) + "\n")

@@ -1,0 +1,105 @@
+"""``labeldp demo``: set up (or connect to) both parties, run the exchange, report, plot, clean up."""
+
+from __future__ import annotations
+
+import signal
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+from rich.console import Console
+
+from labeldp.datasets import load
+from labeldp.demo.flow import print_report, run_flow, write_report
+from labeldp.demo.parties import Connection, local_parties
+from labeldp.demo.plots import draw
+from labeldp.demo.world import SPECS, split
+
+
+@dataclass(frozen=True)
+class Remote:
+    """Services that are already running (``docker compose``): their URLs and tenants' API keys."""
+
+    labels_url: str
+    labels_key: str
+    features_url: str
+    features_key: str
+    grpc_address: str
+    tls_ca_pem: str | None
+
+
+@contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (``docker stop``, a CI timeout) unwinds like Ctrl-C, so the services get stopped."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def _remote(remote: Remote) -> Iterator[Connection]:
+    yield Connection(
+        remote.labels_url,
+        remote.labels_key,
+        remote.features_url,
+        remote.features_key,
+        remote.grpc_address,
+        remote.tls_ca_pem,
+    )
+
+
+def run_demo(
+    dataset: str,
+    epsilon: float,
+    out: Path,
+    postgres_url: str | None = None,
+    remote: Remote | None = None,
+    console: Console | None = None,
+) -> dict[str, object]:
+    if dataset not in SPECS:
+        raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(SPECS)}")
+    if not 0 < epsilon <= 100:
+        raise ValueError("epsilon must be a finite number > 0 (and at most 100)")
+    console = console or Console(width=None if Console().is_terminal else 110)
+    started = time.monotonic()
+    world = split(load(dataset))
+    console.print(
+        f"[bold]labeldp demo[/]: {world.dataset.description}\n"
+        f"run {world.run_id}: the advertiser holds {int(world.train.sum()):,} clicks' labels, the publisher "
+        f"their features; {int(world.test.sum()):,} examples are held out to score the models"
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    with _terminate_as_interrupt(), tempfile.TemporaryDirectory(prefix="labeldp-demo-") as tmp:
+        work = Path(tmp)
+
+        def say(text: str) -> None:
+            console.print(f"      {text}")
+
+        parties: AbstractContextManager[Connection]
+        if remote is not None:
+            console.print(
+                f"[bold cyan][0][/] using running services at {remote.labels_url} and {remote.features_url}"
+            )
+            parties = _remote(remote)
+        else:
+            console.print("[bold cyan][0][/] starting both services on loopback")
+            parties = local_parties(work, out / "logs", world.run_id, epsilon, postgres_url, say)
+        with parties as conn:
+            report = run_flow(conn, world, epsilon, work, console)
+        figures = draw(world, report.values, epsilon, out)
+    report.timings_s["total"] = round(time.monotonic() - started, 1)
+    print_report(console, report)
+    write_report(report, out / "report.json")
+    console.print(f"wrote {out / 'report.json'} and " + ", ".join(str(p) for p in figures))
+    console.print(f"done in {report.timings_s['total']:.0f} s")
+    return report.as_json()

@@ -1,0 +1,82 @@
+"""The demo's figures: the release's mechanism, mechanism error versus ε, and the privacy budget."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from labeldp.demo.mechanism import laplace_labels, mechanism_rows, plot_loss_curve, plot_mechanism
+from labeldp.demo.world import World
+from labels_party.mechanisms import explicit_support
+from labels_party.mechanisms.rr_on_bins import RROnBins
+
+EPSILONS = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+
+
+def release_mechanism(mech: dict[str, Any]) -> RROnBins:
+    """The RR-on-Bins mechanism a release used, rebuilt from what the labels party reported."""
+    support = explicit_support(mech["support"])
+    starts = np.array([lo for lo, _ in mech["bin_edges"]])
+    support_bins = np.searchsorted(starts, support.values, side="right") - 1
+    return RROnBins(mech["epsilon_randomize"], support, support_bins, np.array(mech["bin_values"]))
+
+
+def draw(world: World, values: dict[str, Any], epsilon: float, out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    ds = world.dataset
+    mech_info = values["mechanism"]
+    mech = release_mechanism(mech_info)
+    released: pa.Table = values["_noisy"]
+    position = {eid: i for i, eid in enumerate(world.ids)}
+    rows = np.fromiter((position[e] for e in released.column("example_id").to_pylist()), dtype=np.int64)
+    y = world.y[rows]
+    noisy = mech.bin_values[np.asarray(released.column("bin").to_numpy(), dtype=np.int64)]
+    true_prior = ds.support.counts(y) / y.size
+    paths = [out / "mechanism.png", out / "loss_vs_epsilon.png", out / "budget.png"]
+    plot_mechanism(
+        paths[0],
+        ds,
+        y,
+        true_prior,
+        mech,
+        np.asarray(mech_info["prior"]),
+        values["epsilon_prior"],
+        epsilon,
+        noisy,
+        laplace_labels(ds, epsilon, y),
+    )
+    curve, _ = mechanism_rows(ds, sorted({*EPSILONS, epsilon}))
+    plot_loss_curve(ds, curve, paths[1])
+
+    b = values["budget"]
+    errors = values["test_rmse"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    left.barh(["per-example ε"], [b["spent_max"]], color="tab:red", label=f"spent ({b['spent_max']:g})")
+    left.barh(
+        ["per-example ε"],
+        [b["left"]],
+        left=[b["spent_max"]],
+        color="tab:green",
+        label=f"left ({b['left']:g})",
+    )
+    left.set_xlim(0, b["per_example"])
+    left.set_xlabel("ε")
+    left.set_title(f"privacy budget of each of {values['examples_released']:,} released examples")
+    left.legend(loc="lower right")
+    names = ["RR-on-Bins", "Laplace", "non-private", "constant"]
+    keys = ["rr_on_bins_private", "laplace_baseline", "non_private", "predict_mean"]
+    right.bar(names, [errors[k] for k in keys], color=["tab:blue", "tab:orange", "0.5", "0.8"])
+    right.set_ylabel("test RMSE against the true labels")
+    right.set_title(f"what the budget bought (ε = {epsilon:g})")
+    fig.tight_layout()
+    fig.savefig(paths[2], dpi=110)
+    plt.close(fig)
+    return paths
