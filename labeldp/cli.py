@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from labeldp import client_cli
+
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
@@ -287,6 +289,12 @@ def keys_dev_ca(
         ("labels-party client key", paths.client_key),
     ):
         typer.echo(f"{label:28} {p}")
+
+
+labels_app.command("upload")(client_cli.labels_upload)
+labels_app.command("release")(client_cli.labels_release)
+features_app.command("upload")(client_cli.features_upload)
+features_app.command("train")(client_cli.features_train)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,180 @@
+"""The CLI's client commands: what an advertiser or a publisher scripts against a running service.
+
+They only call the REST APIs (``labeldp.client``). Errors print the server's machine-readable code and
+its message and exit 1; bad local input (a missing file, an unknown extension) exits 2; progress bars
+go to stderr so that stdout stays parseable (IDs, JSON).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+
+from labeldp.client import ApiError, FeaturesClient, LabelsClient, content_type_of
+
+_err = Console(stderr=True)
+
+LabelsUrl = Annotated[str, typer.Option("--url", envvar="LABELDP_URL", help="The labels party's REST URL.")]
+LabelsKey = Annotated[
+    str, typer.Option("--api-key", envvar="LABELDP_API_KEY", help="A labels-party tenant's API key.")
+]
+FeaturesUrl = Annotated[
+    str, typer.Option("--url", envvar="LABELDP_FEATURES_URL", help="The features party's REST URL.")
+]
+FeaturesKey = Annotated[
+    str,
+    typer.Option("--api-key", envvar="LABELDP_FEATURES_API_KEY", help="A features-party tenant's API key."),
+]
+AsJson = Annotated[bool, typer.Option("--json", help="Print the server's full answer as JSON.")]
+
+
+@contextmanager
+def _errors(api_key: str, variable: str) -> Iterator[None]:
+    if not api_key:
+        typer.echo(f"error: give --api-key or set {variable}", err=True)
+        raise typer.Exit(code=2)
+    try:
+        yield
+    except ApiError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=2 if exc.status == 0 and exc.code == "unsupported-file" else 1) from exc
+
+
+def _upload(file: Path, send: Callable[[Path, Callable[[int], None]], dict[str, Any]]) -> dict[str, Any]:
+    content_type_of(file)  # refuse an unknown extension before connecting
+    with Progress(
+        TextColumn(f"uploading {file.name}"),
+        BarColumn(),
+        DownloadColumn(),
+        TimeElapsedColumn(),
+        console=_err,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("upload", total=file.stat().st_size)
+        return send(file, lambda n: bar.advance(task, n))
+
+
+def _show(answer: dict[str, Any], as_json: bool, line: str) -> None:
+    typer.echo(json.dumps(answer, indent=2, default=str) if as_json else line)
+
+
+def labels_upload(
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="CSV, NDJSON or Parquet.")],
+    dataset: Annotated[str, typer.Option(help="Dataset name or id.")],
+    url: LabelsUrl = "http://127.0.0.1:8400",
+    api_key: LabelsKey = "",
+    universe: Annotated[
+        bool,
+        typer.Option("--universe", help="FILE lists the release universe (example_id) instead of labels."),
+    ] = False,
+    as_json: AsJson = False,
+) -> None:
+    """Upload labels (example_id,label) or the ID universe to a dataset, with a progress bar."""
+    with _errors(api_key, "LABELDP_API_KEY"), LabelsClient(url, api_key) as client:
+        ds = client.dataset_id(dataset)
+        send = client.upload_universe if universe else client.upload_labels
+        out = _upload(file, lambda f, cb: send(ds, f, cb))
+        what = "IDs in the universe" if universe else "labels"
+        _show(out, as_json, f"{out['rows']:,} {what} stored (dataset {dataset}, version {out['version']})")
+
+
+def labels_release(
+    dataset: Annotated[str, typer.Option(help="Dataset name or id.")],
+    epsilon: Annotated[float, typer.Option(help="ε charged to every released example.")],
+    recipient: Annotated[str, typer.Option(help="A registered recipient (features party) name.")],
+    url: LabelsUrl = "http://127.0.0.1:8400",
+    api_key: LabelsKey = "",
+    loss: Annotated[str, typer.Option(help="squared, absolute, poisson or zero_one.")] = "squared",
+    epsilon_prior: Annotated[
+        float | None, typer.Option(help="Part of ε for the private prior (default √(k/n)).")
+    ] = None,
+    idempotency_key: Annotated[
+        str | None,
+        typer.Option(help="Retry-safe key: the same key returns the same release and charges nothing."),
+    ] = None,
+    deliver: Annotated[
+        bool, typer.Option(help="Also deliver the release to its recipient over gRPC.")
+    ] = False,
+    as_json: AsJson = False,
+) -> None:
+    """Create a release (charges the budget first), optionally deliver it; prints the release id."""
+    key = idempotency_key or str(uuid.uuid4())
+    with _errors(api_key, "LABELDP_API_KEY"), LabelsClient(url, api_key) as client:
+        rel = client.release(client.dataset_id(dataset), epsilon, recipient, loss, key, epsilon_prior)
+        answer: dict[str, Any] = {"release": rel}
+        if deliver:
+            answer["delivery"] = client.deliver(rel["id"])
+        bins = ", ".join(f"{b:g}" for b in rel["bins"] or [])
+        line = (
+            f"release {rel['id']}: {rel['examples']:,} examples at ε = {rel['epsilon']:g} "
+            f"(ε₁ = {rel['epsilon_prior']:.3g}), bins [{bins}] (idempotency key {key})"
+        )
+        if deliver:
+            line += (
+                f"\ndelivered to {recipient}: {answer['delivery']['wire_bytes']:,} bytes, receipt verified"
+            )
+        _show(answer, as_json, line)
+
+
+def features_upload(
+    file: Annotated[
+        Path, typer.Argument(exists=True, dir_okay=False, help="CSV or Parquet with example_id.")
+    ],
+    table: Annotated[str, typer.Option(help="Feature table name (replaced by a new version).")],
+    url: FeaturesUrl = "http://127.0.0.1:8500",
+    api_key: FeaturesKey = "",
+    as_json: AsJson = False,
+) -> None:
+    """Upload a feature table, with a progress bar."""
+    with _errors(api_key, "LABELDP_FEATURES_API_KEY"), FeaturesClient(url, api_key) as client:
+        out = _upload(file, lambda f, cb: client.upload_table(table, f, cb))
+        _show(
+            out,
+            as_json,
+            f"feature table {table} v{out['version']}: {out['rows']:,} rows, schema {out['schema']}",
+        )
+
+
+def features_train(
+    release: Annotated[str, typer.Option(help="A received release id.")],
+    table: Annotated[str, typer.Option(help="Feature table to join it with.")],
+    url: FeaturesUrl = "http://127.0.0.1:8500",
+    api_key: FeaturesKey = "",
+    model: Annotated[str, typer.Option(help="hgb (gradient boosting) or linear.")] = "hgb",
+    debias: Annotated[str, typer.Option(help="none, affine or unbiased.")] = "affine",
+    wait: Annotated[bool, typer.Option(help="Wait for the job, with a progress bar.")] = True,
+    as_json: AsJson = False,
+) -> None:
+    """Start a training job on a release joined with a feature table; prints the model id."""
+    with _errors(api_key, "LABELDP_FEATURES_API_KEY"), FeaturesClient(url, api_key) as client:
+        job = client.train(release, table, model, debias)
+        if not wait:
+            _show(job, as_json, f"job {job['id']} {job['state']}")
+            return
+        with Progress(
+            TextColumn("training"),
+            BarColumn(),
+            TextColumn("{task.fields[stage]}"),
+            TimeElapsedColumn(),
+            console=_err,
+            transient=True,
+        ) as bar:
+            task = bar.add_task("train", total=None, stage="queued")
+
+            def show(state: dict[str, Any]) -> None:
+                p = state["progress"]
+                total = 200 if model == "hgb" else None
+                bar.update(task, total=total, completed=p.get("iterations", 0), stage=p.get("stage", ""))
+
+            client.wait_for_job(job["id"], show)
+        trained = client.model(job["id"])
+        metrics = ", ".join(f"{k} {v:.4g}" for k, v in trained["metrics"].items())
+        _show(trained, as_json, f"model {trained['id']} trained: {metrics}")

@@ -1,0 +1,155 @@
+"""The CLI's client commands against real services over HTTP and gRPC: upload, release (+ delivery),
+feature upload, training; and their errors (server codes → exit 1, local mistakes → exit 2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from features_party.config import FeaturesSettings
+from labeldp.cli import app
+from labeldp.datasets import diamond_prices
+from labels_party.config import LabelsSettings
+from labels_party.storage.db import sqlite_url
+from tests.support.servers import (
+    features_server_thread,
+    features_tenant_key,
+    labels_server_thread,
+    tenant_key,
+)
+
+N = 6_000
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    ds = diamond_prices()
+    ids = [f"d{i}" for i in range(N)]
+    labels = tmp_path / "labels.csv"
+    labels.write_text(
+        "example_id,label\n" + "".join(f"{i},{y}\n" for i, y in zip(ids, ds.labels[:N], strict=True))
+    )
+    features = tmp_path / "features.parquet"
+    pq.write_table(ds.features.slice(0, N).append_column("example_id", pa.array(ids)), features)
+    return {"labels": labels, "features": features}
+
+
+def test_upload_release_deliver_and_train_from_the_cli(tmp_path: Path, files: dict[str, Path]) -> None:
+    labels_dir = tmp_path / "labels"
+    labels_dir.mkdir()
+    _, labels_key = tenant_key(sqlite_url(labels_dir), "acme", "2")
+    labels_settings = LabelsSettings(
+        data_dir=labels_dir, database_url=sqlite_url(labels_dir), allow_plaintext=True, delivery_attempts=2
+    )
+    features_settings = FeaturesSettings(data_dir=tmp_path / "features", grpc_port=0, allow_plaintext=True)
+    features_key = features_tenant_key(features_settings, "pub")
+    with labels_server_thread(labels_settings) as lbase, features_server_thread(features_settings) as fbase:
+        a = httpx.Client(base_url=lbase, headers={"Authorization": f"Bearer {labels_key}"})
+        f = httpx.Client(base_url=fbase, headers={"Authorization": f"Bearer {features_key}"})
+        advertiser, publisher = a.get("/v1/identity").json(), f.get("/v1/identity").json()
+        f.post(
+            "/v1/senders", json={"id": advertiser["party_id"], "public_key_pem": advertiser["public_key_pem"]}
+        ).raise_for_status()
+        a.post(
+            "/v1/recipients",
+            json={"name": publisher["party_id"], "grpc_address": f"127.0.0.1:{publisher['grpc_port']}"},
+        ).raise_for_status()
+        spec = {
+            "name": "prices",
+            "label_type": "real",
+            "lo": 0,
+            "hi": 20000,
+            "support": {"kind": "uniform", "k": 201},
+        }
+        a.post("/v1/datasets", json=spec).raise_for_status()
+        L = ("--url", lbase, "--api-key", labels_key)
+        F = ("--url", fbase, "--api-key", features_key)
+
+        code, out, _ = run("labels", "upload", str(files["labels"]), "--dataset", "prices", *L)
+        assert code == 0, out
+        assert f"{N:,} labels stored" in out
+        code, out, err = run(
+            "labels", "release", "--dataset", "prices", "--epsilon", "1", "--recipient", "publisher",
+            "--idempotency-key", "k1", "--deliver", "--json", *L,
+        )  # fmt: skip
+        assert code == 0, err
+        answer = json.loads(out)
+        release = answer["release"]
+        assert release["examples"] == N and answer["delivery"]["outcome"] == "delivered"
+        # the same key again: the same release, nothing charged twice
+        code, out, _ = run(
+            "labels", "release", "--dataset", "prices", "--epsilon", "1", "--recipient", "publisher",
+            "--idempotency-key", "k1", *L,
+        )  # fmt: skip
+        assert code == 0 and release["id"] in out
+        # budget 2, spent 1: ε = 1.5 more is refused with the server's code, exit 1
+        code, _, err = run(
+            "labels", "release", "--dataset", "prices", "--epsilon", "1.5", "--recipient", "publisher", *L
+        )
+        assert code == 1 and "409 budget-exhausted" in err
+
+        code, out, err = run("features", "upload", str(files["features"]), "--table", "diamonds", *F)
+        assert code == 0, err
+        assert f"{N:,} rows" in out
+        code, out, err = run(
+            "features", "train", "--release", release["id"], "--table", "diamonds", "--json", *F
+        )
+        assert code == 0, err
+        model = json.loads(out)
+        assert model["status"] == "succeeded" and model["metrics"]["train_examples"] > 0
+        prediction = f.post(f"/v1/models/{model['id']}/predictions", json={"example_ids": ["d1"]}).json()
+        assert np.isfinite(prediction["predictions"][0])
+
+        # errors: the server's code and message, exit 1; local mistakes, exit 2
+        code, _, err = run("labels", "upload", str(files["labels"]), "--dataset", "nope", *L)
+        assert code == 1 and "404 not-found" in err and "nope" in err
+        bad = tmp_path / "bad.csv"
+        bad.write_text("example_id,label\nx,1\nx,2\n")
+        code, _, err = run("labels", "upload", str(bad), "--dataset", "prices", *L)
+        assert code == 1 and "422 duplicate-example-id" in err
+        code, _, err = run(
+            "labels",
+            "upload",
+            str(files["labels"]),
+            "--dataset",
+            "prices",
+            "--url",
+            lbase,
+            "--api-key",
+            "ldp_wrong",
+        )
+        assert code == 1 and "401" in err
+        code, _, err = run("labels", "upload", str(files["labels"]), "--dataset", "prices", "--url", lbase)
+        assert code == 2 and "LABELDP_API_KEY" in err
+        odd = tmp_path / "labels.xlsx"
+        odd.write_text("x")
+        code, _, err = run("labels", "upload", str(odd), "--dataset", "prices", *L)
+        assert code == 2 and ".parquet" in err
+        code, _, err = run("labels", "upload", str(tmp_path / "missing.csv"), "--dataset", "prices", *L)
+        assert code == 2
+        code, _, err = run("features", "train", "--release", "nope", "--table", "diamonds", *F)
+        assert code == 1 and "404" in err
+        code, _, err = run(
+            "labels",
+            "upload",
+            str(files["labels"]),
+            "--dataset",
+            "prices",
+            "--url",
+            "http://127.0.0.1:9",
+            "--api-key",
+            "k",
+        )
+        assert code == 1 and "unreachable" in err
