@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -173,21 +174,50 @@ def _features_transaction() -> AbstractContextManager[Session]:
     return _transaction(settings.data_dir, settings.resolved_database_url(), MIGRATIONS)
 
 
+KeyFile = Annotated[
+    Path | None,
+    typer.Option(help="Write the API key to this file (mode 0600) instead of printing it (for deployments)."),
+]
+ExistOk = Annotated[
+    bool,
+    typer.Option("--exist-ok", help="An existing tenant of this name is fine (its key is not shown again)."),
+]
+
+
+def _hand_over_key(tenant_id: str, api_key: str, key_file: Path | None) -> None:
+    if key_file is None:
+        typer.echo(f"tenant {tenant_id} created; API key (store it now, it is not shown again):")
+        typer.echo(api_key)
+        return
+    key_file.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(api_key + "\n")
+    typer.echo(f"tenant {tenant_id} created; API key written to {key_file}")
+
+
 @tenant_app.command("create")
 def tenant_create(
     name: str,
     epsilon_per_example: Annotated[
         float, typer.Option(help="Per-example privacy budget ε (a tenant setting).")
     ],
+    key_file: KeyFile = None,
+    exist_ok: ExistOk = False,
 ) -> None:
     """Create a tenant and print its bearer API key (shown once; stored only as a hash)."""
+    from sqlalchemy import select
+
     from labels_party.budget.epsilon import to_micro_floor
+    from labels_party.storage.models import Tenant
     from labels_party.tenants import create_tenant
 
     with _labels_transaction() as session:
+        if exist_ok and session.execute(select(Tenant).where(Tenant.name == name)).first() is not None:
+            typer.echo(f"tenant {name} exists; its key is not shown again")
+            return
         new = create_tenant(session, name, to_micro_floor(epsilon_per_example, name="epsilon_per_example"))
-    typer.echo(f"tenant {new.tenant_id} created; API key (store it now, it is not shown again):")
-    typer.echo(new.api_key)
+    _hand_over_key(new.tenant_id, new.api_key, key_file)
 
 
 @tenant_app.command("set-budget")
@@ -248,14 +278,19 @@ def features_serve(
 
 
 @features_tenant_app.command("create")
-def features_tenant_create(name: str) -> None:
+def features_tenant_create(name: str, key_file: KeyFile = None, exist_ok: ExistOk = False) -> None:
     """Create a features-party tenant and print its bearer API key (shown once)."""
+    from sqlalchemy import select
+
+    from features_party.storage.models import Tenant
     from features_party.tenants import create_tenant
 
     with _features_transaction() as session:
+        if exist_ok and session.execute(select(Tenant).where(Tenant.name == name)).first() is not None:
+            typer.echo(f"tenant {name} exists; its key is not shown again")
+            return
         new = create_tenant(session, name)
-    typer.echo(f"tenant {new.tenant_id} created; API key (store it now, it is not shown again):")
-    typer.echo(new.api_key)
+    _hand_over_key(new.tenant_id, new.api_key, key_file)
 
 
 @keys_app.command("generate")
@@ -276,10 +311,16 @@ def keys_dev_ca(
     host: Annotated[
         list[str] | None, typer.Option(help="Names/IPs of the gRPC receiver (repeatable).")
     ] = None,
+    keep_existing: Annotated[
+        bool, typer.Option("--keep-existing", help="Do nothing if OUT already holds a CA (restarts).")
+    ] = False,
 ) -> None:
     """A development CA plus a server certificate (features party) and a client certificate (labels party)."""
     from labeldp.tls import dev_ca
 
+    if keep_existing and (out / "ca.pem").exists():
+        typer.echo(f"{out / 'ca.pem'} exists; keeping the existing certificates")
+        return
     paths = dev_ca(out, tuple(host or ("localhost", "127.0.0.1")))
     for label, p in (
         ("CA", paths.ca),

@@ -76,3 +76,40 @@ def test_labels_tenant_set_budget_is_a_ledger_entry(tmp_path: Path, monkeypatch:
     engine.dispose()
     assert tenant.budget_micro == 2_500_000
     assert [(e.kind, e.epsilon_micro, e.note) for e in entries][-1] == ("budget_set", 2_500_000, "q4")
+
+
+def test_tenant_create_can_write_the_key_to_a_file_and_tolerate_an_existing_tenant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the compose services run at every start: create once, keep the key file, then no-op."""
+    import stat
+
+    monkeypatch.setenv("LABELDP_DATA_DIR", str(tmp_path / "labels"))
+    monkeypatch.setenv("LABELDP_FEATURES_DATA_DIR", str(tmp_path / "features"))
+    monkeypatch.delenv("LABELDP_DATABASE_URL", raising=False)
+    monkeypatch.delenv("LABELDP_FEATURES_DATABASE_URL", raising=False)
+    runner = CliRunner()
+    for party, extra in (("labels", ["--epsilon-per-example", "3"]), ("features", [])):
+        key_file = tmp_path / "keys" / f"{party}-api-key"
+        args = [party, "tenant", "create", "demo", *extra, "--key-file", str(key_file), "--exist-ok"]
+        first = runner.invoke(app, args)
+        assert first.exit_code == 0, first.output
+        key = key_file.read_text().strip()
+        assert key.startswith("ldp_") and key not in first.output
+        assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+        again = runner.invoke(app, args)
+        assert again.exit_code == 0 and "exists" in again.output
+        assert key_file.read_text().strip() == key  # the key file is left alone
+        clash = runner.invoke(app, [party, "tenant", "create", "demo", *extra])
+        assert clash.exit_code == 2 and "already exists" in clash.output
+
+
+def test_dev_ca_keep_existing_does_not_replace_certificates(tmp_path: Path) -> None:
+    runner = CliRunner()
+    assert runner.invoke(app, ["keys", "dev-ca", "--out", str(tmp_path)]).exit_code == 0
+    ca = (tmp_path / "ca.pem").read_bytes()
+    kept = runner.invoke(app, ["keys", "dev-ca", "--out", str(tmp_path), "--keep-existing"])
+    assert kept.exit_code == 0 and "keeping" in kept.output
+    assert (tmp_path / "ca.pem").read_bytes() == ca
+    assert runner.invoke(app, ["keys", "dev-ca", "--out", str(tmp_path)]).exit_code == 0
+    assert (tmp_path / "ca.pem").read_bytes() != ca
