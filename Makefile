@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	rm -f $(VENV)/.installed-* && touch $@
 
-## make demo: the mechanism demo on real data (prints bins and losses, writes demo-output/*.png)
+## make demo: the two-party demo (both services on loopback, one release, training; writes demo-output/)
 demo: $(STAMP)
 	$(BIN)/labeldp demo
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -21,3 +22,46 @@ def test_readme_documents_the_public_api() -> None:
     text = README.read_text()
     missing = [name for name in mechanisms.__all__ if name not in text and name[0].islower()]
     assert not missing, missing
+
+
+def test_readme_tour_runs_against_real_services(tmp_path: Path) -> None:
+    """The README's shell tour, run as written with bash against both services on free ports."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    import pytest
+
+    from labeldp.processes import free_port
+
+    for tool in ("curl", "jq"):
+        if shutil.which(tool) is None:
+            if os.environ.get("CI"):
+                pytest.fail(f"the README tour needs {tool} (.ci/run installs it)")
+            pytest.skip(f"the README tour needs {tool}")
+    tour = re.search(r"<!-- readme-tour -->\n```sh\n(.*?)```", README.read_text(), flags=re.S)
+    assert tour is not None
+    script = tmp_path / "tour.sh"
+    script.write_text("set -euo pipefail\n" + tour.group(1))
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "TMPDIR": str(tmp_path),
+        "LABELDP_PORT": str(free_port()),
+        "LABELDP_FEATURES_PORT": str(free_port()),
+        "LABELDP_FEATURES_GRPC_PORT": str(free_port()),
+    }
+    for name in ("LABELDP_DATABASE_URL", "LABELDP_FEATURES_DATABASE_URL", "LABELDP_API_KEY"):
+        env.pop(name, None)
+    done = subprocess.run(
+        ["bash", str(script)], env=env, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    out = done.stdout
+    assert '"type":"budget-exhausted"' in out
+    assert '"in_both":2000' in out and '"example_count":2000' in out
+    assert 'labeldp_deliveries_total{outcome="delivered"} 1.0' in out
+    assert "2,000 labels stored" in out
+    predictions = json.loads(next(line for line in out.splitlines() if line.startswith("[")))
+    assert len(predictions) == 2 and all(p > 0 for p in predictions)
