@@ -16,6 +16,7 @@ BENCHMARKS = (
     "bench_delivery",
     "bench_features",
     "bench_generalization",
+    "bench_demo",
 )
 
 
