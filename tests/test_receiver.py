@@ -19,6 +19,7 @@ from labeldp.v1 import delivery_pb2 as pb
 from labeldp.v1 import delivery_pb2_grpc as pb_grpc
 from sqlalchemy import func, select
 
+from features_party.api.metrics import FeaturesMetrics
 from features_party.config import FeaturesSettings
 from features_party.receiver.server import build_server
 from features_party.receiver.service import Receiver
@@ -40,6 +41,7 @@ class Harness:
     server: grpc.Server
     receiver: Receiver
     port: int
+    metrics: FeaturesMetrics
 
     @property
     def stub(self) -> pb_grpc.FeaturesPartyStub:
@@ -86,7 +88,8 @@ def start(
     sender = Identity.generate()
     with sessions.begin() as s:
         s.add(Sender(id=SENDER, key_id=sender.key_id, public_key_pem=public_key_pem(sender.public_key)))
-    receiver = Receiver(sessions, data, party, max_bytes)
+    metrics = FeaturesMetrics()
+    receiver = Receiver(sessions, data, party, max_bytes, on_outcome=metrics.record_delivery)
     server, port = build_server(receiver, settings)
     if certs:
         creds = grpc.ssl_channel_credentials(
@@ -97,7 +100,7 @@ def start(
         channel = grpc.secure_channel(f"localhost:{port}", creds, options=OPTIONS)
     else:
         channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=OPTIONS)
-    return Harness(settings, sender, channel, server, receiver, port)
+    return Harness(settings, sender, channel, server, receiver, port, metrics)
 
 
 @pytest.fixture
@@ -162,6 +165,18 @@ def test_rejections_store_nothing(h: Harness, tmp_path: Path) -> None:
     for name, (sent, expected) in cases.items():
         assert code(lambda sent=sent: h.stub.DeliverRelease(iter(sent))) == expected, name
         assert h.stored() == 0 and h.no_leftovers(), name
+    rejected = {
+        s.labels["outcome"]: s.value
+        for family in h.metrics.received.collect()
+        for s in family.samples
+        if s.name.endswith("_total")
+    }  # the /metrics counter, by the rejection's code
+    assert rejected == {
+        "unauthenticated": 1,
+        "permission_denied": 1,
+        "failed_precondition": 1,
+        "invalid_argument": 4,
+    }
     small = start(tmp_path, max_bytes=10_000)
     try:
         assert (
