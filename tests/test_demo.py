@@ -161,3 +161,10 @@ def test_demo_against_unreachable_services_fails_clearly(tmp_path: Path) -> None
         timeout=60,
     )
     assert done.returncode == 1 and "unreachable" in done.stderr
+
+
+def test_make_demo_runs_this_command() -> None:
+    """`make demo` (the README's first command) is `labeldp demo` with its defaults, run from .venv."""
+    root = Path(__file__).resolve().parents[1]
+    dry = subprocess.run(["make", "-n", "demo"], cwd=root, capture_output=True, text=True, check=True)
+    assert dry.stdout.strip().splitlines()[-1] == ".venv/bin/labeldp demo"
