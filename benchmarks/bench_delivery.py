@@ -16,12 +16,12 @@ import numpy as np
 import pyarrow as pa
 
 from benchmarks.common import write
+from labeldp.demo.parties import cli
 from labeldp.identity import Identity, public_key_pem
 from labeldp.processes import FeaturesProcess, free_port
 from labeldp.tls import dev_ca
 from labels_party.delivery.client import deliver
 from labels_party.delivery.message import Signer, write_message
-from tests.test_two_parties import cli
 
 TARGET_SECONDS = 30.0
 TARGET_MIB = 1024

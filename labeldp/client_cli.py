@@ -48,18 +48,20 @@ def _errors(api_key: str, variable: str) -> Iterator[None]:
         raise typer.Exit(code=2 if exc.status == 0 and exc.code == "unsupported-file" else 1) from exc
 
 
+def upload_with_progress(
+    console: Console, label: str, file: Path, send: Callable[[Path, Callable[[int], None]], dict[str, Any]]
+) -> dict[str, Any]:
+    """Run ``send(file, on_bytes)`` under a byte progress bar (removed when done)."""
+    with Progress(
+        TextColumn(label), BarColumn(), DownloadColumn(), TimeElapsedColumn(), console=console, transient=True
+    ) as bar:
+        task = bar.add_task(label, total=file.stat().st_size)
+        return send(file, lambda n: bar.advance(task, n))
+
+
 def _upload(file: Path, send: Callable[[Path, Callable[[int], None]], dict[str, Any]]) -> dict[str, Any]:
     content_type_of(file)  # refuse an unknown extension before connecting
-    with Progress(
-        TextColumn(f"uploading {file.name}"),
-        BarColumn(),
-        DownloadColumn(),
-        TimeElapsedColumn(),
-        console=_err,
-        transient=True,
-    ) as bar:
-        task = bar.add_task("upload", total=file.stat().st_size)
-        return send(file, lambda n: bar.advance(task, n))
+    return upload_with_progress(_err, f"uploading {file.name}", file, send)
 
 
 def _show(answer: dict[str, Any], as_json: bool, line: str) -> None:

@@ -14,14 +14,13 @@ import os
 import re
 import shutil
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from labeldp.processes import free_port
+from labeldp.processes import free_port, wait_healthy
 
 ROOT = Path(__file__).resolve().parents[1]
 OFFLINE_DOCKER = ROOT.parent / "shared" / "tools" / "offline-docker.sh"
@@ -130,13 +129,6 @@ def test_compose_stack_runs_the_demo_and_serves_both_apis(
     assert rows == "complete"
     # restarting a party keeps its tenant, keys and data (named volumes)
     _run(env, *compose, "restart", "labels-party")
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{labels}/healthz", timeout=3).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        time.sleep(1)
+    wait_healthy(labels, timeout=120)
     again = httpx.get(f"{labels}/v1/datasets", headers={"Authorization": f"Bearer {key}"}, timeout=10)
     assert again.status_code == 200 and len(again.json()) == 1

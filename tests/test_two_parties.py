@@ -4,28 +4,15 @@ mutual TLS."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 import pyarrow.parquet as pq
 
+from labeldp.demo.parties import cli
 from labeldp.processes import FeaturesProcess, free_port
 from tests.support.metrics import scrape, value
 from tests.support.servers import LabelsProcess
-
-
-def cli(env: dict[str, str], *args: str) -> str:
-    out = subprocess.run(
-        [sys.executable, "-m", "labeldp.cli", *args],
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return out.stdout
 
 
 def test_release_travels_from_labels_party_to_features_party_over_mtls(tmp_path: Path) -> None:

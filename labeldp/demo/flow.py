@@ -21,11 +21,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from features_party.training.fit import Encoder, regressor
 from labeldp.client import ApiError, FeaturesClient, LabelsClient
+from labeldp.client_cli import upload_with_progress
 from labeldp.demo.mechanism import laplace_labels
 from labeldp.demo.parties import Connection
 from labeldp.demo.world import World
@@ -71,16 +72,7 @@ class Steps:
 
 
 def _upload(console: Console, label: str, file: Path, send: Callable[..., dict[str, Any]]) -> dict[str, Any]:
-    with Progress(
-        TextColumn(f"      {label}"),
-        BarColumn(),
-        DownloadColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as bar:
-        task = bar.add_task(label, total=file.stat().st_size)
-        return send(file, lambda n: bar.advance(task, n))
+    return upload_with_progress(console, f"      {label}", file, send)
 
 
 def _register(labels: LabelsClient, features: FeaturesClient, conn: Connection) -> tuple[str, str]:
