@@ -91,13 +91,12 @@ def _register(labels: LabelsClient, features: FeaturesClient, conn: Connection) 
     return advertiser["party_id"], publisher["party_id"]
 
 
-def _local_model(world: World, train: np.ndarray, targets: np.ndarray, test: np.ndarray) -> np.ndarray:
-    """The features party's model (same encoder, same estimator) trained on the given targets."""
+def _local_model(
+    world: World, schema: dict[str, str], train: np.ndarray, targets: np.ndarray, test: np.ndarray
+) -> np.ndarray:
+    """The features party's model (its inferred schema, same encoder, same estimator) trained on the
+    given targets."""
     features = world.dataset.features
-    schema = {
-        f.name: ("numeric" if pa.types.is_integer(f.type) or pa.types.is_floating(f.type) else "categorical")
-        for f in features.schema
-    }
     encoder = Encoder(list(schema), [c for c in schema if schema[c] == "categorical"])
     encoder.fit(features.filter(pa.array(train)))
     X = encoder.transform(features)
@@ -185,9 +184,9 @@ def run_flow(conn: Connection, world: World, epsilon: float, workdir: Path, cons
             y_test = world.y[world.test]
             # the baselines are trained on exactly the examples the private model saw: released and matched
             trained_on = world.train & world.has_features
-            non_private = _local_model(world, trained_on, world.y[trained_on], world.test)
+            non_private = _local_model(world, ft["schema"], trained_on, world.y[trained_on], world.test)
             lap = laplace_labels(world.dataset, epsilon, world.y[trained_on])
-            laplace_model = _local_model(world, trained_on, lap, world.test)
+            laplace_model = _local_model(world, ft["schema"], trained_on, lap, world.test)
 
             def rmse(pred: np.ndarray) -> float:
                 return float(np.sqrt(np.mean((pred - y_test) ** 2)))
