@@ -166,5 +166,13 @@ def test_demo_against_unreachable_services_fails_clearly(tmp_path: Path) -> None
 def test_make_demo_runs_this_command() -> None:
     """`make demo` (the README's first command) is `labeldp demo` with its defaults, run from .venv."""
     root = Path(__file__).resolve().parents[1]
-    dry = subprocess.run(["make", "-n", "demo"], cwd=root, capture_output=True, text=True, check=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    dry = subprocess.run(
+        ["make", "--no-print-directory", "-n", "demo"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert dry.stdout.strip().splitlines()[-1] == ".venv/bin/labeldp demo"
