@@ -42,6 +42,7 @@ class Report:
     epsilon: float
     values: dict[str, Any] = field(default_factory=dict)
     timings_s: dict[str, float] = field(default_factory=dict)
+    noisy: pa.Table | None = None  # the release as stored (example_id, bin), for the plots only
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -226,7 +227,7 @@ def run_flow(conn: Connection, world: World, epsilon: float, workdir: Path, cons
             },
         }
     )
-    report.values["_noisy"] = noisy  # for the plots; not written to report.json
+    report.noisy = noisy
     return report
 
 
@@ -261,5 +262,4 @@ def print_report(console: Console, report: Report) -> None:
 
 
 def write_report(report: Report, path: Path) -> None:
-    payload = {k: v for k, v in report.as_json().items() if not k.startswith("_")}
-    path.write_text(json.dumps(payload, indent=2, default=float) + "\n")
+    path.write_text(json.dumps(report.as_json(), indent=2, default=float) + "\n")

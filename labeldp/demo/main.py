@@ -96,7 +96,7 @@ def run_demo(
             parties = local_parties(work, out / "logs", world.run_id, epsilon, postgres_url, say)
         with parties as conn:
             report = run_flow(conn, world, epsilon, work, console)
-        figures = draw(world, report.values, epsilon, out)
+        figures = draw(world, report, out)
     report.timings_s["total"] = round(time.monotonic() - started, 1)
     print_report(console, report)
     write_report(report, out / "report.json")

@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
+from labeldp.demo.flow import Report
 from labeldp.demo.mechanism import laplace_labels, mechanism_rows, plot_loss_curve, plot_mechanism
 from labeldp.demo.world import World
 from labels_party.mechanisms import explicit_support
@@ -24,7 +24,7 @@ def release_mechanism(mech: dict[str, Any]) -> RROnBins:
     return RROnBins(mech["epsilon_randomize"], support, support_bins, np.array(mech["bin_values"]))
 
 
-def draw(world: World, values: dict[str, Any], epsilon: float, out: Path) -> list[Path]:
+def draw(world: World, report: Report, out: Path) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -32,9 +32,11 @@ def draw(world: World, values: dict[str, Any], epsilon: float, out: Path) -> lis
 
     out.mkdir(parents=True, exist_ok=True)
     ds = world.dataset
+    values, epsilon = report.values, report.epsilon
+    assert report.noisy is not None, "the flow keeps the released table for the plots"
     mech_info = values["mechanism"]
     mech = release_mechanism(mech_info)
-    released: pa.Table = values["_noisy"]
+    released = report.noisy
     position = {eid: i for i, eid in enumerate(world.ids)}
     rows = np.fromiter((position[e] for e in released.column("example_id").to_pylist()), dtype=np.int64)
     y = world.y[rows]
