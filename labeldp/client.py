@@ -34,12 +34,11 @@ class ApiError(Exception):
 
 
 def content_type_of(path: Path) -> str:
+    """The upload's Content-Type from its extension; ``ValueError`` for any other file."""
     try:
         return CONTENT_TYPES[path.suffix.lower()]
     except KeyError:
-        raise ApiError(
-            0, "unsupported-file", f"{path}: use a .csv, .ndjson/.jsonl or .parquet file"
-        ) from None
+        raise ValueError(f"{path}: use a .csv, .ndjson/.jsonl or .parquet file") from None
 
 
 def _chunks(path: Path, on_bytes: Callable[[int], None] | None) -> Iterator[bytes]:

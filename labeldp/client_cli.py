@@ -45,7 +45,10 @@ def _errors(api_key: str, variable: str) -> Iterator[None]:
         yield
     except ApiError as exc:
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(code=2 if exc.status == 0 and exc.code == "unsupported-file" else 1) from exc
+        raise typer.Exit(code=1) from exc
+    except ValueError as exc:  # a local mistake, found before anything was sent
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=2) from exc
 
 
 def upload_with_progress(
