@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -15,7 +16,7 @@ from features_party.api.app import create_app as create_features_app
 from features_party.config import FeaturesSettings
 from features_party.storage import db as features_db
 from labeldp import processes
-from labeldp.processes import free_port, wait_healthy
+from labeldp.processes import wait_healthy
 from labels_party.api.app import create_app
 from labels_party.budget.epsilon import to_micro_floor
 from labels_party.config import LabelsSettings
@@ -38,10 +39,16 @@ def tenant_key(database_url: str, name: str, budget: str = "1") -> tuple[str, st
 
 @contextmanager
 def serve_in_thread(app: Any) -> Iterator[str]:
-    """An ASGI app served by uvicorn over real HTTP on loopback, in a thread of this process."""
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
+    """An ASGI app served by uvicorn over real HTTP on loopback, in a thread of this process.
+
+    The listening socket is bound here, before the app starts: the features party's lifespan opens its
+    gRPC port (port 0 in tests) first, and could otherwise be given the very port picked for HTTP."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = int(sock.getsockname()[1])
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     base = f"http://127.0.0.1:{port}"
     try:
@@ -50,6 +57,7 @@ def serve_in_thread(app: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+        sock.close()
 
 
 def labels_server_thread(settings: LabelsSettings) -> AbstractContextManager[str]:
