@@ -33,9 +33,9 @@ unit: $(STAMP)
 bench: $(STAMP)
 	PYTHON=$(BIN)/python $(BIN)/python -m benchmarks.run_all
 
-## make proto: regenerate the gRPC stubs in proto/labeldp/v1 from the .proto files (committed)
+## make proto: regenerate the gRPC stubs in labeldp/v1 (their import path) from proto/labeldp/v1/*.proto (committed)
 proto: $(STAMP)
-	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=proto --pyi_out=proto --grpc_python_out=proto proto/labeldp/v1/*.proto
+	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=. --pyi_out=. --grpc_python_out=. proto/labeldp/v1/*.proto
 
 clean:
 	rm -rf $(VENV) demo-output benchmarks/results .mypy_cache .ruff_cache .pytest_cache

@@ -16,10 +16,10 @@ import numpy as np
 import pyarrow as pa
 
 from benchmarks.common import write
+from labeldp.common.identity import Identity, public_key_pem
+from labeldp.common.tls import dev_ca
 from labeldp.demo.parties import cli
-from labeldp.identity import Identity, public_key_pem
 from labeldp.processes import FeaturesProcess, free_port
-from labeldp.tls import dev_ca
 from labels_party.delivery.client import deliver
 from labels_party.delivery.message import Signer, write_message
 

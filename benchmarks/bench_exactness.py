@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from benchmarks.common import write
-from labels_party.mechanisms import optimize_rr_on_bins
+from labeldp.mechanisms import optimize_rr_on_bins
 from tests.support import oracles
 from tests.test_optimize_exact import random_prior, relative_gap, shift
 

@@ -23,7 +23,7 @@ def ids(start: int, n: int) -> pa.Array:
 
 
 def join_case(n: int) -> None:
-    from features_party.features.service import join_report, table_path
+    from features_party.tables.service import join_report, table_path
 
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)

@@ -25,7 +25,7 @@ from benchmarks.common import RESULTS, write
 from features_party.training.debias import BinsNoise
 from features_party.training.fit import Encoder, validation_mask
 from labeldp.datasets import LabelDataset, adult_income, diamond_prices, weeks_worked
-from labels_party.mechanisms import release_labels
+from labeldp.mechanisms import release_labels
 
 EPSILONS = (0.05, 0.1, 0.3, 0.5, 1.0, 2.0, 4.0, 8.0)
 RUNS = 5
@@ -102,7 +102,7 @@ def regression_table(ds: LabelDataset, loss: str) -> tuple[str, list[dict[str, o
 def income_table() -> tuple[str, list[dict[str, object]]]:
     """Binary labels: RR-on-Bins on {0, 1} (private prior, squared loss; the class is the bin index)
     beside plain randomized response over both classes."""
-    from labels_party.mechanisms import randomized_response
+    from labeldp.mechanisms import randomized_response
 
     ds = adult_income()
     X, y, test, encoder = matrices(ds)

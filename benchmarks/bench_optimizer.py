@@ -14,7 +14,7 @@ import numpy as np
 
 from benchmarks.common import peak_rss_mib, run_isolated, timed, write
 from labeldp.datasets import diamond_prices
-from labels_party.mechanisms import optimize_rr_on_bins, private_prior, uniform_grid
+from labeldp.mechanisms import optimize_rr_on_bins, private_prior, uniform_grid
 
 TARGET_SECONDS = {"squared": 10.0, "poisson": 10.0, "absolute": 30.0}
 

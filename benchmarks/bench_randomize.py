@@ -9,7 +9,7 @@ import numpy as np
 
 from benchmarks.common import timed, write
 from labeldp.datasets import weeks_worked
-from labels_party.mechanisms import SecureRandom, optimize_rr_on_bins, uniform_grid
+from labeldp.mechanisms import SecureRandom, optimize_rr_on_bins, uniform_grid
 
 N = 10_000_000
 TARGET_SECONDS = 1.5

@@ -10,7 +10,7 @@ import numpy as np
 
 from benchmarks.common import write
 from labeldp.datasets import LabelDataset, diamond_prices, weeks_worked
-from labels_party.mechanisms import (
+from labeldp.mechanisms import (
     discrete_laplace,
     discrete_staircase,
     exponential_mechanism,

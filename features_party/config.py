@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from labeldp.db import sqlite_url
+from labeldp.common.db import sqlite_url
 
 
 class FeaturesSettings(BaseSettings):

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from features_party.storage.models import ApiKey, Tenant
-from labeldp.apikeys import find_active_key, hash_key, new_key
+from features_party.storage.orm import ApiKey, Tenant
+from labeldp.common.apikeys import find_active_key, hash_key, new_key
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,9 @@
-"""labeldp: two-party, feature-oblivious label differential privacy."""
+"""labeldp: two-party, feature-oblivious label differential privacy.
 
-from pathlib import Path
+Layers (enforced by the import contracts in pyproject.toml, run by the test suite):
+``labeldp.mechanisms`` (pure math) ← ``labeldp.common`` and ``labeldp.v1`` (shared plumbing, the wire
+contract) ← ``labels_party`` / ``features_party`` ← the app layer (``labeldp.cli``, ``labeldp.client``,
+``labeldp.demo``, ``labeldp.datasets``, ``labeldp.processes``).
+"""
 
-__version__ = "0.1.0"
-
-# The wire contract is generated into proto/labeldp/v1 (beside its .proto sources) and imported as
-# ``labeldp.v1``, the path protoc's generated code uses. In a wheel it is installed there directly.
-_CONTRACT = Path(__file__).resolve().parent.parent / "proto" / "labeldp"
-if _CONTRACT.is_dir():
-    __path__.append(str(_CONTRACT))
+__version__ = "0.2.0"

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from labeldp.apikeys import find_active_key, hash_key, new_key
+from labeldp.common.apikeys import find_active_key, hash_key, new_key
 from labels_party.budget.ledger import set_budget
-from labels_party.storage.models import ApiKey, Tenant
+from labels_party.storage.orm import ApiKey, Tenant
 
 
 @dataclass(frozen=True)

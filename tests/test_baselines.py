@@ -7,7 +7,7 @@ import math
 import numpy as np
 from scipy import stats
 
-from labels_party.mechanisms import (
+from labeldp.mechanisms import (
     SecureRandom,
     discrete_laplace,
     exponential_mechanism,
@@ -15,7 +15,7 @@ from labels_party.mechanisms import (
     laplace,
     rr_over_support,
 )
-from labels_party.mechanisms.baselines import (
+from labeldp.mechanisms.baselines import (
     discrete_staircase_noise,
     discrete_staircase_step,
     staircase_gamma,

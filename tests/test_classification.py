@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from labels_party.mechanisms import SecureRandom, optimize_rr_top_k, randomized_response
-from labels_party.mechanisms.randomized_response import rr_transition_matrix
+from labeldp.mechanisms import SecureRandom, optimize_rr_top_k, randomized_response
+from labeldp.mechanisms.randomized_response import rr_transition_matrix
 from tests.support.stats import chi_square_ok
 
 

@@ -31,7 +31,7 @@ def test_generated_stubs_match_the_proto_files(tmp_path: Path) -> None:
     generated = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
     assert generated, "protoc produced nothing"
     for rel in generated:
-        committed = PROTO / rel
+        committed = ROOT / rel
         assert committed.exists(), f"{rel} is not committed: run `make proto`"
         assert committed.read_bytes() == (tmp_path / rel).read_bytes(), f"{rel} drifted: run `make proto`"
 

@@ -18,7 +18,7 @@ from sqlalchemy import select
 from labels_party.budget.ledger import spend_of_tenant
 from labels_party.releases.service import release_path
 from labels_party.storage.db import make_engine, session_factory
-from labels_party.storage.models import LedgerEntry, Release
+from labels_party.storage.orm import LedgerEntry, Release
 from tests.support.servers import LabelsProcess, tenant_key
 
 TRIALS = 20

@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from features_party.training.debias import BinsNoise
-from labels_party.mechanisms import integer_grid, optimize_rr_on_bins
+from labeldp.mechanisms import integer_grid, optimize_rr_on_bins
 from tests.support.seeded import SeededRandom
 from tests.support.stats import ALPHA
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 import pyarrow.parquet as pq
 
-from features_party.storage.models import Sender
-from labeldp.identity import load_public_key
+from features_party.storage.orm import Sender
+from labeldp.common.identity import load_public_key
 from labeldp.processes import free_port
 from labels_party.config import LabelsSettings
 from labels_party.delivery.client import backoff

@@ -54,7 +54,7 @@ def test_labels_tenant_set_budget_is_a_ledger_entry(tmp_path: Path, monkeypatch:
     from sqlalchemy import select
 
     from labels_party.storage.db import make_engine, session_factory, sqlite_url
-    from labels_party.storage.models import LedgerEntry, Tenant
+    from labels_party.storage.orm import LedgerEntry, Tenant
 
     monkeypatch.setenv("LABELDP_DATA_DIR", str(tmp_path / "labels"))
     monkeypatch.delenv("LABELDP_DATABASE_URL", raising=False)

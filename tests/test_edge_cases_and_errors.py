@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from labels_party.mechanisms import (
+from labeldp.mechanisms import (
     explicit_support,
     integer_grid,
     log_grid,

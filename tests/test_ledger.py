@@ -23,7 +23,7 @@ from labels_party.budget.ledger import (
     total_spent,
 )
 from labels_party.storage.db import session_factory
-from labels_party.storage.models import Base, LedgerEntry
+from labels_party.storage.orm import Base, LedgerEntry
 from labels_party.tenants import authenticate, create_tenant
 
 

@@ -12,14 +12,14 @@ import httpx
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from labeldp.v1 import delivery_pb2 as pb
-from labeldp.v1 import delivery_pb2_grpc as pb_grpc
 
 from features_party.config import FeaturesSettings
+from labeldp.common.identity import Identity, public_key_pem
+from labeldp.common.wire import build_frames
 from labeldp.datasets import weeks_worked
-from labeldp.identity import Identity, public_key_pem
-from labeldp.wire import build_frames
-from labels_party.mechanisms import optimize_rr_on_bins
+from labeldp.mechanisms import optimize_rr_on_bins
+from labeldp.v1 import delivery_pb2 as pb
+from labeldp.v1 import delivery_pb2_grpc as pb_grpc
 from tests.support.metrics import scrape, value
 from tests.support.seeded import SeededRandom
 from tests.support.servers import features_server_thread, features_tenant_key
@@ -165,7 +165,7 @@ def test_binary_release_trains_a_classifier(tmp_path: Path) -> None:
     from dataclasses import replace
 
     from labeldp.datasets import adult_income
-    from labels_party.mechanisms import randomized_response
+    from labeldp.mechanisms import randomized_response
 
     settings = FeaturesSettings(data_dir=tmp_path / "features", grpc_port=0, allow_plaintext=True)
     key = features_tenant_key(settings, "ml")

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from labels_party.mechanisms import optimize_rr_on_bins
+from labeldp.mechanisms import optimize_rr_on_bins
 from tests.support import oracles
 
 LOSS_NAMES = ("squared", "absolute", "poisson")

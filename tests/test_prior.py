@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from labels_party.mechanisms import (
+from labeldp.mechanisms import (
     SecureRandom,
     default_prior_epsilon,
     integer_grid,
     noisy_counts,
     private_prior,
 )
-from labels_party.mechanisms.exact_laplace import bernoulli_exp_neg, sample_discrete_laplace
+from labeldp.mechanisms.exact_laplace import bernoulli_exp_neg, sample_discrete_laplace
 from tests.support.stats import ALPHA, chi_square_ok, wilson
 
 

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from labels_party.mechanisms import RROnBins, SecureRandom, integer_grid, optimize_rr_on_bins
-from labels_party.mechanisms.randomized_response import KeepThreshold
+from labeldp.mechanisms import RROnBins, SecureRandom, integer_grid, optimize_rr_on_bins
+from labeldp.mechanisms.randomized_response import KeepThreshold
 from tests.support.seeded import SeededRandom
 from tests.support.stats import ALPHA, chi_square_ok, wilson
 

@@ -17,7 +17,7 @@ def test_readme_python_snippets_run() -> None:
 
 
 def test_readme_documents_the_public_api() -> None:
-    from labels_party import mechanisms
+    from labeldp import mechanisms
 
     text = README.read_text()
     missing = [name for name in mechanisms.__all__ if name not in text and name[0].islower()]

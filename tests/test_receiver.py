@@ -15,8 +15,6 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from labeldp.v1 import delivery_pb2 as pb
-from labeldp.v1 import delivery_pb2_grpc as pb_grpc
 from sqlalchemy import func, select
 
 from features_party.api.metrics import FeaturesMetrics
@@ -24,10 +22,12 @@ from features_party.config import FeaturesSettings
 from features_party.receiver.server import build_server
 from features_party.receiver.service import Receiver
 from features_party.storage.db import make_engine, migrate, session_factory
-from features_party.storage.models import ReceivedRelease, Sender
-from labeldp.identity import Identity, public_key_pem
-from labeldp.tls import dev_ca
-from labeldp.wire import MAX_MESSAGE_BYTES, build_frames
+from features_party.storage.orm import ReceivedRelease, Sender
+from labeldp.common.identity import Identity, public_key_pem
+from labeldp.common.tls import dev_ca
+from labeldp.common.wire import MAX_MESSAGE_BYTES, build_frames
+from labeldp.v1 import delivery_pb2 as pb
+from labeldp.v1 import delivery_pb2_grpc as pb_grpc
 from tests.test_wire import SENDER, release
 
 OPTIONS = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES + 2**20)]

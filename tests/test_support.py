@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from labels_party.mechanisms import explicit_support, integer_grid, log_grid, uniform_grid
+from labeldp.mechanisms import explicit_support, integer_grid, log_grid, uniform_grid
 
 
 def test_builders_produce_sorted_public_grids() -> None:

@@ -13,7 +13,7 @@ import pytest
 from features_party.training.debias import BinsNoise
 from features_party.training.fit import TrainingError, fit, validation_mask
 from labeldp.datasets import weeks_worked
-from labels_party.mechanisms import optimize_rr_on_bins
+from labeldp.mechanisms import optimize_rr_on_bins
 from tests.support.seeded import SeededRandom
 
 
@@ -81,7 +81,7 @@ def test_bad_requests_are_refused() -> None:
 
 def income_release(eps: float) -> tuple[pa.Table, pa.Table, dict[str, str], BinsNoise, np.ndarray]:
     from labeldp.datasets import adult_income
-    from labels_party.mechanisms import randomized_response
+    from labeldp.mechanisms import randomized_response
 
     ds = adult_income()
     y = np.asarray(ds.table.column("label").to_numpy(), dtype=np.int64)

@@ -10,10 +10,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from labeldp.v1 import delivery_pb2 as pb
 
-from labeldp.identity import Identity
-from labeldp.wire import ChunkStream, Release, WireError, build_frames, check_header, decode_chunk
+from labeldp.common.identity import Identity
+from labeldp.common.wire import ChunkStream, Release, WireError, build_frames, check_header, decode_chunk
+from labeldp.v1 import delivery_pb2 as pb
 
 SENDER, RECEIVER = "advertiser", "publisher"
 

@@ -21,11 +21,11 @@ from features_party.config import FeaturesSettings
 from features_party.receiver.server import build_server
 from features_party.receiver.service import Receiver
 from features_party.storage.db import make_engine, migrate, session_factory
-from features_party.storage.models import Model, ReceivedRelease, Sender, utcnow
-from labeldp import logs
-from labeldp.identity import Identity, fingerprint, load_public_key, public_key_pem
-from labeldp.problems import ProblemError
-from labeldp.service import service_app
+from features_party.storage.orm import Model, ReceivedRelease, Sender, utcnow
+from labeldp.common import logs
+from labeldp.common.errors import ProblemError
+from labeldp.common.identity import Identity, fingerprint, load_public_key, public_key_pem
+from labeldp.common.service import service_app
 
 log = logging.getLogger("labeldp.features")
 router = APIRouter(prefix="/v1")

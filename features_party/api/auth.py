@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import Request
 
 from features_party.tenants import authenticate
-from labeldp.apikeys import bearer_token, invalid_key
+from labeldp.common.apikeys import bearer_token, invalid_key
 
 
 def caller(request: Request) -> str:

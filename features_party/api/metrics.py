@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from labeldp.metrics import ServiceMetrics
+from labeldp.common.metrics import ServiceMetrics
 
 
 class FeaturesMetrics(ServiceMetrics):

@@ -15,11 +15,11 @@ from sqlalchemy import select
 
 from features_party.api.auth import caller
 from features_party.api.tables import release_and_table
-from features_party.features.service import find_table, table_path
-from features_party.storage.models import Model
+from features_party.storage.orm import Model
+from features_party.tables.service import find_table, table_path
 from features_party.training.fit import LOSSES, Trained, TrainedClassifier
 from features_party.training.jobs import is_classification, load, model_dir, noise_of, provenance, run
-from labeldp.problems import ProblemError
+from labeldp.common.errors import ProblemError
 
 router = APIRouter(prefix="/v1")
 Auth = Annotated[str, Depends(caller)]

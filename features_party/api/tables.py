@@ -12,11 +12,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from features_party.api.auth import caller
-from features_party.features.service import find_table, join_report, store_table
-from features_party.features.tables import FeatureTableError, table_format
-from features_party.storage.models import FeatureTable, ReceivedRelease
-from labeldp.problems import ProblemError
-from labeldp.spool import spool_body
+from features_party.storage.orm import FeatureTable, ReceivedRelease
+from features_party.tables.service import find_table, join_report, store_table
+from features_party.tables.validation import FeatureTableError, table_format
+from labeldp.common.errors import ProblemError
+from labeldp.common.spool import spool_body
 
 router = APIRouter(prefix="/v1")
 Auth = Annotated[str, Depends(caller)]

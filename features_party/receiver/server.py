@@ -9,12 +9,12 @@ from concurrent import futures
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from labeldp.v1 import delivery_pb2 as pb
-from labeldp.v1 import delivery_pb2_grpc as pb_grpc
 
 from features_party.config import FeaturesSettings
 from features_party.receiver.service import Receiver
-from labeldp.wire import MAX_MESSAGE_BYTES
+from labeldp.common.wire import MAX_MESSAGE_BYTES
+from labeldp.v1 import delivery_pb2 as pb
+from labeldp.v1 import delivery_pb2_grpc as pb_grpc
 
 log = logging.getLogger("labeldp.features.receiver")
 SERVICE = pb.DESCRIPTOR.services_by_name["FeaturesParty"].full_name

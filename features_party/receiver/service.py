@@ -30,15 +30,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from google.protobuf.json_format import MessageToDict
-from labeldp.v1 import delivery_pb2 as pb
-from labeldp.v1 import delivery_pb2_grpc as pb_grpc
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from features_party.storage.models import ReceivedRelease, Sender
-from labeldp.identity import load_public_key
-from labeldp.wire import ChunkStream, WireError, check_header, decode_chunk
+from features_party.storage.orm import ReceivedRelease, Sender
+from labeldp.common.identity import load_public_key
+from labeldp.common.wire import ChunkStream, WireError, check_header, decode_chunk
+from labeldp.v1 import delivery_pb2 as pb
+from labeldp.v1 import delivery_pb2_grpc as pb_grpc
 
 log = logging.getLogger("labeldp.features.receiver")
 

@@ -18,8 +18,8 @@ import skops.io as sio
 from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
-from features_party.features.service import table_path
-from features_party.storage.models import FeatureTable, Model, ReceivedRelease, utcnow
+from features_party.storage.orm import FeatureTable, Model, ReceivedRelease, utcnow
+from features_party.tables.service import table_path
 from features_party.training.debias import BinsNoise
 from features_party.training.fit import Encoder, Trained, TrainedClassifier, fit, fit_classifier
 from labeldp import __version__

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from labels_party.mechanisms import Support, integer_grid, uniform_grid
+from labeldp.mechanisms import Support, integer_grid, uniform_grid
 
 _HERE = Path(__file__).resolve().parent
 

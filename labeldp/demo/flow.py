@@ -25,8 +25,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from features_party.training.fit import Encoder, regressor
+from labeldp.cli.client_commands import upload_with_progress
 from labeldp.client import ApiError, FeaturesClient, LabelsClient
-from labeldp.client_cli import upload_with_progress
 from labeldp.demo.mechanism import laplace_labels
 from labeldp.demo.parties import Connection
 from labeldp.demo.world import World

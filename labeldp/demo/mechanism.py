@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 
 from labeldp.datasets import LabelDataset, load
-from labels_party.mechanisms import discrete_laplace, laplace, optimize_rr_on_bins, release_labels
-from labels_party.mechanisms.release import LabelRelease
-from labels_party.mechanisms.rr_on_bins import RROnBins
+from labeldp.mechanisms import discrete_laplace, laplace, optimize_rr_on_bins, release_labels
+from labeldp.mechanisms.release import LabelRelease
+from labeldp.mechanisms.rr_on_bins import RROnBins
 
 
 def laplace_labels(ds: LabelDataset, eps: float, y: np.ndarray | None = None) -> np.ndarray:

@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from labeldp.common.tls import dev_ca
 from labeldp.processes import FeaturesProcess, LabelsProcess, free_port
-from labeldp.tls import dev_ca
 
 RELEASES_OF_BUDGET = 3  # the local advertiser tenant's per-example budget: three releases at the demo's ε
 

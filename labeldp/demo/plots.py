@@ -10,8 +10,8 @@ import numpy as np
 from labeldp.demo.flow import Report
 from labeldp.demo.mechanism import laplace_labels, mechanism_rows, plot_loss_curve, plot_mechanism
 from labeldp.demo.world import World
-from labels_party.mechanisms import explicit_support
-from labels_party.mechanisms.rr_on_bins import RROnBins
+from labeldp.mechanisms import explicit_support
+from labeldp.mechanisms.rr_on_bins import RROnBins
 
 EPSILONS = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 

@@ -8,9 +8,9 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from labeldp import logs
-from labeldp.identity import Identity
-from labeldp.service import service_app
+from labeldp.common import logs
+from labeldp.common.identity import Identity
+from labeldp.common.service import service_app
 from labels_party.api.metrics import LabelsMetrics
 from labels_party.api.routes import router
 from labels_party.config import LabelsSettings

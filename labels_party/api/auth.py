@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
-from labeldp.apikeys import bearer_token, invalid_key
+from labeldp.common.apikeys import bearer_token, invalid_key
 from labels_party.tenants import authenticate
 
 

@@ -13,9 +13,9 @@ from fastapi.responses import FileResponse
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
-from labeldp.identity import public_key_pem
-from labeldp.problems import ProblemError
-from labeldp.spool import spool_body
+from labeldp.common.errors import ProblemError
+from labeldp.common.identity import public_key_pem
+from labeldp.common.spool import spool_body
 from labels_party.api.auth import Caller, caller
 from labels_party.api.schemas import (
     BudgetOut,
@@ -51,7 +51,7 @@ from labels_party.releases.service import (
     preview,
     release_path,
 )
-from labels_party.storage.models import Dataset, Delivery, LedgerEntry, Recipient, Release, Tenant
+from labels_party.storage.orm import Dataset, Delivery, LedgerEntry, Recipient, Release, Tenant
 
 router = APIRouter(prefix="/v1")
 Auth = Annotated[Caller, Depends(caller)]

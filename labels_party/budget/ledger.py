@@ -20,7 +20,7 @@ import numpy.typing as npt
 from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
-from labels_party.storage.models import ExampleSpendShard, LedgerEntry, Tenant
+from labels_party.storage.orm import ExampleSpendShard, LedgerEntry, Tenant
 
 Keys = npt.NDArray[np.int64]
 SHARDS = 256

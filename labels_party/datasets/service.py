@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from labels_party.datasets.spec import DatasetSpec
 from labels_party.datasets.store import DatasetFiles, upsert
 from labels_party.datasets.uploads import read_table, validate_labels, validate_universe
-from labels_party.storage.models import Dataset
+from labels_party.storage.orm import Dataset
 
 
 class DatasetNotFoundError(LookupError):

@@ -11,7 +11,7 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, Field, model_validator
 
-from labels_party.mechanisms import Support, explicit_support, integer_grid, log_grid, uniform_grid
+from labeldp.mechanisms import Support, explicit_support, integer_grid, log_grid, uniform_grid
 
 LabelType = Literal["real", "count", "binary", "categorical"]
 

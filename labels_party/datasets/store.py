@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from labeldp.files import write_parquet_atomic
+from labeldp.common.files import write_parquet_atomic
 
 LABEL_SCHEMA = pa.schema(
     [

@@ -17,7 +17,7 @@ import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
-from labeldp.example_ids import ExampleIdError, example_ids, first_rows
+from labeldp.common.example_ids import ExampleIdError, example_ids, first_rows
 from labels_party.budget.keys import example_key
 from labels_party.datasets.spec import DatasetSpec
 

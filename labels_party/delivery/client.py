@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
-from labeldp.v1 import delivery_pb2 as pb
 
-from labeldp.wire import MAX_MESSAGE_BYTES
+from labeldp.common.wire import MAX_MESSAGE_BYTES
+from labeldp.v1 import delivery_pb2 as pb
 from labels_party.delivery.message import read_frames, stored_header
 
 METHOD = "/labeldp.v1.FeaturesParty/DeliverRelease"

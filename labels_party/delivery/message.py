@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-from labeldp.v1 import delivery_pb2 as pb
 
-from labeldp.identity import Identity
-from labeldp.wire import Release, build_frames
+from labeldp.common.identity import Identity
+from labeldp.common.wire import Release, build_frames
+from labeldp.v1 import delivery_pb2 as pb
 
 _LEN = struct.Struct("<I")
 

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from labels_party.config import LabelsSettings
 from labels_party.delivery.client import deliver
 from labels_party.delivery.message import message_path
-from labels_party.storage.models import Delivery, Recipient, Release, utcnow
+from labels_party.storage.orm import Delivery, Recipient, Release, utcnow
 
 
 @dataclass

@@ -26,19 +26,19 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from labels_party.budget.epsilon import to_micro
-from labels_party.budget.ledger import charge, lock_tenant, record_kept_charge
-from labels_party.datasets.spec import DatasetSpec
-from labels_party.datasets.store import DatasetFiles
-from labels_party.delivery.message import Signer, write_message
-from labels_party.mechanisms import (
+from labeldp.mechanisms import (
     default_prior_epsilon,
     optimize_rr_on_bins,
     release_classes,
     release_labels,
 )
-from labels_party.mechanisms.validation import check_epsilon
-from labels_party.storage.models import Dataset, Recipient, Release, utcnow
+from labeldp.mechanisms.validation import check_epsilon
+from labels_party.budget.epsilon import to_micro
+from labels_party.budget.ledger import charge, lock_tenant, record_kept_charge
+from labels_party.datasets.spec import DatasetSpec
+from labels_party.datasets.store import DatasetFiles
+from labels_party.delivery.message import Signer, write_message
+from labels_party.storage.orm import Dataset, Recipient, Release, utcnow
 
 Loss = Literal["squared", "absolute", "poisson", "zero_one"]
 log = logging.getLogger("labeldp.labels.releases")

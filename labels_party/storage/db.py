@@ -6,8 +6,8 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from labeldp import db
-from labeldp.db import make_engine, session_factory
+from labeldp.common import db
+from labeldp.common.db import make_engine, session_factory
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 

@@ -5,7 +5,7 @@ It lives under tests/ (not shipped in the wheel), so production code cannot cons
 
 import hashlib
 
-from labels_party.mechanisms.rng import SecureRandom
+from labeldp.mechanisms.rng import SecureRandom
 
 
 class SeededRandom(SecureRandom):

@@ -2,7 +2,7 @@
 
 from alembic import context
 
-from labels_party.storage.models import Base
+from labels_party.storage.orm import Base
 
 connection = context.config.attributes["connection"]
 context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True)

@@ -12,11 +12,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from labels_party.mechanisms._types import ArrayLike, FloatArray, IntArray
-from labels_party.mechanisms.exact_laplace import sample_discrete_laplace
-from labels_party.mechanisms.rng import SecureRandom
-from labels_party.mechanisms.support import Support, as_support
-from labels_party.mechanisms.validation import check_epsilon, finite_vector
+from labeldp.mechanisms._types import ArrayLike, FloatArray, IntArray
+from labeldp.mechanisms.exact_laplace import sample_discrete_laplace
+from labeldp.mechanisms.rng import SecureRandom
+from labeldp.mechanisms.support import Support, as_support
+from labeldp.mechanisms.validation import check_epsilon, finite_vector
 
 HISTOGRAM_SENSITIVITY = 2
 

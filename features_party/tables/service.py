@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from features_party.features.tables import ValidTable, read, validate
-from features_party.storage.models import FeatureTable, ReceivedRelease, utcnow
-from labeldp.files import write_parquet_atomic
+from features_party.storage.orm import FeatureTable, ReceivedRelease, utcnow
+from features_party.tables.validation import ValidTable, read, validate
+from labeldp.common.files import write_parquet_atomic
 
 
 def table_path(data_dir: Path, table_id: str, version: int) -> Path:

@@ -16,9 +16,9 @@ from decimal import ROUND_FLOOR, Decimal, localcontext
 
 import numpy as np
 
-from labels_party.mechanisms._types import ArrayLike, FloatArray, IntArray
-from labels_party.mechanisms.rng import SecureRandom
-from labels_party.mechanisms.validation import check_epsilon
+from labeldp.mechanisms._types import ArrayLike, FloatArray, IntArray
+from labeldp.mechanisms.rng import SecureRandom
+from labeldp.mechanisms.validation import check_epsilon
 
 _TWO64 = 1 << 64
 _PRECISION = 60  # decimal digits; far beyond the 20 digits a 64-bit threshold needs

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from labels_party.mechanisms._types import ArrayLike, FloatArray
+from labeldp.mechanisms._types import ArrayLike, FloatArray
 
 # exp(ε) must stay a finite double; far beyond any meaningful privacy guarantee anyway.
 MAX_EPSILON = 700.0

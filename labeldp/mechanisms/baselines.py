@@ -12,11 +12,11 @@ import math
 
 import numpy as np
 
-from labels_party.mechanisms._types import ArrayLike, FloatArray, IntArray
-from labels_party.mechanisms.randomized_response import randomized_response
-from labels_party.mechanisms.rng import SecureRandom
-from labels_party.mechanisms.support import Support, as_support
-from labels_party.mechanisms.validation import check_bounds, check_epsilon, finite_vector
+from labeldp.mechanisms._types import ArrayLike, FloatArray, IntArray
+from labeldp.mechanisms.randomized_response import randomized_response
+from labeldp.mechanisms.rng import SecureRandom
+from labeldp.mechanisms.support import Support, as_support
+from labeldp.mechanisms.validation import check_bounds, check_epsilon, finite_vector
 
 
 def _prepare(

@@ -6,12 +6,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from labels_party.mechanisms._types import ArrayLike, FloatArray, IntArray
-from labels_party.mechanisms.losses import Loss, check_labels_for_loss, resolve_loss
-from labels_party.mechanisms.randomized_response import KeepThreshold, rr_draw, rr_transition_matrix
-from labels_party.mechanisms.rng import SecureRandom
-from labels_party.mechanisms.support import Support
-from labels_party.mechanisms.validation import check_epsilon, finite_vector
+from labeldp.mechanisms._types import ArrayLike, FloatArray, IntArray
+from labeldp.mechanisms.losses import Loss, check_labels_for_loss, resolve_loss
+from labeldp.mechanisms.randomized_response import KeepThreshold, rr_draw, rr_transition_matrix
+from labeldp.mechanisms.rng import SecureRandom
+from labeldp.mechanisms.support import Support
+from labeldp.mechanisms.validation import check_epsilon, finite_vector
 
 
 @dataclass(frozen=True, eq=False)

@@ -8,7 +8,9 @@ from contextlib import AbstractAsyncContextManager
 
 from fastapi import FastAPI
 
-from labeldp import __version__, logs, metrics, problems
+from labeldp import __version__
+from labeldp.common import errors as problems
+from labeldp.common import logs, metrics
 
 
 def service_app(

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from labeldp.example_ids import ExampleIdError, example_ids, first_rows
+from labeldp.common.example_ids import ExampleIdError, example_ids, first_rows
 
 FORMATS = {"text/csv": "csv", "application/vnd.apache.parquet": "parquet", "application/x-parquet": "parquet"}
 _NUMBER = r"^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$"

@@ -10,7 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from starlette.requests import Request
 
-from labeldp.problems import ProblemError
+from labeldp.common.errors import ProblemError
 
 KEY_PREFIX = "ldp_"
 

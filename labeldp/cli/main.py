@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from labeldp import client_cli
+from labeldp.cli import client_commands as client_cli
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -134,7 +134,7 @@ def labels_serve(
         create_app(settings),
         host=host or settings.host,
         port=port or settings.port,
-        log_config=None,  # the app installs JSON-lines logging (labeldp.logs)
+        log_config=None,  # the app installs JSON-lines logging (labeldp.common.logs)
         access_log=False,  # the app logs each request as a JSON line with its request id
     )
 
@@ -143,7 +143,7 @@ def labels_serve(
 def _transaction(data_dir: Path, database_url: str, migrations: Path) -> Iterator[Session]:
     """One transaction on a party's database (migrated first); a ``ValueError`` inside becomes a
     clear message and exit code 2, with nothing committed."""
-    from labeldp.db import make_engine, migrate, session_factory
+    from labeldp.common.db import make_engine, migrate, session_factory
 
     data_dir.mkdir(parents=True, exist_ok=True)
     engine = make_engine(database_url)
@@ -209,7 +209,7 @@ def tenant_create(
     from sqlalchemy import select
 
     from labels_party.budget.epsilon import to_micro_floor
-    from labels_party.storage.models import Tenant
+    from labels_party.storage.orm import Tenant
     from labels_party.tenants import create_tenant
 
     with _labels_transaction() as session:
@@ -231,7 +231,7 @@ def tenant_set_budget(
 
     from labels_party.budget.epsilon import to_micro_floor
     from labels_party.budget.ledger import set_budget
-    from labels_party.storage.models import Tenant
+    from labels_party.storage.orm import Tenant
 
     with _labels_transaction() as session:
         tenant = session.execute(select(Tenant).where(Tenant.name == name)).scalar_one_or_none()
@@ -282,7 +282,7 @@ def features_tenant_create(name: str, key_file: KeyFile = None, exist_ok: ExistO
     """Create a features-party tenant and print its bearer API key (shown once)."""
     from sqlalchemy import select
 
-    from features_party.storage.models import Tenant
+    from features_party.storage.orm import Tenant
     from features_party.tenants import create_tenant
 
     with _features_transaction() as session:
@@ -296,7 +296,7 @@ def features_tenant_create(name: str, key_file: KeyFile = None, exist_ok: ExistO
 @keys_app.command("generate")
 def keys_generate(path: Path) -> None:
     """Create an Ed25519 identity key at PATH (0600) and print its fingerprint; keeps an existing key."""
-    from labeldp.identity import Identity
+    from labeldp.common.identity import Identity
 
     existed = path.exists()
     identity = Identity.load_or_create(path)
@@ -316,7 +316,7 @@ def keys_dev_ca(
     ] = False,
 ) -> None:
     """A development CA plus a server certificate (features party) and a client certificate (labels party)."""
-    from labeldp.tls import dev_ca
+    from labeldp.common.tls import dev_ca
 
     if keep_existing and (out / "ca.pem").exists():
         typer.echo(f"{out / 'ca.pem'} exists; keeping the existing certificates")

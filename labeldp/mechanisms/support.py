@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from labels_party.mechanisms._types import ArrayLike, FloatArray, IntArray
-from labels_party.mechanisms.validation import check_bounds, finite_vector
+from labeldp.mechanisms._types import ArrayLike, FloatArray, IntArray
+from labeldp.mechanisms.validation import check_bounds, finite_vector
 
 MAX_SUPPORT_SIZE = 1_000_000
 

@@ -20,8 +20,8 @@ from abc import ABC, abstractmethod
 import numpy as np
 from scipy.special import xlogy
 
-from labels_party.mechanisms._types import FloatArray, IntArray
-from labels_party.mechanisms.losses import Loss
+from labeldp.mechanisms._types import FloatArray, IntArray
+from labeldp.mechanisms.losses import Loss
 
 _GOLDEN = (math.sqrt(5) - 1) / 2
 

@@ -17,7 +17,7 @@ from fractions import Fraction
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 
-from labels_party.mechanisms._types import IntArray, UIntArray
+from labeldp.mechanisms._types import IntArray, UIntArray
 
 _MASK32 = np.uint64(0xFFFFFFFF)
 _SHIFT32 = np.uint64(32)

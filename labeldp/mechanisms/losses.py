@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from labels_party.mechanisms._types import FloatArray
+from labeldp.mechanisms._types import FloatArray
 
 LossFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
 NAMED_LOSSES = ("squared", "absolute", "poisson")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from starlette.requests import Request
 
-from labeldp.problems import ProblemError
+from labeldp.common.errors import ProblemError
 
 
 async def spool_body(request: Request, directory: Path, max_bytes: int, suffix: str) -> Path:

@@ -12,8 +12,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from labels_party.mechanisms._types import IntArray
-from labels_party.mechanisms.rng import SecureRandom
+from labeldp.mechanisms._types import IntArray
+from labeldp.mechanisms.rng import SecureRandom
 
 _HALF = Fraction(1, 2)
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from labels_party.mechanisms._types import ArrayLike, FloatArray, IntArray
-from labels_party.mechanisms.randomized_response import KeepThreshold, class_labels
-from labels_party.mechanisms.rng import SecureRandom
-from labels_party.mechanisms.validation import check_epsilon, finite_vector
+from labeldp.mechanisms._types import ArrayLike, FloatArray, IntArray
+from labeldp.mechanisms.randomized_response import KeepThreshold, class_labels
+from labeldp.mechanisms.rng import SecureRandom
+from labeldp.mechanisms.validation import check_epsilon, finite_vector
 
 
 @dataclass(frozen=True, eq=False)

@@ -13,16 +13,16 @@ from typing import Any
 
 import numpy as np
 
-from labels_party.mechanisms._types import ArrayLike, FloatArray, IntArray
-from labels_party.mechanisms.classification import RRTopK, optimize_rr_top_k
-from labels_party.mechanisms.losses import Loss, LossFn, check_labels_for_loss, resolve_loss
-from labels_party.mechanisms.optimize import optimize_rr_on_bins
-from labels_party.mechanisms.prior import default_prior_epsilon, noisy_counts, normalize_counts, private_prior
-from labels_party.mechanisms.randomized_response import class_labels
-from labels_party.mechanisms.rng import SecureRandom
-from labels_party.mechanisms.rr_on_bins import RROnBins
-from labels_party.mechanisms.support import Support, as_support, explicit_support
-from labels_party.mechanisms.validation import check_epsilon, finite_vector
+from labeldp.mechanisms._types import ArrayLike, FloatArray, IntArray
+from labeldp.mechanisms.classification import RRTopK, optimize_rr_top_k
+from labeldp.mechanisms.losses import Loss, LossFn, check_labels_for_loss, resolve_loss
+from labeldp.mechanisms.optimize import optimize_rr_on_bins
+from labeldp.mechanisms.prior import default_prior_epsilon, noisy_counts, normalize_counts, private_prior
+from labeldp.mechanisms.randomized_response import class_labels
+from labeldp.mechanisms.rng import SecureRandom
+from labeldp.mechanisms.rr_on_bins import RROnBins
+from labeldp.mechanisms.support import Support, as_support, explicit_support
+from labeldp.mechanisms.validation import check_epsilon, finite_vector
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 The public names below are a stable API; tests outside this repository call them.
 """
 
-from labels_party.mechanisms.baselines import (
+from labeldp.mechanisms.baselines import (
     discrete_laplace,
     discrete_staircase,
     exponential_mechanism,
@@ -11,15 +11,15 @@ from labels_party.mechanisms.baselines import (
     rr_over_support,
     staircase,
 )
-from labels_party.mechanisms.classification import RRTopK, optimize_rr_top_k
-from labels_party.mechanisms.losses import Loss, resolve_loss
-from labels_party.mechanisms.optimize import optimize_rr_on_bins
-from labels_party.mechanisms.prior import default_prior_epsilon, noisy_counts, private_prior
-from labels_party.mechanisms.randomized_response import randomized_response
-from labels_party.mechanisms.release import ClassRelease, LabelRelease, release_classes, release_labels
-from labels_party.mechanisms.rng import SecureRandom
-from labels_party.mechanisms.rr_on_bins import RROnBins
-from labels_party.mechanisms.support import (
+from labeldp.mechanisms.classification import RRTopK, optimize_rr_top_k
+from labeldp.mechanisms.losses import Loss, resolve_loss
+from labeldp.mechanisms.optimize import optimize_rr_on_bins
+from labeldp.mechanisms.prior import default_prior_epsilon, noisy_counts, private_prior
+from labeldp.mechanisms.randomized_response import randomized_response
+from labeldp.mechanisms.release import ClassRelease, LabelRelease, release_classes, release_labels
+from labeldp.mechanisms.rng import SecureRandom
+from labeldp.mechanisms.rr_on_bins import RROnBins
+from labeldp.mechanisms.support import (
     Support,
     explicit_support,
     integer_grid,

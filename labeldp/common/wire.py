@@ -20,7 +20,7 @@ import numpy.typing as npt
 import pyarrow as pa
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from labeldp.identity import Identity, verify
+from labeldp.common.identity import Identity, verify
 from labeldp.v1 import delivery_pb2 as pb
 
 FORMAT_VERSION = 1

@@ -17,12 +17,12 @@ import math
 
 import numpy as np
 
-from labels_party.mechanisms._types import ArrayLike, FloatArray, IntArray
-from labels_party.mechanisms.interval_costs import IntervalCosts, interval_costs
-from labels_party.mechanisms.losses import Loss, LossFn, check_labels_for_loss, resolve_loss
-from labels_party.mechanisms.rr_on_bins import RROnBins
-from labels_party.mechanisms.support import Support
-from labels_party.mechanisms.validation import check_epsilon, finite_vector
+from labeldp.mechanisms._types import ArrayLike, FloatArray, IntArray
+from labeldp.mechanisms.interval_costs import IntervalCosts, interval_costs
+from labeldp.mechanisms.losses import Loss, LossFn, check_labels_for_loss, resolve_loss
+from labeldp.mechanisms.rr_on_bins import RROnBins
+from labeldp.mechanisms.support import Support
+from labeldp.mechanisms.validation import check_epsilon, finite_vector
 
 _MAX_PASSES = 200
 _REL_TOL = 1e-12
