@@ -19,6 +19,7 @@ from benchmarks.common import write
 from labeldp.common.identity import Identity, public_key_pem
 from labeldp.common.tls import dev_ca
 from labeldp.demo.parties import cli
+from labeldp.mechanisms import RROnBins, integer_grid
 from labeldp.processes import FeaturesProcess, free_port
 from labels_party.delivery.client import deliver
 from labels_party.delivery.message import Signer, write_message
@@ -50,16 +51,11 @@ def main(n: int = 10_000_000) -> None:
         sender = Identity.generate()
         ids = pa.array([f"click-{i:09d}" for i in range(n)], pa.string())
         bins = np.random.default_rng(0).integers(0, 4, n)  # benchmark-only synthetic bins
-        mechanism = {
-            "kind": "rr_on_bins",
-            "epsilon_randomize": 0.95,
-            "epsilon_prior": 0.05,
-            "implemented_epsilon": 0.95,
-            "bin_values": [1.0, 10.0, 25.0, 45.0],
-            "bin_edges": [(0, 5), (6, 17), (18, 35), (36, 52)],
-            "support": list(range(53)),
-            "prior": [1 / 53] * 53,
-        }
+        support = integer_grid(0, 52)
+        edges = np.searchsorted([6, 18, 36], support.values, side="right")  # 4 bins: 0-5, 6-17, 18-35, 36-52
+        mechanism = RROnBins(0.95, support, edges, np.array([1.0, 10.0, 25.0, 45.0])).describe(
+            prior=np.full(53, 1 / 53), epsilon_prior=0.05, epsilon_total=1.0
+        )
         build_start = time.perf_counter()
         path = write_message(
             tmp / "labels",
@@ -67,9 +63,7 @@ def main(n: int = 10_000_000) -> None:
             release_id="bench-release",
             recipient="publisher",
             label_type="count",
-            epsilon_total=1.0,
             mechanism=mechanism,
-            loss="squared",
             example_ids=ids,
             bins=bins,
         )

@@ -8,14 +8,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from benchmarks.common import peak_rss_mib, run_isolated, write
-from features_party.training.debias import BinsNoise
+from labeldp.mechanisms.debias import BinsNoise
 
 
 def ids(start: int, n: int) -> pa.Array:
@@ -31,13 +30,11 @@ def join_case(n: int) -> None:
         pq.write_table(
             pa.table({"example_id": ids(0, n), "bin": pa.array(np.zeros(n, np.uint16))}), release_path
         )
-        table = SimpleNamespace(id="t", version=1)
         path = table_path(data, "t", 1)
         path.parent.mkdir(parents=True)
         pq.write_table(pa.table({"example_id": ids(n // 5, n), "f": np.ones(n)}), path)
-        release = SimpleNamespace(path=str(release_path))
         start = time.perf_counter()
-        report = join_report(release, table, data)  # type: ignore[arg-type]
+        report = join_report(release_path, path)
         seconds = time.perf_counter() - start
         assert report.in_both == n - n // 5
         print(json.dumps({"seconds": seconds, "peak_mib": peak_rss_mib(), "in_both": report.in_both}))

@@ -11,8 +11,8 @@ from labeldp.mechanisms.randomized_response import rr_transition_matrix
 from tests.support.stats import chi_square_ok
 
 
-def joint(labels: np.ndarray, out: np.ndarray, c: int) -> np.ndarray:
-    table = np.zeros((c, c))
+def joint(labels: np.ndarray, out: np.ndarray, c: int, m: int | None = None) -> np.ndarray:
+    table = np.zeros((c, c if m is None else m))
     np.add.at(table, (labels, out), 1)
     return table
 
@@ -43,10 +43,11 @@ def test_rr_top_k_distribution_and_dp_ratio() -> None:
     mech = optimize_rr_top_k(p, 1.0)
     assert mech.k == 3
     labels = SecureRandom().integers_below(5, 1_000_000)
-    out = mech.randomize(labels)
-    table = joint(labels, out, 5)
-    matrix = mech.transition_matrix()
+    out = mech.randomize(labels)  # bin indices: bin j reports class mech.top[j]
+    assert set(mech.classes_of(out).tolist()) <= set(mech.top.tolist())
+    table = joint(labels, out, 5, mech.k)
+    matrix = mech.transition_matrix()  # classes × bins
     ok, ratio = chi_square_ok(table, table.sum(axis=1, keepdims=True) * matrix)
     assert ok, ratio
-    cols = matrix[:, mech.top]
+    cols = matrix
     assert np.max(cols[:, None, :] / cols[None, :, :]) <= math.exp(1.0) + 1e-12

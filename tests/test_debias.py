@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from features_party.training.debias import BinsNoise
 from labeldp.mechanisms import integer_grid, optimize_rr_on_bins
+from labeldp.mechanisms.debias import BinsNoise
 from tests.support.seeded import SeededRandom
 from tests.support.stats import ALPHA
 

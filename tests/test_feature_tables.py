@@ -18,8 +18,8 @@ from features_party.config import FeaturesSettings
 from labeldp.common.identity import Identity, public_key_pem
 from labeldp.common.wire import build_frames
 from labeldp.v1 import delivery_pb2_grpc as pb_grpc
+from tests.support.messages import SENDER, release
 from tests.support.servers import features_server_thread, features_tenant_key
-from tests.test_wire import SENDER, release
 
 
 @dataclass

@@ -237,7 +237,7 @@ def test_universe_lists_every_id_and_missing_labels_take_the_default(api: Api) -
     universe = b"example_id\n" + b"\n".join(f"click{i}".encode() for i in range(10)) + b"\n"
     assert upload(c, ds, universe, what="universe").json()["universe_count"] == 10
     rel = release(c, ds, "u1").json()
-    assert rel["examples"] == 10 and rel["mechanism"]["examples_defaulted"] == 8
+    assert rel["examples"] == 10 and rel["examples_defaulted"] == 8 and rel["universe_declared"]
     out = pq.read_table(io.BytesIO(c.get(f"/v1/releases/{rel['id']}/noisy-labels").content))
     assert sorted(out.column("example_id").to_pylist()) == sorted(f"click{i}" for i in range(10))
     no_default = dataset(c, "strict")

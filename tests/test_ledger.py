@@ -16,7 +16,6 @@ from labels_party.budget.keys import example_keys
 from labels_party.budget.ledger import (
     BudgetExhaustedError,
     charge,
-    release_charge,
     set_budget,
     spend_of_tenant,
     spend_summary,
@@ -99,19 +98,6 @@ def test_disjoint_examples_compose_in_parallel_and_tenants_are_separate(engine: 
         charge(s, t2, keys("a", "b"), to_micro(1.0), release_id="r3", api_key_id=None)
     with pytest.raises(BudgetExhaustedError), session_factory(engine).begin() as s:
         charge(s, t1, keys("a"), 1, release_id="r4", api_key_id=None)
-
-
-def test_releasing_a_charge_restores_budget_and_is_its_own_entry(engine: Engine) -> None:
-    t = new_tenant(engine, "1.0")
-    k = keys("a", "b")
-    with session_factory(engine).begin() as s:
-        charge(s, t, k, to_micro(1.0), release_id="r1", api_key_id=None)
-    with session_factory(engine).begin() as s:
-        release_charge(s, t, k, to_micro(1.0), release_id="r1", api_key_id=None, reason="failed before noise")
-    assert set(spend_rows(engine, t).values()) == {0}
-    with session_factory(engine)() as s:
-        kinds = s.execute(select(LedgerEntry.kind).order_by(LedgerEntry.id)).scalars().all()
-    assert kinds == ["budget_set", "charge", "charge_released"]
 
 
 def test_budget_changes_are_ledger_entries_and_apply_immediately(engine: Engine) -> None:

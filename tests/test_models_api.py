@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +19,11 @@ from labeldp.common.identity import Identity, public_key_pem
 from labeldp.common.wire import build_frames
 from labeldp.datasets import weeks_worked
 from labeldp.mechanisms import optimize_rr_on_bins
-from labeldp.v1 import delivery_pb2 as pb
 from labeldp.v1 import delivery_pb2_grpc as pb_grpc
+from tests.support.messages import SENDER, release
 from tests.support.metrics import scrape, value
 from tests.support.seeded import SeededRandom
 from tests.support.servers import features_server_thread, features_tenant_key
-from tests.test_wire import SENDER, release
 
 N = 20_000
 
@@ -31,18 +31,11 @@ N = 20_000
 def census_release(loss: str) -> tuple[Any, pa.Table]:
     ds = weeks_worked()
     y = np.asarray(ds.table.column("work").to_numpy(), dtype=float)[:N]
-    mech = optimize_rr_on_bins(ds.support, ds.support.counts(y), 1.0, loss)
+    counts = ds.support.counts(y)
+    mech = optimize_rr_on_bins(ds.support, counts, 0.95, loss)
     ids = [f"w{i}" for i in range(N)]
-    rel = release(ids, num_bins=mech.m)
-    rel = type(rel)(
-        **{
-            **rel.__dict__,
-            "bins": mech.randomize(y, rng=SeededRandom(2)),
-            "mechanism": pb.Mechanism(
-                kind="rr_on_bins", epsilon=mech.epsilon, bin_values=mech.bin_values.tolist(), loss=loss
-            ),
-        }
-    )
+    published = mech.describe(prior=counts, epsilon_prior=0.05, epsilon_total=1.0)
+    rel = replace(release(ids, mechanism=published), bins=mech.randomize(y, rng=SeededRandom(2)))
     features = ds.features.slice(0, N).append_column("example_id", pa.array(ids))
     return rel, features
 
@@ -162,10 +155,8 @@ def test_train_inspect_predict_and_survive_a_restart(tmp_path: Path) -> None:
 
 
 def test_binary_release_trains_a_classifier(tmp_path: Path) -> None:
-    from dataclasses import replace
-
     from labeldp.datasets import adult_income
-    from labeldp.mechanisms import randomized_response
+    from labeldp.mechanisms import optimize_rr_top_k, randomized_response
 
     settings = FeaturesSettings(data_dir=tmp_path / "features", grpc_port=0, allow_plaintext=True)
     key = features_tenant_key(settings, "ml")
@@ -174,11 +165,11 @@ def test_binary_release_trains_a_classifier(tmp_path: Path) -> None:
     n = 20_000
     y = np.asarray(ds.table.column("label").to_numpy(), dtype=np.int64)[:n]
     ids = [f"a{i}" for i in range(n)]
+    # randomized response over both classes is RR-Top-k with k = 2: the message says so
+    mechanism = optimize_rr_top_k([0.5, 0.5], 2.0).describe(prior=[0.5, 0.5], epsilon_prior=0.1)
     rel = replace(
-        release(ids, num_bins=2),
-        label_type="binary",
+        release(ids, mechanism=mechanism, label_type="binary"),
         bins=randomized_response(y, 2, 2.0, rng=SeededRandom(3)),
-        mechanism=pb.Mechanism(kind="rr_on_bins", epsilon=2.0, bin_values=[0.0, 1.0], loss="squared"),
     )
     buf = io.BytesIO()
     pq.write_table(ds.features.slice(0, n).append_column("example_id", pa.array(ids)), buf)

@@ -17,8 +17,8 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sqlalchemy import func, select
 
-from features_party.api.metrics import FeaturesMetrics
 from features_party.config import FeaturesSettings
+from features_party.metrics import FeaturesMetrics
 from features_party.receiver.server import build_server
 from features_party.receiver.service import Receiver
 from features_party.storage.db import make_engine, migrate, session_factory
@@ -28,7 +28,7 @@ from labeldp.common.tls import dev_ca
 from labeldp.common.wire import MAX_MESSAGE_BYTES, build_frames
 from labeldp.v1 import delivery_pb2 as pb
 from labeldp.v1 import delivery_pb2_grpc as pb_grpc
-from tests.test_wire import SENDER, release
+from tests.support.messages import SENDER, release
 
 OPTIONS = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES + 2**20)]
 

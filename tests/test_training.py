@@ -10,10 +10,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from features_party.training.debias import BinsNoise
 from features_party.training.fit import TrainingError, fit, validation_mask
 from labeldp.datasets import weeks_worked
 from labeldp.mechanisms import optimize_rr_on_bins
+from labeldp.mechanisms.debias import BinsNoise
 from tests.support.seeded import SeededRandom
 
 

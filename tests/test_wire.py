@@ -7,36 +7,13 @@ import uuid
 from collections.abc import Callable
 
 import numpy as np
-import pyarrow as pa
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from labeldp.common.identity import Identity
-from labeldp.common.wire import ChunkStream, Release, WireError, build_frames, check_header, decode_chunk
+from labeldp.common.wire import ChunkStream, WireError, build_frames, check_header, decode_chunk
 from labeldp.v1 import delivery_pb2 as pb
-
-SENDER, RECEIVER = "advertiser", "publisher"
-
-
-def release(ids: list[str], num_bins: int = 3, ttl_s: int = 3600, seed: int = 0) -> Release:
-    now = int(time.time() * 1000)
-    bins = np.random.default_rng(seed).integers(0, num_bins, len(ids))
-    return Release(
-        release_id=str(uuid.uuid4()),
-        sender_id=SENDER,
-        recipient_id=RECEIVER,
-        created_at_unix_ms=now,
-        expires_at_unix_ms=now + 1000 * ttl_s,
-        label_type="count",
-        epsilon_total=1.0,
-        epsilon_prior=0.05,
-        epsilon_randomize=0.95,
-        mechanism=pb.Mechanism(kind="rr_on_bins", epsilon=0.95, bin_values=list(map(float, range(num_bins)))),
-        prior=pb.NoisyPrior(support=[0.0, 1.0], masses=[0.5, 0.5]),
-        example_ids=pa.array(ids, pa.string()),
-        bins=bins,
-        num_bins=num_bins,
-    )
+from tests.support.messages import RECEIVER, SENDER, release
 
 
 def pinned(identity: Identity) -> Callable[[str, str], Ed25519PublicKey | None]:
@@ -49,7 +26,7 @@ def receive(
     frames: list[pb.ReleaseFrame], identity: Identity, receiver: str = RECEIVER
 ) -> tuple[list[str], np.ndarray]:
     """The receiver's checks in order; returns the decoded release or raises."""
-    header = check_header(frames[0], pinned(identity), receiver, int(time.time() * 1000))
+    header = check_header(frames[0], pinned(identity), receiver, int(time.time() * 1000)).header
     stream = ChunkStream(header, max_bytes=1 << 30)
     spooled = [stream.add(f) for f in frames[1:]]
     stream.finish()
@@ -111,7 +88,7 @@ def test_every_rejection_has_its_status() -> None:
     )  # replayed chunk
     assert code_of(lambda: receive(frames[1:], me)) == "invalid_argument"  # no header first
     assert code_of(lambda: receive([frames[0], frames[0]], me)) == "invalid_argument"
-    header = check_header(frames[0], pinned(me), RECEIVER, int(time.time() * 1000))
+    header = check_header(frames[0], pinned(me), RECEIVER, int(time.time() * 1000)).header
     tight = ChunkStream(header, max_bytes=1000)
     assert code_of(lambda: tight.add(frames[1])) == "resource_exhausted"
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import struct
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -28,29 +27,26 @@ from typing import Any
 import grpc
 import pyarrow as pa
 import pyarrow.parquet as pq
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from google.protobuf.json_format import MessageToDict
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from features_party.storage.orm import ReceivedRelease, Sender
-from labeldp.common.identity import load_public_key
-from labeldp.common.wire import ChunkStream, WireError, check_header, decode_chunk
+from features_party.receiver.store import SenderRegistry
+from features_party.storage.orm import ReceivedRelease
+from labeldp.common.errors import DomainError
+from labeldp.common.wire import (
+    ChunkStream,
+    WireError,
+    check_header,
+    decode_chunk,
+    read_records,
+    write_records,
+)
 from labeldp.v1 import delivery_pb2 as pb
 from labeldp.v1 import delivery_pb2_grpc as pb_grpc
 
 log = logging.getLogger("labeldp.features.receiver")
-
-STATUS = {
-    "unauthenticated": grpc.StatusCode.UNAUTHENTICATED,
-    "permission_denied": grpc.StatusCode.PERMISSION_DENIED,
-    "failed_precondition": grpc.StatusCode.FAILED_PRECONDITION,
-    "resource_exhausted": grpc.StatusCode.RESOURCE_EXHAUSTED,
-    "already_exists": grpc.StatusCode.ALREADY_EXISTS,
-    "invalid_argument": grpc.StatusCode.INVALID_ARGUMENT,
-}
-_LEN = struct.Struct("<I")
 
 
 def release_path(data_dir: Path, release_id: str) -> Path:
@@ -76,22 +72,18 @@ class Receiver(pb_grpc.FeaturesPartyServicer):
     max_release_bytes: int
     on_outcome: Callable[[str, int], None] = _ignore  # (stored | replayed | rejection code, examples)
 
-    def pinned_key(self, sender_id: str, key_id: str) -> Ed25519PublicKey | None:
-        with self.sessions() as session:
-            sender = session.get(Sender, sender_id)
-        if sender is None or sender.key_id != key_id:
-            return None
-        return load_public_key(sender.public_key_pem)
+    def __post_init__(self) -> None:
+        self.senders = SenderRegistry(self.sessions)
 
     def DeliverRelease(  # noqa: N802 - the gRPC method name
         self, request_iterator: Iterator[pb.ReleaseFrame], context: grpc.ServicerContext
     ) -> pb.DeliveryReceipt:
         try:
             receipt, outcome = self._deliver(request_iterator, context)
-        except WireError as exc:
+        except DomainError as exc:
             log.info("release rejected", extra={"status": exc.code})
             self.on_outcome(exc.code, 0)
-            context.abort(STATUS[exc.code], str(exc))
+            context.abort(grpc.StatusCode[exc.grpc_code], exc.detail)
             raise  # abort raises; keeps type checkers aware
         self.on_outcome(outcome, receipt.example_count)
         return receipt
@@ -102,7 +94,7 @@ class Receiver(pb_grpc.FeaturesPartyServicer):
         first = next(frames, None)
         if first is None:
             raise WireError("invalid_argument", "empty stream")
-        header = check_header(first, self.pinned_key, self.party_id, int(time.time() * 1000))
+        header = check_header(first, self.senders.pinned_key, self.party_id, int(time.time() * 1000)).header
         existing = self._stored(header.release_id)
         if existing is not None:
             return self._replay(existing, header), "replayed"
@@ -114,10 +106,7 @@ class Receiver(pb_grpc.FeaturesPartyServicer):
         try:
             stream = ChunkStream(header, self.max_release_bytes)
             with os.fdopen(fd, "wb") as fh:
-                for frame in frames:
-                    data = stream.add(frame)
-                    fh.write(_LEN.pack(len(data)))
-                    fh.write(data)
+                write_records(fh, (stream.add(frame) for frame in frames))
             if not context.is_active():
                 raise WireError("invalid_argument", "the sender went away")
             digest = stream.finish()
@@ -132,10 +121,9 @@ class Receiver(pb_grpc.FeaturesPartyServicer):
         """Decode the verified chunks into a temporary Parquet file (example_id, bin)."""
         staged = spool.with_suffix(".parquet")
         schema = pa.schema([("example_id", pa.string()), ("bin", pa.uint16())])
-        with open(spool, "rb") as fh, pq.ParquetWriter(staged, schema) as writer:
-            while prefix := fh.read(_LEN.size):
-                (size,) = _LEN.unpack(prefix)
-                ids, bins = decode_chunk(fh.read(size), header)
+        with pq.ParquetWriter(staged, schema) as writer:
+            for data in read_records(spool):
+                ids, bins = decode_chunk(data, header)
                 writer.write_table(
                     pa.table({"example_id": ids, "bin": pa.array(bins, pa.uint16())}, schema=schema)
                 )

@@ -94,10 +94,11 @@ class FeatureTable(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
-class Model(Base):
-    """A training job and, once it succeeds, its model (saved with skops under the data directory)."""
+class TrainingJob(Base):
+    """A training job and, once it succeeds, its model (saved with skops under the data directory);
+    the job's id is the model's id."""
 
-    __tablename__ = "models"
+    __tablename__ = "training_jobs"
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)

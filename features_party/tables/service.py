@@ -1,4 +1,5 @@
-"""Feature-table storage and the join report (the only place releases and features meet)."""
+"""Feature tables (validated uploads stored as versioned Parquet) and the join report — the only place
+releases and features meet."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from sqlalchemy import select
@@ -13,6 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from features_party.storage.orm import FeatureTable, ReceivedRelease, utcnow
 from features_party.tables.validation import ValidTable, read, validate
+from labeldp.common.errors import not_found
 from labeldp.common.files import write_parquet_atomic
 
 
@@ -24,37 +27,6 @@ def find_table(session: Session, tenant_id: str, name: str) -> FeatureTable | No
     return session.execute(
         select(FeatureTable).where(FeatureTable.tenant_id == tenant_id, FeatureTable.name == name)
     ).scalar_one_or_none()
-
-
-def store_table(
-    sessions: sessionmaker[Session],
-    data_dir: Path,
-    tenant_id: str,
-    name: str,
-    path: Path,
-    fmt: str,
-    overrides: dict[str, str],
-) -> tuple[FeatureTable, bool]:
-    """Validate completely, then store as a new version (replacing the table). Returns (row, created)."""
-    valid: ValidTable = validate(read(path, fmt), overrides)
-    with sessions.begin() as session:
-        row = find_table(session, tenant_id, name)
-        created = row is None
-        if row is None:
-            row = FeatureTable(
-                id=str(uuid.uuid4()), tenant_id=tenant_id, name=name, version=0, rows=0, schema={}
-            )
-            session.add(row)
-            session.flush()
-        version = row.version + 1
-        write_parquet_atomic(table_path(data_dir, row.id, version), valid.table)
-        row.version, row.rows, row.schema, row.updated_at = (
-            version,
-            valid.table.num_rows,
-            valid.schema,
-            utcnow(),
-        )
-    return row, created
 
 
 @dataclass(frozen=True)
@@ -74,14 +46,63 @@ class JoinReport:
         return self.in_both / self.feature_rows if self.feature_rows else 0.0
 
 
-def join_report(release: ReceivedRelease, table: FeatureTable, data_dir: Path) -> JoinReport:
+class FeatureTables:
+    def __init__(self, sessions: sessionmaker[Session], data_dir: Path) -> None:
+        self.sessions, self.data_dir = sessions, data_dir
+
+    def get(self, tenant_id: str, name: str) -> FeatureTable:
+        """A tenant's table by name; another tenant's answers 404 like a missing one."""
+        with self.sessions() as session:
+            table = find_table(session, tenant_id, name)
+        if table is None:
+            raise not_found("feature table", repr(name))
+        return table
+
+    def list(self, tenant_id: str) -> list[FeatureTable]:
+        with self.sessions() as session:
+            rows = session.execute(
+                select(FeatureTable).where(FeatureTable.tenant_id == tenant_id).order_by(FeatureTable.name)
+            )
+            return list(rows.scalars())
+
+    def path(self, table: FeatureTable, version: int | None = None) -> Path:
+        return table_path(self.data_dir, table.id, table.version if version is None else version)
+
+    def read(self, table: FeatureTable, version: int | None = None) -> pa.Table:
+        return pq.read_table(self.path(table, version))
+
+    def store(
+        self, tenant_id: str, name: str, path: Path, fmt: str, overrides: dict[str, str]
+    ) -> tuple[FeatureTable, bool]:
+        """Validate completely, then store as a new version (replacing the table). Returns (row, created)."""
+        valid: ValidTable = validate(read(path, fmt), overrides)
+        with self.sessions.begin() as session:
+            row = find_table(session, tenant_id, name)
+            created = row is None
+            if row is None:
+                row = FeatureTable(
+                    id=str(uuid.uuid4()), tenant_id=tenant_id, name=name, version=0, rows=0, schema={}
+                )
+                session.add(row)
+                session.flush()
+            version = row.version + 1
+            write_parquet_atomic(table_path(self.data_dir, row.id, version), valid.table)
+            row.version, row.rows, row.schema, row.updated_at = (
+                version,
+                valid.table.num_rows,
+                valid.schema,
+                utcnow(),
+            )
+        return row, created
+
+    def join_report(self, release: ReceivedRelease, table: FeatureTable) -> JoinReport:
+        return join_report(Path(release.path), self.path(table))
+
+
+def join_report(release_file: Path, table_file: Path) -> JoinReport:
     """Match counts by example ID, reading only the two ID columns, each once."""
-    release_ids = pq.read_table(release.path, columns=["example_id"]).column("example_id").combine_chunks()
-    feature_ids = (
-        pq.read_table(table_path(data_dir, table.id, table.version), columns=["example_id"])
-        .column("example_id")
-        .combine_chunks()
-    )
+    release_ids = pq.read_table(release_file, columns=["example_id"]).column("example_id").combine_chunks()
+    feature_ids = pq.read_table(table_file, columns=["example_id"]).column("example_id").combine_chunks()
     in_both = int(pc.sum(pc.is_in(release_ids, value_set=feature_ids)).as_py() or 0)
     return JoinReport(
         len(release_ids), len(feature_ids), in_both, len(release_ids) - in_both, len(feature_ids) - in_both

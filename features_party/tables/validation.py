@@ -7,7 +7,7 @@ column; a column that cannot take its type is rejected with its first offending 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -16,28 +16,24 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from labeldp.common.example_ids import ExampleIdError, example_ids, first_rows
+from labeldp.common.errors import DomainError
+from labeldp.common.example_ids import example_ids, first_rows
 
 FORMATS = {"text/csv": "csv", "application/vnd.apache.parquet": "parquet", "application/x-parquet": "parquet"}
 _NUMBER = r"^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$"
 
 
-@dataclass
-class FeatureTableError(Exception):
-    code: str
-    message: str
-    rows: list[int] = field(default_factory=list)
-    columns: list[str] = field(default_factory=list)
-    status: int = 422
-
-    def __str__(self) -> str:
-        return self.message
+def table_error(
+    code: str, message: str, rows: list[int] | None = None, columns: list[str] | None = None
+) -> DomainError:
+    """A rejected feature table: its code, a message, the first offending rows and the columns."""
+    return DomainError(code, message, rows=rows or [], columns=columns or [])
 
 
 def table_format(content_type: str | None) -> str:
     base = (content_type or "").split(";")[0].strip().lower()
     if base not in FORMATS:
-        raise FeatureTableError(
+        raise DomainError(
             "unsupported-media-type", f"Content-Type must be one of {', '.join(sorted(FORMATS))}", status=415
         )
     return FORMATS[base]
@@ -51,7 +47,7 @@ def read(path: Path, fmt: str) -> pa.Table:
             )
         return pq.read_table(path)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as exc:
-        raise FeatureTableError("unparseable-upload", f"could not parse the {fmt} body: {exc}") from exc
+        raise table_error("unparseable-upload", f"could not parse the {fmt} body: {exc}") from exc
 
 
 def _as_numeric(name: str, col: pa.ChunkedArray) -> pa.Array:
@@ -66,11 +62,11 @@ def _as_numeric(name: str, col: pa.ChunkedArray) -> pa.Array:
             dtype=bool,
         )
         if not ok.all():
-            raise FeatureTableError(
+            raise table_error(
                 "unparseable-column", f"column {name!r} is not numeric", first_rows(~ok), columns=[name]
             )
         return pc.cast(pc.utf8_trim_whitespace(arr), pa.float64())
-    raise FeatureTableError(
+    raise table_error(
         "unparseable-column", f"column {name!r} has unsupported type {arr.type}", columns=[name]
     )
 
@@ -96,18 +92,13 @@ class ValidTable:
 
 def validate(table: pa.Table, overrides: dict[str, str]) -> ValidTable:
     if "example_id" not in table.column_names:
-        raise FeatureTableError(
-            "missing-column", "the table needs an example_id column", columns=["example_id"]
-        )
+        raise table_error("missing-column", "the table needs an example_id column", columns=["example_id"])
     unknown = sorted(set(overrides) - set(table.column_names))
     if unknown:
-        raise FeatureTableError(
+        raise table_error(
             "unknown-column", f"overrides name columns that do not exist: {unknown}", columns=unknown
         )
-    try:
-        ids = example_ids(table)
-    except ExampleIdError as exc:
-        raise FeatureTableError(exc.code, exc.message, exc.rows, ["example_id"]) from exc
+    ids = example_ids(table)
     columns: dict[str, pa.Array] = {"example_id": ids}
     schema: dict[str, str] = {}
     for name in table.column_names:
@@ -121,5 +112,5 @@ def validate(table: pa.Table, overrides: dict[str, str]) -> ValidTable:
         )
         schema[name] = kind
     if not schema:
-        raise FeatureTableError("no-features", "the table has no feature columns besides example_id")
+        raise table_error("no-features", "the table has no feature columns besides example_id")
     return ValidTable(pa.table(columns), schema)

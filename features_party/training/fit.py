@@ -24,7 +24,8 @@ import pyarrow.compute as pc
 from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
 from sklearn.linear_model import LogisticRegression, PoissonRegressor, Ridge
 
-from features_party.training.debias import BinsNoise
+from labeldp.common.errors import DomainError
+from labeldp.mechanisms import BinsNoise, resolve_loss
 
 ModelKind = Literal["hgb", "linear"]
 Progress = Callable[[dict[str, float]], None]
@@ -32,11 +33,15 @@ HGB_ITERATIONS = 200
 HGB_STEP = 25  # boosting iterations between progress reports (warm start)
 Debias = Literal["none", "affine", "unbiased"]
 MAX_CATEGORIES = 250  # HistGradientBoosting handles at most 255 categories per feature
-LOSSES = {"squared": "squared_error", "absolute": "absolute_error", "poisson": "poisson"}
+# scikit-learn's name for each regression loss a release can be optimized for (labeldp.mechanisms.losses)
+SKLEARN_LOSS = {"squared": "squared_error", "absolute": "absolute_error", "poisson": "poisson"}
 
 
-class TrainingError(ValueError):
-    pass
+class TrainingError(DomainError):
+    """A training request that cannot work (kept on the job, or answered 422 before it starts)."""
+
+    def __init__(self, message: str, code: str = "training-refused") -> None:
+        super().__init__(code, message)
 
 
 def validation_mask(ids: pa.Array, fraction: float) -> npt.NDArray[np.bool_]:
@@ -130,19 +135,11 @@ def fit_in_steps(estimator: Any, X: np.ndarray, y: np.ndarray, progress: Progres
             )
 
 
-def pointwise_loss(name: str) -> Any:
-    if name == "squared":
-        return lambda f, y: (f - y) ** 2
-    if name == "absolute":
-        return lambda f, y: np.abs(f - y)
-    return lambda f, y: np.maximum(f, 1e-9) - y * np.log(np.maximum(f, 1e-9))
-
-
 def regressor(model: ModelKind, loss: str, encoder: Encoder) -> Any:
     """The unfitted estimator for a model kind and loss (also what the demo's baselines train)."""
     if model == "hgb":
         return HistGradientBoostingRegressor(
-            loss=LOSSES[loss],
+            loss=SKLEARN_LOSS[loss],
             categorical_features=encoder.categorical_mask or None,
             max_iter=200,
             early_stopping=False,
@@ -165,8 +162,8 @@ def fit(
     progress: Progress | None = None,
 ) -> Trained:
     """``release`` has ``example_id, bin``; ``features`` has ``example_id`` and the schema's columns."""
-    if loss not in LOSSES:
-        raise TrainingError(f"regression models take loss {sorted(LOSSES)}, got {loss!r}")
+    if loss not in SKLEARN_LOSS:
+        raise TrainingError(f"regression models take loss {sorted(SKLEARN_LOSS)}, got {loss!r}")
     if debias == "unbiased" and loss == "poisson":
         raise TrainingError(
             "unbiased targets can be negative, which Poisson regression cannot fit; use affine"
@@ -195,7 +192,7 @@ def fit(
         predictions = noise.affine_correct(predictions)
     if loss == "poisson":
         predictions = np.maximum(predictions, 1e-9)
-    ell = pointwise_loss(loss)
+    ell = resolve_loss(loss)
     trained.metrics = {
         "train_examples": float((~valid).sum()),
         "validation_examples": float(valid.sum()),
@@ -268,15 +265,12 @@ def fit_classifier(
     proba = trained.predict(joined.filter(pa.array(valid)))
     predicted = np.argmax(proba, axis=1)
 
-    def zero_one(f: npt.NDArray[np.float64], y: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-        return (f != y).astype(np.float64)
-
     trained.metrics = {
         "train_examples": float((~valid).sum()),
         "validation_examples": float(valid.sum()),
         "validation_error_vs_noisy_labels": float(np.mean(predicted != bins[valid])),
         "validation_error_vs_true_labels_unbiased": float(
-            np.mean(noise.unbiased_loss(noise.bin_values[predicted], bins[valid], zero_one))
+            np.mean(noise.unbiased_loss(noise.bin_values[predicted], bins[valid], resolve_loss("zero_one")))
         ),
     }
     return trained

@@ -1,8 +1,9 @@
-"""Training jobs: run ``fit`` in a background worker, record progress and failures, save the model.
+"""The body of a training job, and how its model is saved and loaded.
 
 A model is the fitted scikit-learn estimator saved with skops (never pickle) plus a JSON file with
-what predictions need (columns, categories, the release's noise model, the debiasing). Loading only
-trusts scikit-learn and numpy types (plus ``functools.partial``), and only files this service wrote.
+what predictions need (columns, categories, the release's published mechanism, the debiasing).
+Loading only trusts scikit-learn and numpy types (plus ``functools.partial``), and only files this
+service wrote.
 """
 
 from __future__ import annotations
@@ -18,40 +19,33 @@ import skops.io as sio
 from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
-from features_party.storage.orm import FeatureTable, Model, ReceivedRelease, utcnow
+from features_party.receiver.store import published_mechanism
+from features_party.storage.orm import FeatureTable, ReceivedRelease, TrainingJob, utcnow
 from features_party.tables.service import table_path
-from features_party.training.debias import BinsNoise
 from features_party.training.fit import Encoder, Trained, TrainedClassifier, fit, fit_classifier
 from labeldp import __version__
+from labeldp.mechanisms import BinsNoise, PublishedMechanism
 
 TRUSTED_EXTRA = {"functools.partial"}  # HistGradientBoosting keeps its loss as a partial
 
 
-def model_dir(data_dir: Path, model_id: str) -> Path:
-    return data_dir / "models" / model_id
+def model_dir(data_dir: Path, job_id: str) -> Path:
+    return data_dir / "models" / job_id
 
 
-def noise_of(release: ReceivedRelease) -> tuple[BinsNoise, str]:
-    mechanism = release.summary.get("mechanism", {})
-    assert isinstance(mechanism, dict)
-    return BinsNoise.of(list(mechanism.get("bin_values", [])), float(mechanism.get("epsilon", 0.0))), str(
-        mechanism.get("loss", "squared")
-    )
+def is_classification(mechanism: PublishedMechanism) -> bool:
+    """Classes (RR-Top-k) train a classifier; RR-on-Bins a regressor with the release's loss."""
+    return mechanism.kind == "rr_top_k"
 
 
-def is_classification(release: ReceivedRelease) -> bool:
-    return release.summary.get("label_type") in ("binary", "categorical")
-
-
-def save(trained: Trained, directory: Path) -> None:
+def save(trained: Trained, mechanism: PublishedMechanism, directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     sio.dump(trained.model, directory / "model.skops")
     meta = {
         "columns": trained.encoder.columns,
         "categorical": trained.encoder.categorical,
         "categories": trained.encoder.categories,
-        "bin_values": trained.noise.bin_values.tolist(),
-        "epsilon": trained.noise.epsilon,
+        "mechanism": mechanism.model_dump(mode="json"),
         "loss": trained.loss,
         "debias": trained.debias,
         "metrics": trained.metrics,
@@ -69,29 +63,52 @@ def load(directory: Path) -> Trained:
     model = sio.load(path, trusted=untrusted)
     meta = json.loads((directory / "meta.json").read_text())
     encoder = Encoder(meta["columns"], meta["categorical"], meta["categories"])
-    noise = BinsNoise.of(meta["bin_values"], meta["epsilon"])
+    if "mechanism" in meta:
+        noise = BinsNoise.of_published(PublishedMechanism.model_validate(meta["mechanism"]))
+    else:  # models saved before the published mechanism existed
+        noise = BinsNoise.of(meta["bin_values"], meta["epsilon"])
     kind = TrainedClassifier if meta.get("classifier") else Trained
     return kind(model, encoder, noise, meta["loss"], meta["debias"], meta["metrics"])
 
 
-def run(sessions: sessionmaker[Session], data_dir: Path, model_id: str) -> str:
+def provenance(
+    release: ReceivedRelease, mechanism: PublishedMechanism, table: FeatureTable
+) -> dict[str, Any]:
+    header = release.summary
+    return {
+        "release_id": release.release_id,
+        "sender_id": release.sender_id,
+        "epsilon_total": mechanism.epsilon,
+        "epsilon_prior": mechanism.epsilon_prior,
+        "epsilon_randomize": mechanism.epsilon_randomize,
+        "mechanism": mechanism.model_dump(mode="json"),
+        "label_type": header.get("label_type"),
+        "feature_table": table.name,
+        "feature_table_id": table.id,
+        "feature_table_version": table.version,
+        "code_version": __version__,
+    }
+
+
+def run(sessions: sessionmaker[Session], data_dir: Path, job_id: str) -> str:
     """The job body: never raises; a failure is kept on the job with its error. Returns the final
     status (``succeeded`` or ``failed``)."""
     started = time.monotonic()
 
     def progress(**values: Any) -> None:
         with sessions.begin() as s:
-            s.execute(update(Model).where(Model.id == model_id).values(**values))
+            s.execute(update(TrainingJob).where(TrainingJob.id == job_id).values(**values))
 
     try:
         with sessions() as s:
-            job = s.get(Model, model_id)
+            job = s.get(TrainingJob, job_id)
             assert job is not None
             release = s.get(ReceivedRelease, job.release_id)
             table = s.get(FeatureTable, job.provenance["feature_table_id"])
             assert release is not None and table is not None
         progress(status="running", progress={"stage": "loading", "elapsed_s": 0.0})
-        noise, loss = noise_of(release)
+        mechanism = published_mechanism(release)
+        noise = BinsNoise.of_published(mechanism)
         features = pq.read_table(table_path(data_dir, table.id, job.feature_table_version))
         released = pq.read_table(release.path).cast(
             pa.schema([("example_id", pa.string()), ("bin", pa.uint16())])
@@ -113,11 +130,11 @@ def run(sessions: sessionmaker[Session], data_dir: Path, model_id: str) -> str:
             "validation_fraction": job.validation_fraction,
             "progress": report,
         }
-        if is_classification(release):
+        if is_classification(mechanism):
             trained: Trained = fit_classifier(released, features, table.schema, noise, **options)
         else:
-            trained = fit(released, features, table.schema, noise, loss, **options)
-        save(trained, model_dir(data_dir, model_id))
+            trained = fit(released, features, table.schema, noise, mechanism.loss, **options)
+        save(trained, mechanism, model_dir(data_dir, job_id))
         iterations = int(getattr(trained.model, "n_iter_", 0) or 0)
         progress(
             status="succeeded",
@@ -139,20 +156,3 @@ def run(sessions: sessionmaker[Session], data_dir: Path, model_id: str) -> str:
             finished_at=utcnow(),
         )
         return "failed"
-
-
-def provenance(release: ReceivedRelease, table: FeatureTable) -> dict[str, Any]:
-    header = release.summary
-    return {
-        "release_id": release.release_id,
-        "sender_id": release.sender_id,
-        "epsilon_total": header.get("epsilon_total"),
-        "epsilon_prior": header.get("epsilon_prior"),
-        "epsilon_randomize": header.get("epsilon_randomize"),
-        "mechanism": header.get("mechanism"),
-        "label_type": header.get("label_type"),
-        "feature_table": table.name,
-        "feature_table_id": table.id,
-        "feature_table_version": table.version,
-        "code_version": __version__,
-    }

@@ -10,7 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from starlette.requests import Request
 
-from labeldp.common.errors import ProblemError
+from labeldp.common.errors import DomainError
 
 KEY_PREFIX = "ldp_"
 
@@ -41,9 +41,9 @@ def bearer_token(request: Request) -> str:
     """The token of an ``Authorization: Bearer …`` header, or 401."""
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        raise ProblemError(401, "unauthenticated", "send Authorization: Bearer <api key>")
+        raise DomainError("unauthenticated", "send Authorization: Bearer <api key>", status=401)
     return token.strip()
 
 
-def invalid_key() -> ProblemError:
-    return ProblemError(401, "unauthenticated", "the API key is not valid")
+def invalid_key() -> DomainError:
+    return DomainError("unauthenticated", "the API key is not valid", status=401)

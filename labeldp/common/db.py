@@ -8,12 +8,14 @@ at a time, others wait up to the busy timeout); on PostgreSQL the code takes row
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
+
+from labeldp.common.errors import not_found
 
 SQLITE_BUSY_TIMEOUT_MS = 60_000
 
@@ -59,3 +61,21 @@ def migrate(engine: Engine, migrations: Path, revision: str = "head") -> None:
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
+
+
+class _Owned(Protocol):
+    tenant_id: Any
+
+
+Row = TypeVar("Row", bound=_Owned)
+
+
+def owned(
+    session: Session, model: type[Row], ident: object, tenant_id: str, what: str, *, lock: bool = False
+) -> Row:
+    """A tenant's row by primary key; another tenant's row is indistinguishable from a missing one
+    (404 either way). ``lock`` holds the row's write lock on PostgreSQL until the transaction ends."""
+    row = session.get(model, ident, with_for_update=lock and session.get_bind().dialect.name == "postgresql")
+    if row is None or row.tenant_id != tenant_id:
+        raise not_found(what, ident)
+    return row

@@ -1,21 +1,53 @@
-"""RFC 9457 problem details: every error has a machine-readable ``type`` and a human ``detail``."""
+"""The one domain error of labeldp's services, and how it reaches a caller.
+
+Every failure a caller caused or can act on — a bad upload, an unknown dataset, an exhausted budget,
+a refused message — is a ``DomainError``: a machine-readable ``code``, a human ``detail``, the HTTP
+``status`` and gRPC status it is answered with, and any structured ``extra`` (offending rows,
+columns, counts). Services raise it; the shared service set-up (``labeldp.common.service``) turns it
+into RFC 9457 problem+json, the gRPC receiver into a status with details. Nothing converts by hand.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 PROBLEM = "application/problem+json"
 
+_GRPC_FOR_HTTP = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    409: "FAILED_PRECONDITION",
+    412: "FAILED_PRECONDITION",
+    413: "RESOURCE_EXHAUSTED",
+    415: "INVALID_ARGUMENT",
+    422: "INVALID_ARGUMENT",
+    429: "RESOURCE_EXHAUSTED",
+    502: "UNAVAILABLE",
+    503: "UNAVAILABLE",
+}
 
-class ProblemError(Exception):
-    def __init__(self, status: int, code: str, detail: str, **extra: Any) -> None:
+
+class DomainError(Exception):
+    """A failure with a machine-readable ``code`` (kebab-case, stable) and a human ``detail``."""
+
+    def __init__(
+        self, code: str, detail: str, *, status: int = 422, grpc_code: str | None = None, **extra: Any
+    ) -> None:
         super().__init__(detail)
-        self.status, self.code, self.detail, self.extra = status, code, detail, extra
+        self.code, self.detail, self.status, self.extra = code, detail, status, extra
+        self.grpc_code = grpc_code or _GRPC_FOR_HTTP.get(status, "INTERNAL" if status >= 500 else "UNKNOWN")
+
+    def __str__(self) -> str:
+        return self.detail
+
+
+def not_found(what: str, ident: object) -> DomainError:
+    """Missing, or another tenant's: the two answers are indistinguishable on purpose."""
+    return DomainError("not-found", f"no {what} {ident}", status=404)
 
 
 def problem_response(status: int, code: str, detail: str, **extra: Any) -> JSONResponse:
@@ -24,20 +56,5 @@ def problem_response(status: int, code: str, detail: str, **extra: Any) -> JSONR
     return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
 
 
-def install(app: FastAPI) -> None:
-    @app.exception_handler(ProblemError)
-    async def _problem(_: Request, exc: ProblemError) -> JSONResponse:
-        return problem_response(exc.status, exc.code, exc.detail, **exc.extra)
-
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [
-            {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
-            for e in exc.errors()
-        ]
-        return problem_response(422, "invalid-request", "the request is not valid", errors=errors)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = {404: "not-found", 405: "method-not-allowed"}.get(exc.status_code, "http-error")
-        return problem_response(exc.status_code, code, str(exc.detail))
+def as_problem(exc: DomainError) -> JSONResponse:
+    return problem_response(exc.status, exc.code, exc.detail, **exc.extra)

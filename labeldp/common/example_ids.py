@@ -3,23 +3,13 @@ unique. One implementation for both parties; failures name the first offending d
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from labeldp.common.errors import DomainError
+
 MAX_REPORTED_ROWS = 10
-
-
-@dataclass
-class ExampleIdError(Exception):
-    code: str  # missing-column | missing-example-id | duplicate-example-id
-    message: str
-    rows: list[int] = field(default_factory=list)
-
-    def __str__(self) -> str:
-        return self.message
 
 
 def first_rows(mask: np.ndarray) -> list[int]:
@@ -29,17 +19,27 @@ def first_rows(mask: np.ndarray) -> list[int]:
 
 def example_ids(table: pa.Table) -> pa.Array:
     if "example_id" not in table.column_names:
-        raise ExampleIdError("missing-column", "the upload needs an example_id column")
+        raise DomainError(
+            "missing-column", "the upload needs an example_id column", rows=[], columns=["example_id"]
+        )
     ids = pc.cast(table.column("example_id").combine_chunks(), pa.string())
     empty = pc.or_kleene(pc.is_null(ids), pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(ids)), 0))
     empty_np = np.asarray(pc.fill_null(empty, True).to_numpy(zero_copy_only=False), dtype=bool)
     if empty_np.any():
-        raise ExampleIdError("missing-example-id", "example_id must not be empty", first_rows(empty_np))
+        raise DomainError(
+            "missing-example-id",
+            "example_id must not be empty",
+            rows=first_rows(empty_np),
+            columns=["example_id"],
+        )
     counts = pa.table({"example_id": ids}).group_by("example_id").aggregate([("example_id", "count")])
     duplicated = counts.filter(pc.greater(counts.column("example_id_count"), 1)).column("example_id")
     if len(duplicated):
         mask = np.asarray(pc.is_in(ids, value_set=duplicated).to_numpy(zero_copy_only=False), dtype=bool)
-        raise ExampleIdError(
-            "duplicate-example-id", f"{len(duplicated)} example IDs appear more than once", first_rows(mask)
+        raise DomainError(
+            "duplicate-example-id",
+            f"{len(duplicated)} example IDs appear more than once",
+            rows=first_rows(mask),
+            columns=["example_id"],
         )
     return ids

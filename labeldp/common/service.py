@@ -1,16 +1,70 @@
-"""What every labeldp HTTP service has: problem+json errors, JSON request logs with request ids,
-``/healthz`` and Prometheus ``/metrics``."""
+"""What every labeldp HTTP service has: one error handler chain, JSON request logs with request ids,
+``/healthz`` and Prometheus ``/metrics``.
+
+Errors: a ``DomainError`` becomes problem+json with its status and code; a mechanism's
+``ParameterError`` (a bad parameter that reached the library) a 422 ``invalid-parameter``; request
+validation a 422 ``invalid-request``; routing errors their 404/405. Anything else is a bug: it is logged
+with its traceback and answered as a 500 problem+json ``internal-error`` carrying the request id, so a
+client never sees a bare text/plain 500 and an operator can find the log line.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from labeldp import __version__
-from labeldp.common import errors as problems
 from labeldp.common import logs, metrics
+from labeldp.common.errors import DomainError, as_problem, problem_response
+from labeldp.mechanisms.validation import ParameterError
+
+
+def install_error_handlers(app: FastAPI, logger: logging.Logger) -> None:
+    @app.exception_handler(DomainError)
+    async def _domain(_: Request, exc: DomainError) -> JSONResponse:
+        return as_problem(exc)
+
+    @app.exception_handler(ParameterError)
+    async def _parameter(_: Request, exc: ParameterError) -> JSONResponse:
+        return problem_response(422, "invalid-parameter", str(exc), parameter=exc.parameter)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {
+                "loc": [str(x) for x in e.get("loc", ())],
+                "msg": str(e.get("msg", "")),
+                "type": str(e.get("type", "")),
+            }
+            for e in exc.errors()
+        ]
+        return problem_response(422, "invalid-request", "the request is not valid", errors=errors)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not-found", 405: "method-not-allowed"}.get(exc.status_code, "http-error")
+        return problem_response(exc.status_code, code, str(exc.detail))
+
+    async def unexpected(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        try:
+            return await call_next(request)
+        except Exception:
+            request_id = getattr(request.state, "request_id", None)
+            logger.exception("unhandled error", extra={"request_id": request_id, "path": request.url.path})
+            return problem_response(
+                500,
+                "internal-error",
+                "the server failed; the operator can find this request_id in its log",
+                request_id=request_id,
+            )
+
+    app.middleware("http")(unexpected)  # innermost middleware: metrics and logs see its 500
 
 
 def service_app(
@@ -21,7 +75,7 @@ def service_app(
     service_metrics: metrics.ServiceMetrics,
 ) -> FastAPI:
     app = FastAPI(title=title, version=__version__, description=description, lifespan=lifespan)
-    problems.install(app)
+    install_error_handlers(app, logging.getLogger(http_logger))
     metrics.install(app, service_metrics)
     app.middleware("http")(logs.request_logger(http_logger))  # outermost: sees every response
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from starlette.requests import Request
 
-from labeldp.common.errors import ProblemError
+from labeldp.common.errors import DomainError
 
 
 async def spool_body(request: Request, directory: Path, max_bytes: int, suffix: str) -> Path:
@@ -22,7 +22,9 @@ async def spool_body(request: Request, directory: Path, max_bytes: int, suffix: 
             async for chunk in request.stream():
                 size += len(chunk)
                 if size > max_bytes:
-                    raise ProblemError(413, "payload-too-large", f"uploads are limited to {max_bytes} bytes")
+                    raise DomainError(
+                        "payload-too-large", f"uploads are limited to {max_bytes} bytes", status=413
+                    )
                 fh.write(chunk)
     except BaseException:
         path.unlink(missing_ok=True)

@@ -1,26 +1,37 @@
-"""Building and checking the one signed message a release travels as (``labeldp.v1``).
+"""The one signed message a release travels as (``labeldp.v1``): building it, checking it, and the
+one mapping between ``PublishedMechanism`` and its protobuf form.
 
 The sender serializes the release into chunks, hashes the serialized chunks in order, puts the hash
 into the header and signs the header's exact bytes. The receiver checks the signature against the
-pinned key of the claimed sender *before* reading any chunk, then the recipient and expiry, then
-streams the chunks through the same hash; nothing is decoded until the hash matches.
+pinned key of the claimed sender *before* reading any chunk, then the recipient, the expiry and the
+published mechanism, then streams the chunks through the same hash; nothing is decoded until the hash
+matches.
 
 Chunks carry the example IDs as a zstd-compressed Arrow string column (so framing costs almost
-nothing on the wire) and the bins packed as uint8 (m <= 256) or little-endian uint16.
+nothing on the wire) and the bins packed as uint8 (m <= 256) or little-endian uint16. Both parties
+keep frames on disk in one format: length-prefixed records (``write_records`` / ``read_records``).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator
+import os
+import struct
+import uuid
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from pydantic import ValidationError
 
+from labeldp.common.errors import DomainError
 from labeldp.common.identity import Identity, verify
+from labeldp.mechanisms.published import PublishedMechanism
 from labeldp.v1 import delivery_pb2 as pb
 
 FORMAT_VERSION = 1
@@ -28,19 +39,109 @@ CHUNK_MAX_EXAMPLES = 262_144
 CHUNK_MAX_ID_BYTES = 2 * 2**20  # keeps every frame well under the 8 MiB message limit below
 MAX_MESSAGE_BYTES = 8 * 2**20
 _ID_SCHEMA = pa.schema([("example_id", pa.string())])
+_LEN = struct.Struct("<I")
+
+_HTTP_FOR_GRPC = {
+    "unauthenticated": 401,
+    "permission_denied": 403,
+    "failed_precondition": 412,
+    "resource_exhausted": 413,
+    "already_exists": 409,
+    "invalid_argument": 400,
+}
 
 
-class WireError(Exception):
-    """A rejected message. ``code`` names the gRPC status the receiver answers with."""
+class WireError(DomainError):
+    """A refused message; ``code`` is the gRPC status the receiver answers with, in snake case."""
 
     def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
+        super().__init__(code, message, status=_HTTP_FOR_GRPC.get(code, 400), grpc_code=code.upper())
+
+
+# -- the published mechanism on the wire -----------------------------------------------------------
+@dataclass(frozen=True)
+class MechanismFields:
+    """The header fields a ``PublishedMechanism`` occupies."""
+
+    mechanism: pb.Mechanism
+    prior: pb.NoisyPrior
+    epsilon_total: float
+    epsilon_prior: float
+    epsilon_randomize: float
+
+
+def mechanism_to_proto(published: PublishedMechanism) -> MechanismFields:
+    edges = published.bin_edges
+    return MechanismFields(
+        mechanism=pb.Mechanism(
+            kind=published.kind,
+            epsilon=published.epsilon_randomize,
+            implemented_epsilon=published.implemented_epsilon,
+            bin_values=published.bin_values,
+            loss=published.loss,
+            bin_lower=[lo for lo, _ in edges],
+            bin_upper=[hi for _, hi in edges],
+            support_bins=published.support_bins,
+            privacy_unit=published.privacy_unit,
+            contribution_bound=published.contribution_bound or 0,
+        ),
+        prior=pb.NoisyPrior(support=published.support, masses=published.prior),
+        epsilon_total=published.epsilon,
+        epsilon_prior=published.epsilon_prior,
+        epsilon_randomize=published.epsilon_randomize,
+    )
+
+
+def _support_bins_of_old_sender(header: pb.ReleaseHeader) -> list[int]:
+    """Messages from senders before ``support_bins`` existed: derive the map from the bin intervals
+    (RR-on-Bins) or from the reported classes (RR-Top-k)."""
+    m, support = header.mechanism, list(header.prior.support)
+    if m.kind == "rr_top_k":
+        position = {value: j for j, value in enumerate(m.bin_values)}
+        return [position.get(value, -1) for value in support]
+    out = []
+    for value in support:
+        found = [
+            j for j, (lo, hi) in enumerate(zip(m.bin_lower, m.bin_upper, strict=False)) if lo <= value <= hi
+        ]
+        out.append(found[0] if found else -2)  # -2 fails validation: a support point in no bin
+    return out
+
+
+def mechanism_from_header(header: pb.ReleaseHeader) -> PublishedMechanism:
+    """The published mechanism a (verified) header states; a malformed one is ``invalid_argument``."""
+    m = header.mechanism
+    if m.epsilon != header.epsilon_randomize:
+        raise WireError(
+            "invalid_argument", "the mechanism's epsilon differs from the header's epsilon_randomize"
+        )
+    bins = list(m.support_bins) if len(m.support_bins) else _support_bins_of_old_sender(header)
+    try:
+        return PublishedMechanism(
+            kind=m.kind,
+            loss=m.loss or "squared",
+            epsilon=header.epsilon_total,
+            epsilon_prior=header.epsilon_prior,
+            epsilon_randomize=header.epsilon_randomize,
+            implemented_epsilon=m.implemented_epsilon,
+            support=tuple(header.prior.support),
+            prior=tuple(header.prior.masses),
+            support_bins=tuple(bins),
+            bin_values=tuple(m.bin_values),
+            privacy_unit=m.privacy_unit or "example",
+            contribution_bound=m.contribution_bound or None,
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first.get("loc", ()))
+        raise WireError(
+            "invalid_argument", f"malformed mechanism: {where} {first.get('msg', '')}".strip()
+        ) from exc
 
 
 # -- sender side ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Release:
+class ReleaseMessage:
     """What the labels party puts in a message (all of it already privatized or public)."""
 
     release_id: str
@@ -49,14 +150,9 @@ class Release:
     created_at_unix_ms: int
     expires_at_unix_ms: int
     label_type: str
-    epsilon_total: float
-    epsilon_prior: float
-    epsilon_randomize: float
-    mechanism: pb.Mechanism
-    prior: pb.NoisyPrior
+    mechanism: PublishedMechanism
     example_ids: pa.Array
     bins: npt.NDArray[np.integer]
-    num_bins: int
 
 
 def encoding_for(num_bins: int) -> pb.BinEncoding:
@@ -65,7 +161,10 @@ def encoding_for(num_bins: int) -> pb.BinEncoding:
 
 def _pack_bins(bins: npt.NDArray[np.integer], encoding: pb.BinEncoding) -> bytes:
     dtype = np.uint8 if encoding == pb.BIN_ENCODING_UINT8 else np.dtype("<u2")
-    return np.asarray(bins).astype(dtype).tobytes()
+    arr = np.asarray(bins)
+    if arr.size and (int(arr.min()) < 0 or int(arr.max()) > np.iinfo(dtype).max):
+        raise ValueError("bin indices do not fit the bin encoding")  # a bug, never silent wrap-around
+    return arr.astype(dtype).tobytes()
 
 
 def _encode_ids(ids: pa.Array) -> bytes:
@@ -88,12 +187,13 @@ def _chunk_bounds(ids: pa.Array) -> Iterator[tuple[int, int]]:
         start = stop
 
 
-def build_frames(release: Release, identity: Identity) -> list[pb.ReleaseFrame]:
+def build_frames(release: ReleaseMessage, identity: Identity) -> list[pb.ReleaseFrame]:
     """The whole message: the signed header frame, then the chunk frames."""
     ids = release.example_ids.cast(pa.string())
     if len(ids) != len(release.bins):
         raise ValueError("example_ids and bins must have the same length")
-    encoding = encoding_for(release.num_bins)
+    fields = mechanism_to_proto(release.mechanism)
+    encoding = encoding_for(release.mechanism.m)
     chunks = [
         pb.Chunk(
             index=i,
@@ -115,11 +215,11 @@ def build_frames(release: Release, identity: Identity) -> list[pb.ReleaseFrame]:
         created_at_unix_ms=release.created_at_unix_ms,
         expires_at_unix_ms=release.expires_at_unix_ms,
         label_type=release.label_type,
-        epsilon_total=release.epsilon_total,
-        epsilon_prior=release.epsilon_prior,
-        epsilon_randomize=release.epsilon_randomize,
-        mechanism=release.mechanism,
-        prior=release.prior,
+        epsilon_total=fields.epsilon_total,
+        epsilon_prior=fields.epsilon_prior,
+        epsilon_randomize=fields.epsilon_randomize,
+        mechanism=fields.mechanism,
+        prior=fields.prior,
         example_count=len(ids),
         chunk_count=len(chunks),
         payload_sha256=digest.digest(),
@@ -130,14 +230,61 @@ def build_frames(release: Release, identity: Identity) -> list[pb.ReleaseFrame]:
     return [pb.ReleaseFrame(header=signed), *(pb.ReleaseFrame(chunk=c) for c in chunks)]
 
 
+# -- frames on disk ---------------------------------------------------------------------------------
+def write_records(fh: BinaryIO, records: Iterable[bytes]) -> None:
+    """Append length-prefixed records (the on-disk form of frames and spooled chunks)."""
+    for data in records:
+        fh.write(_LEN.pack(len(data)))
+        fh.write(data)
+
+
+def read_records(path: Path) -> Iterator[bytes]:
+    """The records of a file written by ``write_records``, one at a time (never loaded whole)."""
+    with open(path, "rb") as fh:
+        while prefix := fh.read(_LEN.size):
+            if len(prefix) != _LEN.size:
+                raise ValueError(f"{path} ends inside a record length")
+            (size,) = _LEN.unpack(prefix)
+            data = fh.read(size)
+            if len(data) != size:
+                raise ValueError(f"{path} ends inside a record")
+            yield data
+
+
+def store_frames(path: Path, frames: Iterable[pb.ReleaseFrame]) -> None:
+    """Write a message's frames atomically (temporary file, fsync, rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            write_records(fh, (f.SerializeToString(deterministic=True) for f in frames))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def stored_header(path: Path) -> pb.ReleaseHeader:
+    first = pb.ReleaseFrame.FromString(next(read_records(path)))
+    return pb.ReleaseHeader.FromString(first.header.header)
+
+
 # -- receiver side ----------------------------------------------------------------------------------
 KeyLookup = Callable[[str, str], Ed25519PublicKey | None]  # (sender_id, key_id) -> pinned key
 
 
+@dataclass(frozen=True)
+class VerifiedHeader:
+    header: pb.ReleaseHeader
+    mechanism: PublishedMechanism
+
+
 def check_header(
     frame: pb.ReleaseFrame, trusted: KeyLookup, receiver_id: str, now_unix_ms: int
-) -> pb.ReleaseHeader:
-    """Authenticate the header frame; raises ``WireError`` with the status to answer."""
+) -> VerifiedHeader:
+    """Authenticate the header frame and validate what it states; raises ``WireError`` with the
+    status to answer."""
     if frame.WhichOneof("frame") != "header":
         raise WireError("invalid_argument", "the first frame must be the signed header")
     signed = frame.header
@@ -153,16 +300,17 @@ def check_header(
         )
     if not verify(key, signed.signature, signed.header):
         raise WireError("unauthenticated", "the header's signature does not verify")
-    # From here on every header field is authentic.
+    # From here on every header field is authentic (but a pinned sender can still be wrong or hostile).
     if header.format_version != FORMAT_VERSION:
         raise WireError("failed_precondition", f"unsupported format version {header.format_version}")
     if header.recipient_id != receiver_id:
         raise WireError("permission_denied", f"this release is addressed to {header.recipient_id!r}")
     if header.expires_at_unix_ms <= now_unix_ms:
         raise WireError("failed_precondition", "the release has expired")
-    if header.bin_encoding not in (pb.BIN_ENCODING_UINT8, pb.BIN_ENCODING_UINT16_LE):
-        raise WireError("invalid_argument", "unknown bin encoding")
-    return header
+    mechanism = mechanism_from_header(header)
+    if header.bin_encoding != encoding_for(mechanism.m):
+        raise WireError("invalid_argument", "the bin encoding does not match the number of bins")
+    return VerifiedHeader(header, mechanism)
 
 
 @dataclass
@@ -214,9 +362,17 @@ def decode_chunk(data: bytes, header: pb.ReleaseHeader) -> tuple[pa.Array, npt.N
     """Decode one verified chunk into its example IDs and bin indices, checking their shapes."""
     chunk = pb.Chunk()
     chunk.ParseFromString(data)
-    ids = pa.ipc.open_stream(pa.py_buffer(chunk.example_ids)).read_all().column("example_id").combine_chunks()
+    try:
+        table = pa.ipc.open_stream(pa.py_buffer(chunk.example_ids)).read_all()
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise WireError("invalid_argument", f"chunk {chunk.index} has unreadable example IDs") from exc
+    if table.schema != _ID_SCHEMA:
+        raise WireError("invalid_argument", f"chunk {chunk.index} does not hold one utf8 example_id column")
+    ids = table.column("example_id").combine_chunks()
     width = 1 if header.bin_encoding == pb.BIN_ENCODING_UINT8 else 2
     dtype = np.uint8 if width == 1 else np.dtype("<u2")
+    if len(chunk.bins) % width:
+        raise WireError("invalid_argument", f"chunk {chunk.index} is malformed")
     bins = np.frombuffer(chunk.bins, dtype=dtype).astype(np.int64)
     if len(ids) != chunk.examples or bins.size != chunk.examples:
         raise WireError("invalid_argument", f"chunk {chunk.index} is malformed")

@@ -30,6 +30,7 @@ from labeldp.client import ApiError, FeaturesClient, LabelsClient
 from labeldp.demo.mechanism import laplace_labels
 from labeldp.demo.parties import Connection
 from labeldp.demo.world import World
+from labeldp.mechanisms import PublishedMechanism
 
 LOSS = "squared"  # the release's loss: the models are scored by (root) mean squared error
 STEPS = 8
@@ -139,10 +140,10 @@ def run_flow(conn: Connection, world: World, epsilon: float, workdir: Path, cons
         with steps.step("release", f"releasing at ε = {epsilon:g} (budget charged before any noise)"):
             rel = labels.release(ds["id"], epsilon, publisher, LOSS, idempotency_key=f"demo-{world.run_id}")
             bins = rel["bins"] or []
-            mech = rel["mechanism"] or {}
+            mech = PublishedMechanism.model_validate(rel["mechanism"])
             steps.say(
                 f"{rel['examples']:,} examples, ε₁ = {rel['epsilon_prior']:.3f} for the private prior, "
-                f"ε₂ = {mech.get('epsilon_randomize', 0):.3f} for randomization; {len(bins)} bins: "
+                f"ε₂ = {mech.epsilon_randomize:.3f} for randomization; {len(bins)} bins: "
                 + ", ".join(f"{b:,.1f}" for b in bins)
             )
 
@@ -208,9 +209,9 @@ def run_flow(conn: Connection, world: World, epsilon: float, workdir: Path, cons
             "examples_released": rel["examples"],
             "release_id": rel["id"],
             "epsilon_prior": rel["epsilon_prior"],
-            "epsilon_randomize": mech.get("epsilon_randomize"),
+            "epsilon_randomize": mech.epsilon_randomize,
             "bins": bins,
-            "mechanism": mech,
+            "mechanism": mech.model_dump(mode="json"),
             "delivery": {k: sent[k] for k in ("wire_bytes", "attempts", "receipt_sha256")},
             "join": joined,
             "match_rate": match_rate,

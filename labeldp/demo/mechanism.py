@@ -13,9 +13,14 @@ from pathlib import Path
 import numpy as np
 
 from labeldp.datasets import LabelDataset, load
-from labeldp.mechanisms import discrete_laplace, laplace, optimize_rr_on_bins, release_labels
-from labeldp.mechanisms.release import LabelRelease
-from labeldp.mechanisms.rr_on_bins import RROnBins
+from labeldp.mechanisms import (
+    LabelRelease,
+    PublishedMechanism,
+    discrete_laplace,
+    laplace,
+    optimize_rr_on_bins,
+    release_labels,
+)
 
 
 def laplace_labels(ds: LabelDataset, eps: float, y: np.ndarray | None = None) -> np.ndarray:
@@ -93,10 +98,7 @@ def _plot_mechanism(
         ds,
         ds.labels,
         true_prior,
-        rel.mechanism,
-        rel.prior,
-        rel.epsilon_prior,
-        rel.epsilon,
+        rel.published(),
         rel.noisy_labels,
         lap,
     )
@@ -107,21 +109,21 @@ def plot_mechanism(
     ds: LabelDataset,
     y: np.ndarray,
     true_prior: np.ndarray,
-    mech: RROnBins,
-    noisy_prior: np.ndarray,
-    epsilon_prior: float,
-    epsilon: float,
+    mech: PublishedMechanism,
     noisy: np.ndarray,
     lap: np.ndarray,
 ) -> None:
     """Prior and bins, the transition matrix, and the joint of (true, private) labels for RR-on-Bins
     and Laplace, as in the paper's Figure 2."""
+    noisy_prior = np.asarray(mech.prior)
+    epsilon_prior, epsilon = mech.epsilon_prior, mech.epsilon
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    sup = mech.support
+    sup = mech.mechanism().support
+    bin_values = np.asarray(mech.bin_values)
     fig, axes = plt.subplots(1, 4, figsize=(20, 4.6))
     width = (sup.hi - sup.lo) / max(sup.k - 1, 1)
     ax = axes[0]
@@ -136,7 +138,7 @@ def plot_mechanism(
     )
     for lo, _hi in mech.bin_edges[1:]:
         ax.axvline(lo - width / 2, color="tab:red", ls="--", lw=1)
-    ax.plot(mech.bin_values, np.zeros(mech.m), "v", color="tab:red", ms=10, label="bin values")
+    ax.plot(bin_values, np.zeros(mech.m), "v", color="tab:red", ms=10, label="bin values")
     ax.set_title(f"{ds.name}: prior and the {mech.m} optimal bins")
     ax.set_xlabel("label")
     ax.legend(fontsize=8)
@@ -151,8 +153,8 @@ def plot_mechanism(
         vmin=0,
         vmax=1,
     )
-    ax.set_yticks(range(mech.m), [f"{v:,.0f}" for v in mech.bin_values] if mech.m <= 12 else None)
-    ax.set_title(f"transition matrix P(output | label), ε₂={mech.epsilon:.3g}")
+    ax.set_yticks(range(mech.m), [f"{v:,.0f}" for v in bin_values] if mech.m <= 12 else None)
+    ax.set_title(f"transition matrix P(output | label), ε₂={mech.epsilon_randomize:.3g}")
     ax.set_xlabel("true label")
     ax.set_ylabel("output bin value")
     fig.colorbar(im, ax=ax)

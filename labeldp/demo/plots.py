@@ -3,25 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from labeldp.demo.flow import Report
 from labeldp.demo.mechanism import laplace_labels, mechanism_rows, plot_loss_curve, plot_mechanism
 from labeldp.demo.world import World
-from labeldp.mechanisms import explicit_support
-from labeldp.mechanisms.rr_on_bins import RROnBins
+from labeldp.mechanisms import PublishedMechanism
 
 EPSILONS = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
-
-
-def release_mechanism(mech: dict[str, Any]) -> RROnBins:
-    """The RR-on-Bins mechanism a release used, rebuilt from what the labels party reported."""
-    support = explicit_support(mech["support"])
-    starts = np.array([lo for lo, _ in mech["bin_edges"]])
-    support_bins = np.searchsorted(starts, support.values, side="right") - 1
-    return RROnBins(mech["epsilon_randomize"], support, support_bins, np.array(mech["bin_values"]))
 
 
 def draw(world: World, report: Report, out: Path) -> list[Path]:
@@ -34,13 +24,12 @@ def draw(world: World, report: Report, out: Path) -> list[Path]:
     ds = world.dataset
     values, epsilon = report.values, report.epsilon
     assert report.noisy is not None, "the flow keeps the released table for the plots"
-    mech_info = values["mechanism"]
-    mech = release_mechanism(mech_info)
+    mech = PublishedMechanism.model_validate(values["mechanism"])
     released = report.noisy
     position = {eid: i for i, eid in enumerate(world.ids)}
     rows = np.fromiter((position[e] for e in released.column("example_id").to_pylist()), dtype=np.int64)
     y = world.y[rows]
-    noisy = mech.bin_values[np.asarray(released.column("bin").to_numpy(), dtype=np.int64)]
+    noisy = np.asarray(mech.bin_values)[np.asarray(released.column("bin").to_numpy(), dtype=np.int64)]
     true_prior = ds.support.counts(y) / y.size
     paths = [out / "mechanism.png", out / "loss_vs_epsilon.png", out / "budget.png"]
     plot_mechanism(
@@ -49,9 +38,6 @@ def draw(world: World, report: Report, out: Path) -> list[Path]:
         y,
         true_prior,
         mech,
-        np.asarray(mech_info["prior"]),
-        values["epsilon_prior"],
-        epsilon,
         noisy,
         laplace_labels(ds, epsilon, y),
     )

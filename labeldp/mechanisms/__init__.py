@@ -1,6 +1,9 @@
 """Label-DP mechanisms: pure numpy/scipy math with no web, database or network code.
 
-The public names below are a stable API; tests outside this repository call them.
+The public names below are a stable API (the services, the notebooks and the tests use them):
+``Mechanism`` is the one interface (RR-on-Bins and RR-Top-k implement it), ``optimal_mechanism`` the
+one factory, ``LabelRelease`` the one result of a release and ``PublishedMechanism`` the one
+description of a mechanism that both parties read.
 """
 
 from labeldp.mechanisms.baselines import (
@@ -12,11 +15,22 @@ from labeldp.mechanisms.baselines import (
     staircase,
 )
 from labeldp.mechanisms.classification import RRTopK, optimize_rr_top_k
-from labeldp.mechanisms.losses import Loss, resolve_loss
+from labeldp.mechanisms.debias import BinsNoise
+from labeldp.mechanisms.epsilon import float_at_most, split_epsilon
+from labeldp.mechanisms.factory import (
+    LOSSES_BY_LABEL_TYPE,
+    LabelType,
+    check_loss,
+    mechanism_kind,
+    optimal_mechanism,
+)
+from labeldp.mechanisms.losses import LOSS_NAMES, Loss, LossName, resolve_loss
+from labeldp.mechanisms.mechanism import Mechanism, MechanismKind
 from labeldp.mechanisms.optimize import optimize_rr_on_bins
 from labeldp.mechanisms.prior import default_prior_epsilon, noisy_counts, private_prior
+from labeldp.mechanisms.published import PrivacyUnit, PublishedMechanism
 from labeldp.mechanisms.randomized_response import randomized_response
-from labeldp.mechanisms.release import ClassRelease, LabelRelease, release_classes, release_labels
+from labeldp.mechanisms.release import LabelRelease, release_classes, release_labels
 from labeldp.mechanisms.rng import SecureRandom
 from labeldp.mechanisms.rr_on_bins import RROnBins
 from labeldp.mechanisms.support import (
@@ -26,24 +40,38 @@ from labeldp.mechanisms.support import (
     log_grid,
     uniform_grid,
 )
+from labeldp.mechanisms.validation import ParameterError
 
 __all__ = [
-    "ClassRelease",
+    "LOSSES_BY_LABEL_TYPE",
+    "LOSS_NAMES",
+    "BinsNoise",
     "LabelRelease",
+    "LabelType",
     "Loss",
+    "LossName",
+    "Mechanism",
+    "MechanismKind",
+    "ParameterError",
+    "PrivacyUnit",
+    "PublishedMechanism",
     "RROnBins",
     "RRTopK",
     "SecureRandom",
     "Support",
+    "check_loss",
     "default_prior_epsilon",
     "discrete_laplace",
     "discrete_staircase",
     "explicit_support",
     "exponential_mechanism",
+    "float_at_most",
     "integer_grid",
     "laplace",
     "log_grid",
+    "mechanism_kind",
     "noisy_counts",
+    "optimal_mechanism",
     "optimize_rr_on_bins",
     "optimize_rr_top_k",
     "private_prior",
@@ -52,6 +80,7 @@ __all__ = [
     "release_labels",
     "resolve_loss",
     "rr_over_support",
+    "split_epsilon",
     "staircase",
     "uniform_grid",
 ]

@@ -16,7 +16,7 @@ from labeldp.mechanisms._types import ArrayLike, FloatArray, IntArray
 from labeldp.mechanisms.randomized_response import randomized_response
 from labeldp.mechanisms.rng import SecureRandom
 from labeldp.mechanisms.support import Support, as_support
-from labeldp.mechanisms.validation import check_bounds, check_epsilon, finite_vector
+from labeldp.mechanisms.validation import ParameterError, check_bounds, check_epsilon, finite_vector
 
 
 def _prepare(
@@ -30,7 +30,7 @@ def _prepare(
 
 def _integer_bounds(lo: float, hi: float) -> int:
     if lo != math.floor(lo) or hi != math.floor(hi):
-        raise ValueError("discrete mechanisms need integer bounds lo and hi")
+        raise ParameterError("discrete mechanisms need integer bounds lo and hi")
     return int(hi - lo)
 
 

@@ -1,67 +1,125 @@
-"""RR-Top-k ("RRWithPrior", Ghazi et al. 2021; MATH.md §5): RR-on-Bins for the 0-1 loss.
+"""RR-Top-k ("RRWithPrior", Ghazi et al. 2021; docs/math.md §5): RR-on-Bins for the 0-1 loss.
 
 Randomized response over only the ``k*`` most likely classes, where ``k*`` maximizes the probability
-of reporting the true label, ``(Σ_{top-k} p)·e^ε/(e^ε + k − 1)``. A label inside the top set goes
-through ε-RR over the set; a label outside it becomes a uniform draw from the set. Every ratio of
-output probabilities is at most ``e^ε`` (also with the integer thresholds, which only lower P(keep)).
+of reporting the true label, ``(Σ_{top-k} p)·e^ε/(e^ε + k − 1)``. The ``k*`` reported classes are the
+output bins (bin ``j`` reports class ``top[j]``). A label inside the top set goes through ε-RR over the
+bins; a label outside it gets a uniform bin. Every ratio of output probabilities is at most ``e^ε``
+(also with the integer thresholds, which only lower P(keep)).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from labeldp.mechanisms import mechanism as rr
 from labeldp.mechanisms._types import ArrayLike, FloatArray, IntArray
-from labeldp.mechanisms.randomized_response import KeepThreshold, class_labels
+from labeldp.mechanisms.losses import Loss, resolve_loss
+from labeldp.mechanisms.mechanism import MechanismKind
+from labeldp.mechanisms.randomized_response import KeepThreshold, class_labels, rr_draw
 from labeldp.mechanisms.rng import SecureRandom
-from labeldp.mechanisms.validation import check_epsilon, finite_vector
+from labeldp.mechanisms.support import Support, explicit_support
+from labeldp.mechanisms.validation import ParameterError, check_epsilon, finite_vector
+
+if TYPE_CHECKING:
+    from labeldp.mechanisms.published import PrivacyUnit, PublishedMechanism
 
 
 @dataclass(frozen=True, eq=False)
 class RRTopK:
     epsilon: float
     num_classes: int
-    top: IntArray  # the k* classes, most likely first
+    top: IntArray  # the k* reported classes, most likely first; bin j reports class top[j]
     threshold: KeepThreshold = field(init=False, repr=False)
+    support_bins: IntArray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "threshold", KeepThreshold.for_epsilon(self.epsilon, int(self.top.size)))
+        eps = check_epsilon(self.epsilon)
+        top = np.asarray(self.top, dtype=np.int64)
+        if int(self.num_classes) != self.num_classes or self.num_classes < 1:
+            raise ParameterError(
+                f"num_classes must be a positive integer, got {self.num_classes!r}", "num_classes"
+            )
+        if top.ndim != 1 or top.size < 1 or np.unique(top).size != top.size:
+            raise ParameterError("top must be distinct classes, at least one", "top")
+        if top.min() < 0 or top.max() >= self.num_classes:
+            raise ParameterError(f"top must be classes in 0..{self.num_classes - 1}", "top")
+        position = np.full(int(self.num_classes), -1, dtype=np.int64)
+        position[top] = np.arange(top.size)
+        top.setflags(write=False)
+        position.setflags(write=False)
+        object.__setattr__(self, "epsilon", eps)
+        object.__setattr__(self, "num_classes", int(self.num_classes))
+        object.__setattr__(self, "top", top)
+        object.__setattr__(self, "support_bins", position)
+        object.__setattr__(self, "threshold", KeepThreshold.for_epsilon(eps, int(top.size)))
+
+    @property
+    def kind(self) -> MechanismKind:
+        return "rr_top_k"
 
     @property
     def k(self) -> int:
         return int(self.top.size)
 
+    @property
+    def m(self) -> int:
+        return self.k
+
+    @property
+    def support(self) -> Support:
+        return explicit_support(np.arange(self.num_classes, dtype=np.float64))
+
+    @property
+    def bin_values(self) -> FloatArray:
+        """The class each bin reports (as a float, like every label value)."""
+        values = self.top.astype(np.float64)
+        values.setflags(write=False)
+        return values
+
+    @property
+    def loss(self) -> Loss:
+        return resolve_loss("zero_one")
+
+    @property
+    def implemented_epsilon(self) -> float:
+        return self.threshold.implemented_epsilon
+
     def transition_matrix(self) -> FloatArray:
-        """``M[y, o] = P(output class o | label y)``, shape ``(num_classes, num_classes)``."""
-        e = math.exp(self.epsilon)
-        k, out = self.k, np.zeros((self.num_classes, self.num_classes))
-        for y in range(self.num_classes):
-            if y in self.top:
-                out[y, self.top] = 1.0 / (e + k - 1)
-                out[y, y] = e / (e + k - 1)
-            else:
-                out[y, self.top] = 1.0 / k
-        return out
+        """``M[y, j] = P(output bin j | class y)``, shape ``(num_classes, k)``, exactly as sampled."""
+        return rr.transition(self.support_bins, self.threshold)
+
+    def values_of(self, indices: ArrayLike) -> FloatArray:
+        return rr.values_of(self.bin_values, indices)
+
+    def classes_of(self, indices: ArrayLike) -> IntArray:
+        """Bin indices → the classes they report."""
+        return self.values_of(indices).astype(np.int64)
+
+    def expected_loss(self, values: ArrayLike, probs: ArrayLike) -> float:
+        return rr.expected_loss(self, values, probs)
 
     def randomize(self, labels: ArrayLike, *, rng: SecureRandom | None = None) -> IntArray:
+        """One privatized bin index per class label; every label makes the same draws."""
         y = class_labels(labels, self.num_classes)
-        stream = rng or SecureRandom()
-        position = np.full(self.num_classes, -1, dtype=np.int64)
-        position[self.top] = np.arange(self.k)
-        pos = position[y]
-        n, k = y.size, self.k
-        # every label draws the same three words, whatever its class
-        keep = stream.uint64(n) < np.uint64(min(self.threshold.threshold, (1 << 64) - 1))
-        other = stream.integers_below(max(k - 1, 1), n)
-        other += other >= pos
-        uniform = stream.integers_below(k, n)
-        if k == 1:
-            chosen = np.zeros(n, dtype=np.int64)
-        else:
-            chosen = np.where(pos >= 0, np.where(keep, pos, other), uniform)
-        return self.top[chosen]
+        outside = self.k < self.num_classes  # public: whether any class is unreported
+        return rr_draw(self.support_bins[y], self.threshold, rng or SecureRandom(), outside=outside)
+
+    def describe(
+        self,
+        *,
+        prior: ArrayLike,
+        epsilon_prior: float,
+        epsilon_total: float | None = None,
+        privacy_unit: PrivacyUnit = "example",
+        contribution_bound: int | None = None,
+    ) -> PublishedMechanism:
+        from labeldp.mechanisms.published import publish
+
+        return publish(self, prior, epsilon_prior, epsilon_total, privacy_unit, contribution_bound)
 
 
 def optimize_rr_top_k(probs: ArrayLike, epsilon: float) -> RRTopK:
@@ -69,7 +127,7 @@ def optimize_rr_top_k(probs: ArrayLike, epsilon: float) -> RRTopK:
     eps = check_epsilon(epsilon)
     p = finite_vector(probs, "probs")
     if np.any(p < 0) or p.sum() <= 0:
-        raise ValueError("probs must be non-negative with a positive sum")
+        raise ParameterError("probs must be non-negative with a positive sum", "probs")
     p = p / p.sum()
     order = np.argsort(-p, kind="stable")
     ks = np.arange(1, p.size + 1)

@@ -14,6 +14,7 @@ import numpy as np
 
 from labeldp.mechanisms._types import IntArray
 from labeldp.mechanisms.rng import SecureRandom
+from labeldp.mechanisms.validation import ParameterError
 
 _HALF = Fraction(1, 2)
 
@@ -21,7 +22,7 @@ _HALF = Fraction(1, 2)
 def bernoulli_exp_neg(gamma: Fraction, rng: SecureRandom) -> bool:
     """True with probability ``exp(−gamma)`` for rational ``gamma >= 0``."""
     if gamma < 0:
-        raise ValueError("gamma must be >= 0")
+        raise ParameterError("gamma must be >= 0")
     whole = int(gamma)
     for _ in range(whole):
         if not _bernoulli_exp_neg_unit(Fraction(1), rng):
@@ -40,7 +41,7 @@ def _bernoulli_exp_neg_unit(gamma: Fraction, rng: SecureRandom) -> bool:
 def sample_discrete_laplace(scale: Fraction, n: int, rng: SecureRandom) -> IntArray:
     """``n`` i.i.d. draws with ``P(z) ∝ exp(−|z|/scale)``; ``scale = t/s`` as an exact fraction."""
     if scale <= 0:
-        raise ValueError("scale must be > 0")
+        raise ParameterError("scale must be > 0")
     t, s = scale.numerator, scale.denominator  # exp(−|z|·s/t)
     out = np.empty(n, dtype=np.int64)
     for idx in range(n):

@@ -22,6 +22,7 @@ from scipy.special import xlogy
 
 from labeldp.mechanisms._types import FloatArray, IntArray
 from labeldp.mechanisms.losses import Loss
+from labeldp.mechanisms.validation import ParameterError
 
 _GOLDEN = (math.sqrt(5) - 1) / 2
 
@@ -131,7 +132,7 @@ class GenericCosts(IntervalCosts):
 
     def __init__(self, y: FloatArray, p: FloatArray, epsilon: float, loss: Loss) -> None:
         if y.size > self.MAX_SUPPORT:
-            raise ValueError(
+            raise ParameterError(
                 f"custom (callable) losses support at most {self.MAX_SUPPORT} support points, got {y.size}; "
                 "use a coarser support or one of the named losses"
             )

@@ -22,7 +22,7 @@ from labeldp.mechanisms.interval_costs import IntervalCosts, interval_costs
 from labeldp.mechanisms.losses import Loss, LossFn, check_labels_for_loss, resolve_loss
 from labeldp.mechanisms.rr_on_bins import RROnBins
 from labeldp.mechanisms.support import Support
-from labeldp.mechanisms.validation import check_epsilon, finite_vector
+from labeldp.mechanisms.validation import ParameterError, check_epsilon, finite_vector
 
 _MAX_PASSES = 200
 _REL_TOL = 1e-12
@@ -66,6 +66,8 @@ def optimize_rr_on_bins(
     """
     eps = check_epsilon(epsilon)
     loss_spec = resolve_loss(loss)
+    if loss_spec.name == "zero_one":
+        raise ParameterError("the zero_one loss is served by RR-Top-k (optimize_rr_top_k)", "loss")
     support, p = _support_and_prior(values, probs)
     check_labels_for_loss(support.values, loss_spec, "values")
     costs = interval_costs(loss_spec, support.values, p, eps)
@@ -78,21 +80,21 @@ def _support_and_prior(values: Support | ArrayLike, probs: ArrayLike) -> tuple[S
     if isinstance(values, Support):
         support = values
         if p.size != support.k:
-            raise ValueError(f"values and probs must have the same length ({support.k} != {p.size})")
+            raise ParameterError(f"values and probs must have the same length ({support.k} != {p.size})")
     else:
         y = finite_vector(values, "values")
         if y.size != p.size:
-            raise ValueError(f"values and probs must have the same length ({y.size} != {p.size})")
+            raise ParameterError(f"values and probs must have the same length ({y.size} != {p.size})")
         order = np.argsort(y, kind="stable")
         y, p = y[order], p[order]
         if np.any(np.diff(y) == 0):
-            raise ValueError("values must be distinct (duplicate support values)")
+            raise ParameterError("values must be distinct (duplicate support values)")
         support = Support(y)
     if np.any(p < 0):
-        raise ValueError("probs must be non-negative")
+        raise ParameterError("probs must be non-negative")
     total = float(p.sum())
     if not total > 0:
-        raise ValueError("probs must have a positive sum")
+        raise ParameterError("probs must have a positive sum")
     return support, p / total
 
 

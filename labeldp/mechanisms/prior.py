@@ -16,7 +16,7 @@ from labeldp.mechanisms._types import ArrayLike, FloatArray, IntArray
 from labeldp.mechanisms.exact_laplace import sample_discrete_laplace
 from labeldp.mechanisms.rng import SecureRandom
 from labeldp.mechanisms.support import Support, as_support
-from labeldp.mechanisms.validation import check_epsilon, finite_vector
+from labeldp.mechanisms.validation import ParameterError, check_epsilon, finite_vector
 
 HISTOGRAM_SENSITIVITY = 2
 
@@ -36,7 +36,7 @@ def default_prior_epsilon(epsilon: float, n: int, k: int) -> float:
     """
     eps = check_epsilon(epsilon)
     if n <= 0 or k <= 0:
-        raise ValueError(f"n and k must be positive, got n={n}, k={k}")
+        raise ParameterError(f"n and k must be positive, got n={n}, k={k}")
     return min(eps / 2, PRIOR_EPSILON_SCALE * math.sqrt(k / n))
 
 

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from labeldp.mechanisms import mechanism as rr
 from labeldp.mechanisms._types import ArrayLike, FloatArray, IntArray
-from labeldp.mechanisms.losses import Loss, check_labels_for_loss, resolve_loss
-from labeldp.mechanisms.randomized_response import KeepThreshold, rr_draw, rr_transition_matrix
+from labeldp.mechanisms.losses import Loss, resolve_loss
+from labeldp.mechanisms.mechanism import MechanismKind
+from labeldp.mechanisms.randomized_response import KeepThreshold, rr_draw
 from labeldp.mechanisms.rng import SecureRandom
 from labeldp.mechanisms.support import Support
-from labeldp.mechanisms.validation import check_epsilon, finite_vector
+from labeldp.mechanisms.validation import ParameterError, check_epsilon, finite_vector
+
+if TYPE_CHECKING:
+    from labeldp.mechanisms.published import PrivacyUnit, PublishedMechanism
 
 
 @dataclass(frozen=True, eq=False)
@@ -35,19 +41,25 @@ class RROnBins:
         bins = np.asarray(self.support_bins, dtype=np.int64)
         values = finite_vector(self.bin_values, "bin_values")
         if bins.shape != (self.support.k,):
-            raise ValueError("support_bins must have one entry per support point")
+            raise ParameterError("support_bins must have one entry per support point", "support_bins")
         if np.any(np.diff(bins) < 0) or bins[0] != 0 or np.any(np.diff(bins) > 1):
-            raise ValueError("support_bins must be a non-decreasing map onto 0..m-1 (intervals)")
+            raise ParameterError(
+                "support_bins must be a non-decreasing map onto 0..m-1 (intervals)", "support_bins"
+            )
         if int(bins[-1]) + 1 != values.size:
-            raise ValueError("bin_values must have one value per bin")
+            raise ParameterError("bin_values must have one value per bin", "bin_values")
         if np.any(np.diff(values) < 0):
-            raise ValueError("bin_values must be sorted")
+            raise ParameterError("bin_values must be sorted", "bin_values")
         bins.setflags(write=False)
         values.setflags(write=False)
         object.__setattr__(self, "epsilon", eps)
         object.__setattr__(self, "support_bins", bins)
         object.__setattr__(self, "bin_values", values)
         object.__setattr__(self, "threshold", KeepThreshold.for_epsilon(eps, int(values.size)))
+
+    @property
+    def kind(self) -> MechanismKind:
+        return "rr_on_bins"
 
     @property
     def m(self) -> int:
@@ -71,34 +83,34 @@ class RROnBins:
         return self.support_bins[self.support.snap(labels)]
 
     def values_of(self, indices: ArrayLike) -> FloatArray:
-        idx = np.asarray(indices)
-        if idx.size and (idx.dtype.kind not in "iu" or idx.min() < 0 or idx.max() >= self.m):
-            raise ValueError(f"indices must be integer bin indices in 0..{self.m - 1}")
-        return self.bin_values[idx]
+        return rr.values_of(self.bin_values, indices)
 
     def transition_matrix(self) -> FloatArray:
-        """``M[i, j] = P(output bin j | label = support value i)``, shape ``(k, m)``."""
-        return rr_transition_matrix(self.epsilon, self.m)[self.support_bins]
+        """``M[i, j] = P(output bin j | label = support value i)``, shape ``(k, m)``, exactly as the
+        integer thresholds sample it."""
+        return rr.transition(self.support_bins, self.threshold)
 
     def expected_loss(self, values: ArrayLike, probs: ArrayLike) -> float:
         """Expected loss ``Σ_i p_i Σ_j P(j | y_i) ℓ(ŷ_j, y_i)`` when labels follow ``probs`` on
         ``values`` (e.g. the true prior, not the one the mechanism was optimized for)."""
-        y = finite_vector(values, "values")
-        p = finite_vector(probs, "probs")
-        if y.size != p.size:
-            raise ValueError(f"values and probs must have the same length ({y.size} != {p.size})")
-        if np.any(p < 0) or p.sum() <= 0:
-            raise ValueError("probs must be non-negative with a positive sum")
-        check_labels_for_loss(y, self.loss, "values")
-        p = p / p.sum()
-        rows = rr_transition_matrix(self.epsilon, self.m)[self.bin_of(y)]
-        losses = self.loss(self.bin_values[None, :], y[:, None])
-        per_label = np.einsum("ij,ij->i", rows, np.where(rows > 0, losses, 0.0))
-        return float(np.dot(p, per_label))
+        return rr.expected_loss(self, values, probs)
 
     def randomize(self, labels: ArrayLike, *, rng: SecureRandom | None = None) -> IntArray:
         """Draw one privatized bin index per label (``int64``), using a fresh CSPRNG stream."""
         return rr_draw(self.bin_of(labels), self.threshold, rng or SecureRandom())
+
+    def describe(
+        self,
+        *,
+        prior: ArrayLike,
+        epsilon_prior: float,
+        epsilon_total: float | None = None,
+        privacy_unit: PrivacyUnit = "example",
+        contribution_bound: int | None = None,
+    ) -> PublishedMechanism:
+        from labeldp.mechanisms.published import publish
+
+        return publish(self, prior, epsilon_prior, epsilon_total, privacy_unit, contribution_bound)
 
     def __repr__(self) -> str:
         return (

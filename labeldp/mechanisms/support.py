@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from labeldp.mechanisms._types import ArrayLike, FloatArray, IntArray
-from labeldp.mechanisms.validation import check_bounds, finite_vector
+from labeldp.mechanisms.validation import ParameterError, check_bounds, finite_vector
 
 MAX_SUPPORT_SIZE = 1_000_000
 
@@ -31,9 +31,11 @@ class Support:
     def __post_init__(self) -> None:
         values = finite_vector(self.values, "support")
         if values.size > MAX_SUPPORT_SIZE:
-            raise ValueError(f"support has {values.size} points; at most {MAX_SUPPORT_SIZE} are supported")
+            raise ParameterError(
+                f"support has {values.size} points; at most {MAX_SUPPORT_SIZE} are supported"
+            )
         if np.any(np.diff(values) <= 0):
-            raise ValueError("support must be strictly increasing (sorted, no duplicate values)")
+            raise ParameterError("support must be strictly increasing (sorted, no duplicate values)")
         values.setflags(write=False)
         mid = (values[1:] + values[:-1]) / 2
         mid.setflags(write=False)
@@ -77,12 +79,12 @@ class Support:
 def integer_grid(lo: int, hi: int, step: int = 1) -> Support:
     """``lo, lo+step, ..., hi``: counts and other integer labels (e.g. weeks worked 0..52)."""
     if int(lo) != lo or int(hi) != hi or int(step) != step:
-        raise ValueError("integer_grid needs integer lo, hi and step")
+        raise ParameterError("integer_grid needs integer lo, hi and step")
     check_bounds(lo, hi)
     if step <= 0:
-        raise ValueError(f"step must be a positive integer, got {step!r}")
+        raise ParameterError(f"step must be a positive integer, got {step!r}")
     if (hi - lo) % step:
-        raise ValueError(f"hi - lo must be a multiple of step; got lo={lo}, hi={hi}, step={step}")
+        raise ParameterError(f"hi - lo must be a multiple of step; got lo={lo}, hi={hi}, step={step}")
     values = np.arange(int(lo), int(hi) + 1, int(step), dtype=np.float64)
     return Support(values, _step=float(step))
 
@@ -91,7 +93,7 @@ def uniform_grid(lo: float, hi: float, k: int) -> Support:
     """``k`` evenly spaced points on ``[lo, hi]`` (both ends included)."""
     lo, hi = check_bounds(lo, hi)
     if int(k) != k or k < 2:
-        raise ValueError(f"k must be an integer >= 2, got {k!r}")
+        raise ParameterError(f"k must be an integer >= 2, got {k!r}")
     values = np.linspace(lo, hi, int(k))
     return Support(values, _step=(hi - lo) / (int(k) - 1))
 
@@ -101,9 +103,9 @@ def log_grid(lo: float, hi: float, k: int, *, include_zero: bool = False) -> Sup
     purchase amounts; ``include_zero`` adds 0 as an extra point for "no conversion"."""
     lo, hi = check_bounds(lo, hi)
     if lo <= 0:
-        raise ValueError(f"log_grid needs lo > 0, got lo={lo!r}")
+        raise ParameterError(f"log_grid needs lo > 0, got lo={lo!r}")
     if int(k) != k or k < 2:
-        raise ValueError(f"k must be an integer >= 2, got {k!r}")
+        raise ParameterError(f"k must be an integer >= 2, got {k!r}")
     values = np.geomspace(lo, hi, int(k))
     if include_zero:
         values = np.concatenate(([0.0], values))
@@ -115,7 +117,7 @@ def explicit_support(values: ArrayLike) -> Support:
     arr = finite_vector(values, "support")
     ordered = np.sort(arr)
     if np.any(np.diff(ordered) == 0):
-        raise ValueError("support must not contain duplicate values")
+        raise ParameterError("support must not contain duplicate values")
     return Support(ordered)
 
 

@@ -33,7 +33,7 @@ class SignedHeader(_message.Message):
     def __init__(self, header: _Optional[bytes] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class Mechanism(_message.Message):
-    __slots__ = ("kind", "epsilon", "implemented_epsilon", "bin_values", "loss", "bin_lower", "bin_upper")
+    __slots__ = ("kind", "epsilon", "implemented_epsilon", "bin_values", "loss", "bin_lower", "bin_upper", "support_bins", "privacy_unit", "contribution_bound")
     KIND_FIELD_NUMBER: _ClassVar[int]
     EPSILON_FIELD_NUMBER: _ClassVar[int]
     IMPLEMENTED_EPSILON_FIELD_NUMBER: _ClassVar[int]
@@ -41,6 +41,9 @@ class Mechanism(_message.Message):
     LOSS_FIELD_NUMBER: _ClassVar[int]
     BIN_LOWER_FIELD_NUMBER: _ClassVar[int]
     BIN_UPPER_FIELD_NUMBER: _ClassVar[int]
+    SUPPORT_BINS_FIELD_NUMBER: _ClassVar[int]
+    PRIVACY_UNIT_FIELD_NUMBER: _ClassVar[int]
+    CONTRIBUTION_BOUND_FIELD_NUMBER: _ClassVar[int]
     kind: str
     epsilon: float
     implemented_epsilon: float
@@ -48,7 +51,10 @@ class Mechanism(_message.Message):
     loss: str
     bin_lower: _containers.RepeatedScalarFieldContainer[float]
     bin_upper: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, kind: _Optional[str] = ..., epsilon: _Optional[float] = ..., implemented_epsilon: _Optional[float] = ..., bin_values: _Optional[_Iterable[float]] = ..., loss: _Optional[str] = ..., bin_lower: _Optional[_Iterable[float]] = ..., bin_upper: _Optional[_Iterable[float]] = ...) -> None: ...
+    support_bins: _containers.RepeatedScalarFieldContainer[int]
+    privacy_unit: str
+    contribution_bound: int
+    def __init__(self, kind: _Optional[str] = ..., epsilon: _Optional[float] = ..., implemented_epsilon: _Optional[float] = ..., bin_values: _Optional[_Iterable[float]] = ..., loss: _Optional[str] = ..., bin_lower: _Optional[_Iterable[float]] = ..., bin_upper: _Optional[_Iterable[float]] = ..., support_bins: _Optional[_Iterable[int]] = ..., privacy_unit: _Optional[str] = ..., contribution_bound: _Optional[int] = ...) -> None: ...
 
 class NoisyPrior(_message.Message):
     __slots__ = ("support", "masses")

@@ -1,4 +1,4 @@
-"""The labels-party FastAPI application."""
+"""The labels-party FastAPI application: settings → database → services → routes."""
 
 from __future__ import annotations
 
@@ -11,11 +11,15 @@ from fastapi import FastAPI
 from labeldp.common import logs
 from labeldp.common.identity import Identity
 from labeldp.common.service import service_app
-from labels_party.api.metrics import LabelsMetrics
-from labels_party.api.routes import router
+from labels_party.api.deps import LabelsServices
+from labels_party.api.routes import ROUTERS
+from labels_party.budget.service import BudgetService
 from labels_party.config import LabelsSettings
+from labels_party.datasets.service import DatasetService
 from labels_party.delivery.message import Signer
-from labels_party.releases.service import recover_interrupted
+from labels_party.delivery.service import DeliveryService, RecipientService
+from labels_party.metrics import LabelsMetrics
+from labels_party.releases.service import ReleaseService, recover_interrupted
 from labels_party.storage.db import make_engine, migrate, session_factory
 
 log = logging.getLogger("labeldp.labels")
@@ -26,11 +30,16 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     logs.configure(settings.log_level)
     engine = make_engine(settings.resolved_database_url())
+    sessions = session_factory(engine)
+    metrics = LabelsMetrics()
+    signer = Signer(
+        Identity.load_or_create(settings.identity_path()), settings.party_id, settings.release_ttl_seconds
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         migrate(engine)
-        failed = recover_interrupted(app.state.sessions)
+        failed = recover_interrupted(sessions)
         if failed:
             log.warning("marked interrupted releases as failed", extra={"releases": failed})
         log.info("service started", extra={"path": str(settings.data_dir)})
@@ -46,12 +55,18 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
         "Upload labels, spend privacy budget, create privatized releases.",
         lifespan,
         "labeldp.labels.http",
-        LabelsMetrics(),
+        metrics,
     )
-    app.state.settings = settings
-    app.state.sessions = session_factory(engine)
-    app.state.signer = Signer(
-        Identity.load_or_create(settings.identity_path()), settings.party_id, settings.release_ttl_seconds
+    app.state.services = LabelsServices(
+        settings=settings,
+        sessions=sessions,
+        signer=signer,
+        datasets=DatasetService(sessions, settings.data_dir),
+        releases=ReleaseService(sessions, settings.data_dir, signer, metrics),
+        budget=BudgetService(sessions, settings.data_dir),
+        recipients=RecipientService(sessions),
+        deliveries=DeliveryService(sessions, settings, metrics),
     )
-    app.include_router(router)
+    for router in ROUTERS:
+        app.include_router(router)
     return app

@@ -1,13 +1,18 @@
-"""Request and response bodies of the labels-party API."""
+"""Request and response bodies of the labels-party API, and how rows become responses."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
 
+from labeldp.mechanisms import LossName, PublishedMechanism
+from labels_party.budget.epsilon import as_float
+from labels_party.budget.service import DatasetBudget
 from labels_party.datasets.spec import DatasetSpec
+from labels_party.releases.service import Preview, ReleaseRequest
+from labels_party.storage.orm import Dataset, Delivery, LedgerEntry, Recipient, Release
 
 
 class RecipientIn(BaseModel):
@@ -29,6 +34,17 @@ class RecipientOut(BaseModel):
     tls: bool
     created_at: datetime
 
+    @classmethod
+    def of(cls, r: Recipient) -> RecipientOut:
+        return cls(
+            id=r.id,
+            name=r.name,
+            grpc_address=r.grpc_address,
+            fingerprint=r.fingerprint,
+            tls=bool(r.tls_ca_pem),
+            created_at=r.created_at,
+        )
+
 
 class IdentityOut(BaseModel):
     party_id: str
@@ -49,6 +65,10 @@ class DeliveryOut(BaseModel):
     started_at: datetime
     finished_at: datetime | None
 
+    @classmethod
+    def of(cls, d: Delivery) -> DeliveryOut:
+        return cls.model_validate(d, from_attributes=True)
+
 
 class DatasetIn(DatasetSpec):
     name: str = Field(min_length=1, max_length=200)
@@ -62,6 +82,18 @@ class DatasetOut(BaseModel):
     label_count: int
     universe_count: int | None
     created_at: datetime
+
+    @classmethod
+    def of(cls, ds: Dataset) -> DatasetOut:
+        return cls(
+            id=ds.id,
+            name=ds.name,
+            spec=ds.spec,
+            support_size=DatasetSpec.model_validate(ds.spec).build_support().k,
+            label_count=ds.label_count,
+            universe_count=ds.universe_count,
+            created_at=ds.created_at,
+        )
 
 
 class UploadOut(BaseModel):
@@ -77,9 +109,14 @@ class ReleaseIn(BaseModel):
     epsilon_prior: float | None = Field(
         None, gt=0, description="part of ε for the private prior; default √(k/n)"
     )
-    loss: Literal["squared", "absolute", "poisson", "zero_one"] = "squared"
+    loss: LossName = Field(
+        "squared", description="the loss the mechanism is optimized for; zero_one: classes"
+    )
     recipient: str = Field(min_length=1, description="name of a registered recipient (features party)")
     example_ids: list[str] | None = Field(None, description="release only these IDs (default: all)")
+
+    def request(self) -> ReleaseRequest:
+        return ReleaseRequest(self.epsilon, self.loss, self.recipient, self.epsilon_prior, self.example_ids)
 
 
 class ReleaseOut(BaseModel):
@@ -92,12 +129,61 @@ class ReleaseOut(BaseModel):
     epsilon_prior: float
     loss: str
     examples: int
-    bins: list[float] | None
+    examples_defaulted: int
+    universe_declared: bool
+    bins: list[float] | None = Field(description="the bins' output values (mechanism.bin_values)")
     expected_loss_under_noisy_prior: float | None
-    mechanism: dict[str, Any] | None
+    mechanism: PublishedMechanism | None = Field(description="the published mechanism, once complete")
     error: str | None
     created_at: datetime
     completed_at: datetime | None
+
+    @classmethod
+    def of(cls, r: Release) -> ReleaseOut:
+        mechanism = PublishedMechanism.model_validate(r.mechanism) if r.mechanism else None
+        return cls(
+            id=r.id,
+            dataset_id=r.dataset_id,
+            status=r.status,
+            recipient_id=r.recipient_id,
+            epsilon=as_float(r.epsilon_micro),
+            epsilon_charged_micro=r.epsilon_micro,
+            epsilon_prior=r.epsilon_prior,
+            loss=r.loss,
+            examples=r.examples,
+            examples_defaulted=r.examples_defaulted,
+            universe_declared=r.universe_declared,
+            bins=list(mechanism.bin_values) if mechanism else None,
+            expected_loss_under_noisy_prior=mechanism.expected_loss_under_prior() if mechanism else None,
+            mechanism=mechanism,
+            error=r.error,
+            created_at=r.created_at,
+            completed_at=r.completed_at,
+        )
+
+
+class PreviewOut(BaseModel):
+    epsilon: float
+    epsilon_prior: float
+    examples: int
+    m: int
+    bin_values: list[float]
+    bin_edges: list[tuple[float, float]]
+    expected_loss: float = Field(description="under the exact label histogram (tenant-only)")
+    mechanism: PublishedMechanism
+
+    @classmethod
+    def of(cls, p: Preview) -> PreviewOut:
+        return cls(
+            epsilon=p.epsilon,
+            epsilon_prior=p.epsilon_prior,
+            examples=p.examples,
+            m=p.mechanism.m,
+            bin_values=list(p.mechanism.bin_values),
+            bin_edges=p.mechanism.bin_edges,
+            expected_loss=p.expected_loss,
+            mechanism=p.mechanism,
+        )
 
 
 class BudgetOut(BaseModel):
@@ -107,6 +193,17 @@ class BudgetOut(BaseModel):
     min_spent: float
     epsilon_asked: float
     can_take: int
+
+    @classmethod
+    def of(cls, b: DatasetBudget, epsilon: float) -> BudgetOut:
+        return cls(
+            per_example_budget=as_float(b.budget_micro),
+            examples=b.summary.examples,
+            max_spent=as_float(b.summary.max_spent_micro),
+            min_spent=as_float(b.summary.min_spent_micro),
+            epsilon_asked=epsilon,
+            can_take=b.summary.can_take,
+        )
 
 
 class LedgerEntryOut(BaseModel):
@@ -120,7 +217,21 @@ class LedgerEntryOut(BaseModel):
     note: str
     created_at: datetime
 
+    @classmethod
+    def of(cls, e: LedgerEntry) -> LedgerEntryOut:
+        return cls(
+            id=e.id,
+            kind=e.kind,
+            release_id=e.release_id,
+            epsilon=as_float(e.epsilon_micro),
+            epsilon_micro=e.epsilon_micro,
+            examples=e.examples,
+            api_key_id=e.api_key_id,
+            note=e.note,
+            created_at=e.created_at,
+        )
 
-class Page(BaseModel):
-    items: list[Any]
+
+class LedgerPageOut(BaseModel):
+    items: list[LedgerEntryOut]
     next_offset: int | None

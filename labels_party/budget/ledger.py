@@ -20,6 +20,7 @@ import numpy.typing as npt
 from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
+from labeldp.common.errors import DomainError
 from labels_party.storage.orm import ExampleSpendShard, LedgerEntry, Tenant
 
 Keys = npt.NDArray[np.int64]
@@ -28,23 +29,23 @@ _EMPTY = np.zeros(0, dtype=np.int64)
 
 
 class UnknownTenantError(LookupError):
-    pass
+    """A tenant id that does not exist: a bug or a race with tenant removal, never user input."""
 
 
-@dataclass
-class BudgetExhaustedError(Exception):
-    """The charge would take ``lacking`` of the ``requested`` examples over the per-example budget."""
+class BudgetExhaustedError(DomainError):
+    """The charge would take ``lacking`` of the ``requested`` examples over the per-example budget
+    (409: nothing was charged)."""
 
-    lacking: int
-    requested: int
-    epsilon_micro: int
-    budget_micro: int
-
-    def __str__(self) -> str:
-        return (
-            f"{self.lacking} of {self.requested} examples lack budget for ε = {self.epsilon_micro / 1e6:g} "
-            f"(per-example budget {self.budget_micro / 1e6:g})"
+    def __init__(self, lacking: int, requested: int, epsilon_micro: int, budget_micro: int) -> None:
+        super().__init__(
+            "budget-exhausted",
+            f"{lacking} of {requested} examples lack budget for ε = {epsilon_micro / 1e6:g} "
+            f"(per-example budget {budget_micro / 1e6:g})",
+            status=409,
+            examples_lacking_budget=lacking,
+            examples_requested=requested,
         )
+        self.lacking, self.requested = lacking, requested
 
 
 def lock_tenant(session: Session, tenant_id: str) -> Tenant:
@@ -186,43 +187,6 @@ def charge(
         release_id=release_id,
         api_key_id=api_key_id,
         note=note,
-    )
-
-
-def release_charge(
-    session: Session,
-    tenant_id: str,
-    keys: Keys,
-    epsilon_micro: int,
-    *,
-    release_id: str,
-    api_key_id: str | None,
-    reason: str,
-) -> LedgerEntry:
-    """Give back a charge whose release failed **before any noise was drawn** (the only case where
-    returning budget is sound). Recorded as its own ledger entry; the charge entry stays."""
-    lock_tenant(session, tenant_id)
-    shards = _load(session, tenant_id, keys)
-    changed = []
-    for sh in shards:
-        if not sh.found.all():
-            raise ValueError("release_charge: some examples were never charged")
-        spent = sh.spent.copy()
-        spent[sh.position] -= epsilon_micro
-        if np.any(spent[sh.position] < 0):
-            raise ValueError("release_charge: a spend would become negative")
-        changed.append((sh, sh.keys, spent))
-    _save(session, tenant_id, changed)
-    released = sum(sh.query.size for sh in shards)
-    return _append(
-        session,
-        tenant_id,
-        "charge_released",
-        epsilon_micro,
-        released,
-        release_id=release_id,
-        api_key_id=api_key_id,
-        note=reason,
     )
 
 

@@ -11,9 +11,18 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, Field, model_validator
 
-from labeldp.mechanisms import Support, explicit_support, integer_grid, log_grid, uniform_grid
-
-LabelType = Literal["real", "count", "binary", "categorical"]
+from labeldp.common.errors import DomainError
+from labeldp.mechanisms import (
+    LabelType,
+    LossName,
+    ParameterError,
+    Support,
+    check_loss,
+    explicit_support,
+    integer_grid,
+    log_grid,
+    uniform_grid,
+)
 
 
 class SupportSpec(BaseModel):
@@ -77,6 +86,23 @@ class DatasetSpec(BaseModel):
     @property
     def num_classes(self) -> int:
         return int(self.hi) + 1
+
+    def support_for(self, loss: LossName) -> Support:
+        """The public support a release optimizes over: the classes ``0..hi`` under the 0-1 loss, the
+        declared grid otherwise."""
+        if loss == "zero_one":
+            return integer_grid(0, int(self.hi))
+        return self.build_support()
+
+    def loss(self, loss: str) -> LossName:
+        """``loss`` if it suits these labels (the mechanism follows from it), else a 422."""
+        try:
+            name = check_loss(self.label_type, loss)
+        except ParameterError as exc:
+            raise DomainError("invalid-loss", str(exc)) from exc
+        if name == "poisson" and self.lo < 0:
+            raise DomainError("invalid-loss", "Poisson loss needs non-negative labels (lo >= 0)")
+        return name
 
 
 def _need(value: int | None, name: str) -> int:

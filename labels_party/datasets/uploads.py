@@ -7,7 +7,7 @@ rows, never their label values.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +17,8 @@ import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
-from labeldp.common.example_ids import ExampleIdError, example_ids, first_rows
+from labeldp.common.errors import DomainError
+from labeldp.common.example_ids import example_ids, first_rows
 from labels_party.budget.keys import example_key
 from labels_party.datasets.spec import DatasetSpec
 
@@ -31,24 +32,16 @@ CONTENT_TYPES = {
 _NUMBER = r"^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$"
 
 
-@dataclass
-class UploadError(Exception):
-    """A rejected upload: a machine-readable ``code``, a human message and the first offending rows
-    (1-based data row numbers, header excluded)."""
-
-    code: str
-    message: str
-    rows: list[int] = field(default_factory=list)
-    status: int = 422
-
-    def __str__(self) -> str:
-        return self.message
+def upload_error(code: str, message: str, rows: list[int] | None = None) -> DomainError:
+    """A rejected upload: its code, a message that never contains a label value, and the first
+    offending rows (1-based data row numbers, header excluded)."""
+    return DomainError(code, message, rows=rows or [])
 
 
 def upload_format(content_type: str | None) -> str:
     base = (content_type or "").split(";")[0].strip().lower()
     if base not in CONTENT_TYPES:
-        raise UploadError(
+        raise DomainError(
             "unsupported-media-type",
             f"Content-Type must be one of {', '.join(sorted(CONTENT_TYPES))}; got {content_type!r}",
             status=415,
@@ -68,37 +61,30 @@ def read_table(path: Path, fmt: str, string_columns: tuple[str, ...]) -> pa.Tabl
             return pajson.read_json(path)
         return pq.read_table(path)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as exc:
-        raise UploadError("unparseable-upload", f"could not parse the {fmt} body: {exc}") from exc
-
-
-def _example_ids(table: pa.Table) -> pa.Array:
-    try:
-        return example_ids(table)
-    except ExampleIdError as exc:
-        raise UploadError(exc.code, exc.message, exc.rows) from exc
+        raise upload_error("unparseable-upload", f"could not parse the {fmt} body: {exc}") from exc
 
 
 def _labels(table: pa.Table) -> np.ndarray:
     if "label" not in table.column_names:
-        raise UploadError("missing-column", "the upload needs a label column")
+        raise upload_error("missing-column", "the upload needs a label column")
     col = table.column("label").combine_chunks()
     if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
         ok = pc.fill_null(pc.match_substring_regex(col, _NUMBER), False)
         ok_np = np.asarray(ok.to_numpy(zero_copy_only=False), dtype=bool)
         if not ok_np.all():
-            raise UploadError("invalid-label", "labels must be finite numbers", first_rows(~ok_np))
+            raise upload_error("invalid-label", "labels must be finite numbers", first_rows(~ok_np))
         col = pc.cast(pc.utf8_trim_whitespace(col), pa.float64())
     elif pa.types.is_boolean(col.type) or pa.types.is_integer(col.type) or pa.types.is_floating(col.type):
         if col.null_count:
             nulls = np.asarray(pc.is_null(col).to_numpy(zero_copy_only=False), dtype=bool)
-            raise UploadError("invalid-label", "labels must not be empty", first_rows(nulls))
+            raise upload_error("invalid-label", "labels must not be empty", first_rows(nulls))
         col = pc.cast(col, pa.float64())
     else:
-        raise UploadError("invalid-label", f"labels must be numbers, got column type {col.type}")
+        raise upload_error("invalid-label", f"labels must be numbers, got column type {col.type}")
     values = np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.float64)
     bad = ~np.isfinite(values)
     if bad.any():
-        raise UploadError("invalid-label", "labels must be finite numbers", first_rows(bad))
+        raise upload_error("invalid-label", "labels must be finite numbers", first_rows(bad))
     return values
 
 
@@ -110,7 +96,7 @@ class ValidLabels:
 
 
 def validate_labels(table: pa.Table, spec: DatasetSpec) -> ValidLabels:
-    ids = _example_ids(table)
+    ids = example_ids(table)
     values = _labels(table)
     kind = spec.label_type
     if kind != "real":
@@ -120,11 +106,11 @@ def validate_labels(table: pa.Table, spec: DatasetSpec) -> ValidLabels:
         if kind == "binary":
             wrong |= ~np.isin(values, (0.0, 1.0))
         if wrong.any():
-            raise UploadError("wrong-label-type", f"labels must be valid {kind} values", first_rows(wrong))
+            raise upload_error("wrong-label-type", f"labels must be valid {kind} values", first_rows(wrong))
     outside = (values < spec.lo) | (values > spec.hi)
     clipped = int(outside.sum())
     if clipped and (spec.out_of_bounds == "reject" or kind in ("binary", "categorical")):
-        raise UploadError(
+        raise upload_error(
             "out-of-bounds",
             f"{clipped} labels lie outside the public bounds [{spec.lo:g}, {spec.hi:g}]",
             first_rows(outside),
@@ -140,7 +126,7 @@ def validate_labels(table: pa.Table, spec: DatasetSpec) -> ValidLabels:
 
 
 def validate_universe(table: pa.Table) -> pa.Table:
-    ids = _example_ids(table)
+    ids = example_ids(table)
     return pa.table({"example_id": ids, "example_key": pa.array(_keys(ids), pa.int64())})
 
 

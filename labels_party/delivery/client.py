@@ -11,9 +11,8 @@ from pathlib import Path
 
 import grpc
 
-from labeldp.common.wire import MAX_MESSAGE_BYTES
+from labeldp.common.wire import MAX_MESSAGE_BYTES, read_records, stored_header
 from labeldp.v1 import delivery_pb2 as pb
-from labels_party.delivery.message import read_frames, stored_header
 
 METHOD = "/labeldp.v1.FeaturesParty/DeliverRelease"
 RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
@@ -60,7 +59,7 @@ def deliver(
         channel = channel_for(address, credentials)
         try:
             call = channel.stream_unary(METHOD, response_deserializer=pb.DeliveryReceipt.FromString)
-            receipt: pb.DeliveryReceipt = call(read_frames(path), timeout=timeout_s)
+            receipt: pb.DeliveryReceipt = call(read_records(path), timeout=timeout_s)
         except grpc.RpcError as exc:
             code: grpc.StatusCode = exc.code()
             last_code, last_detail = code.name, str(exc.details() or "")

@@ -1,27 +1,21 @@
-"""Delivering a release: resolve its recipient and transport, stream the stored message, log it."""
+"""Recipients and deliveries: where a release may go, and streaming its stored message there."""
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 
 import grpc
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from labeldp.common.db import owned
+from labeldp.common.errors import DomainError
 from labels_party.config import LabelsSettings
 from labels_party.delivery.client import deliver
 from labels_party.delivery.message import message_path
+from labels_party.metrics import LabelsMetrics
 from labels_party.storage.orm import Delivery, Recipient, Release, utcnow
-
-
-@dataclass
-class DeliveryError(Exception):
-    status: int
-    code: str
-    message: str
-
-    def __str__(self) -> str:
-        return self.message
 
 
 def credentials_for(recipient: Recipient, settings: LabelsSettings) -> grpc.ChannelCredentials | None:
@@ -35,55 +29,129 @@ def credentials_for(recipient: Recipient, settings: LabelsSettings) -> grpc.Chan
         )
     if settings.allow_plaintext:
         return None
-    raise DeliveryError(
-        409,
+    raise DomainError(
         "tls-not-configured",
         "register the recipient's tls_ca_pem and set LABELDP_TLS_CERT / LABELDP_TLS_KEY, "
         "or set LABELDP_ALLOW_PLAINTEXT=true for local development",
+        status=409,
     )
 
 
-def deliver_release(
-    sessions: sessionmaker[Session], settings: LabelsSettings, tenant_id: str, release_id: str
-) -> Delivery:
-    with sessions() as session:
-        release = session.get(Release, release_id)
-        if release is None or release.tenant_id != tenant_id:
-            raise DeliveryError(404, "not-found", f"no release {release_id}")
-        if release.status != "complete":
-            raise DeliveryError(409, "release-not-complete", f"release {release_id} is {release.status}")
-        recipient = session.get(Recipient, release.recipient_id)
-        assert recipient is not None
-    if not recipient.grpc_address:
-        raise DeliveryError(
-            409, "recipient-has-no-address", f"recipient {recipient.name!r} has no grpc_address"
+class RecipientService:
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
+        self.sessions = sessions
+
+    def register(
+        self,
+        tenant_id: str,
+        name: str,
+        grpc_address: str | None,
+        tls_ca_pem: str | None,
+        fingerprint: str | None,
+    ) -> Recipient:
+        """A features party that this tenant's releases may be addressed (and delivered) to."""
+        if tls_ca_pem is not None and "BEGIN CERTIFICATE" not in tls_ca_pem:
+            raise DomainError("invalid-certificate", "tls_ca_pem must be a PEM certificate")
+        try:
+            with self.sessions.begin() as session:
+                recipient = Recipient(
+                    id=str(uuid.uuid4()),
+                    tenant_id=tenant_id,
+                    name=name,
+                    grpc_address=grpc_address,
+                    tls_ca_pem=tls_ca_pem,
+                    fingerprint=fingerprint,
+                )
+                session.add(recipient)
+                session.flush()
+                return recipient
+        except IntegrityError as exc:
+            raise DomainError(
+                "recipient-exists", f"a recipient named {name!r} already exists", status=409
+            ) from exc
+
+    def list(self, tenant_id: str) -> list[Recipient]:
+        with self.sessions() as session:
+            return list(
+                session.execute(
+                    select(Recipient).where(Recipient.tenant_id == tenant_id).order_by(Recipient.created_at)
+                ).scalars()
+            )
+
+
+class DeliveryService:
+    def __init__(
+        self, sessions: sessionmaker[Session], settings: LabelsSettings, metrics: LabelsMetrics
+    ) -> None:
+        self.sessions, self.settings, self.metrics = sessions, settings, metrics
+
+    def deliver(self, tenant_id: str, release_id: str) -> Delivery:
+        """Stream the release's stored message to its recipient; the attempt is logged whatever its
+        outcome. A recipient that refuses answers 502 with its gRPC status."""
+        try:
+            delivery = self._deliver(tenant_id, release_id)
+        except DomainError:
+            self.metrics.deliveries.labels("refused").inc()
+            raise
+        self.metrics.deliveries.labels(delivery.outcome).inc()
+        if delivery.outcome != "delivered":
+            raise DomainError(
+                "delivery-failed",
+                f"the recipient answered {delivery.status}: {delivery.detail}",
+                status=502,
+                delivery_id=delivery.id,
+                grpc_status=delivery.status,
+                attempts=delivery.attempts,
+            )
+        return delivery
+
+    def _deliver(self, tenant_id: str, release_id: str) -> Delivery:
+        with self.sessions() as session:
+            release = owned(session, Release, release_id, tenant_id, "release")
+            if release.status != "complete":
+                raise DomainError(
+                    "release-not-complete", f"release {release_id} is {release.status}", status=409
+                )
+            recipient = session.get(Recipient, release.recipient_id)
+            assert recipient is not None  # a foreign key
+        if not recipient.grpc_address:
+            raise DomainError(
+                "recipient-has-no-address", f"recipient {recipient.name!r} has no grpc_address", status=409
+            )
+        path = message_path(self.settings.data_dir, release_id)
+        if not path.exists():
+            raise DomainError("message-missing", f"release {release_id} has no stored message", status=409)
+        credentials = credentials_for(recipient, self.settings)
+        started = utcnow()
+        outcome = deliver(
+            path,
+            recipient.grpc_address,
+            credentials,
+            timeout_s=self.settings.delivery_timeout_seconds,
+            attempts=self.settings.delivery_attempts,
         )
-    path = message_path(settings.data_dir, release_id)
-    if not path.exists():
-        raise DeliveryError(409, "message-missing", f"release {release_id} has no stored message")
-    credentials = credentials_for(recipient, settings)
-    started = utcnow()
-    outcome = deliver(
-        path,
-        recipient.grpc_address,
-        credentials,
-        timeout_s=settings.delivery_timeout_seconds,
-        attempts=settings.delivery_attempts,
-    )
-    delivery = Delivery(
-        id=str(uuid.uuid4()),
-        release_id=release_id,
-        tenant_id=tenant_id,
-        recipient_id=recipient.id,
-        outcome="delivered" if outcome.delivered else "failed",
-        attempts=outcome.attempts,
-        status=outcome.status,
-        detail=outcome.detail[:2000],
-        receipt_sha256=outcome.receipt.payload_sha256.hex() if outcome.receipt else None,
-        wire_bytes=outcome.wire_bytes,
-        started_at=started,
-        finished_at=utcnow(),
-    )
-    with sessions.begin() as session:
-        session.add(delivery)
-    return delivery
+        delivery = Delivery(
+            id=str(uuid.uuid4()),
+            release_id=release_id,
+            tenant_id=tenant_id,
+            recipient_id=recipient.id,
+            outcome="delivered" if outcome.delivered else "failed",
+            attempts=outcome.attempts,
+            status=outcome.status,
+            detail=outcome.detail[:2000],
+            receipt_sha256=outcome.receipt.payload_sha256.hex() if outcome.receipt else None,
+            wire_bytes=outcome.wire_bytes,
+            started_at=started,
+            finished_at=utcnow(),
+        )
+        with self.sessions.begin() as session:
+            session.add(delivery)
+        return delivery
+
+    def of_release(self, tenant_id: str, release_id: str) -> list[Delivery]:
+        with self.sessions() as session:
+            owned(session, Release, release_id, tenant_id, "release")
+            rows = session.execute(
+                select(Delivery).where(Delivery.release_id == release_id).order_by(Delivery.started_at)
+            )
+            return list(rows.scalars())

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     DateTime,
     Float,
     ForeignKey,
@@ -54,13 +55,13 @@ class ApiKey(Base):
 
 
 class LedgerEntry(Base):
-    """Append-only: charges, releases of a charge (only before any noise was drawn), budget changes."""
+    """Append-only: charges, kept charges of failed releases, budget changes."""
 
     __tablename__ = "ledger_entries"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
-    kind: Mapped[str] = mapped_column(String(32))  # charge | charge_released | budget_set
+    kind: Mapped[str] = mapped_column(String(32))  # charge | charge_kept | budget_set
     release_id: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True)
     epsilon_micro: Mapped[int] = mapped_column(BigInteger)
     examples: Mapped[int] = mapped_column(BigInteger, default=0)
@@ -155,7 +156,10 @@ class Release(Base):
     loss: Mapped[str] = mapped_column(String(16))
     examples: Mapped[int] = mapped_column(BigInteger)
     api_key_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    # the PublishedMechanism (labeldp.mechanisms.published) as JSON, once the release is complete
     mechanism: Mapped[dict[str, object] | None] = mapped_column(JSON, nullable=True)
+    examples_defaulted: Mapped[int] = mapped_column(BigInteger, default=0)  # universe IDs without a label
+    universe_declared: Mapped[bool] = mapped_column(Boolean, default=False)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

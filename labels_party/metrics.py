@@ -29,3 +29,10 @@ class LabelsMetrics(ServiceMetrics):
             "Delivery requests by outcome: delivered, failed, refused.",
             ("outcome",),
         )
+
+    def record_release(self, epsilon: float, examples: int) -> None:
+        """A release created now (replays and refusals are counted by outcome only)."""
+        self.releases.labels("created").inc()
+        self.epsilon_charged.inc(epsilon)
+        self.example_epsilon_charged.inc(epsilon * examples)
+        self.examples_released.inc(examples)

@@ -1,0 +1,71 @@
+"""The features party's typed request dependencies: the services built once per app, and the caller."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, cast
+
+from fastapi import Depends, Request
+from sqlalchemy.orm import Session, sessionmaker
+
+from features_party.config import FeaturesSettings
+from features_party.receiver.store import ReceivedReleases, SenderRegistry
+from features_party.tables.service import FeatureTables
+from features_party.tenants import authenticate
+from features_party.training.service import TrainingService
+from labeldp.common.apikeys import bearer_token, invalid_key
+from labeldp.common.identity import Identity
+
+
+@dataclass
+class FeaturesServices:
+    settings: FeaturesSettings
+    sessions: sessionmaker[Session]
+    identity: Identity
+    senders: SenderRegistry
+    releases: ReceivedReleases
+    tables: FeatureTables
+    training: TrainingService
+    grpc_port: int = 0  # set once the receiver listens
+
+
+def services(request: Request) -> FeaturesServices:
+    return cast(FeaturesServices, request.app.state.services)
+
+
+Services = Annotated[FeaturesServices, Depends(services)]
+
+
+def caller(request: Request, svc: Services) -> str:
+    """The tenant id of a valid bearer key (401 otherwise)."""
+    token = bearer_token(request)
+    with svc.sessions() as session:
+        key = authenticate(session, token)
+    if key is None:
+        raise invalid_key()
+    return key.tenant_id
+
+
+Caller = Annotated[str, Depends(caller)]
+
+
+def _senders(svc: Services) -> SenderRegistry:
+    return svc.senders
+
+
+def _releases(svc: Services) -> ReceivedReleases:
+    return svc.releases
+
+
+def _tables(svc: Services) -> FeatureTables:
+    return svc.tables
+
+
+def _training(svc: Services) -> TrainingService:
+    return svc.training
+
+
+Senders = Annotated[SenderRegistry, Depends(_senders)]
+Releases = Annotated[ReceivedReleases, Depends(_releases)]
+Tables = Annotated[FeatureTables, Depends(_tables)]
+Training = Annotated[TrainingService, Depends(_training)]

@@ -1,0 +1,56 @@
+"""``/v1/feature-tables``: uploads with an inferred (overridable) schema, stored as versions."""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
+
+from features_party.api.deps import Caller, Services, Tables
+from features_party.api.schemas import FeatureTableOut
+from features_party.tables.validation import table_format
+from labeldp.common.errors import DomainError
+from labeldp.common.spool import spool_body
+
+router = APIRouter(prefix="/v1", tags=["features"])
+
+
+def _columns(value: str | None) -> list[str]:
+    return [c.strip() for c in (value or "").split(",") if c.strip()]
+
+
+@router.put("/feature-tables/{name}", response_model=FeatureTableOut)
+async def put_feature_table(
+    name: str,
+    tenant: Caller,
+    request: Request,
+    response: Response,
+    svc: Services,
+    categorical: Annotated[
+        str | None, Query(description="columns to treat as categorical (comma-separated)")
+    ] = None,
+    numeric: Annotated[str | None, Query(description="columns to treat as numeric (comma-separated)")] = None,
+) -> FeatureTableOut:
+    """Upload a feature table (CSV or Parquet) with an ``example_id`` column; replaces the table.
+    The schema is inferred and returned; override it with ``categorical=`` / ``numeric=``."""
+    if set(_columns(categorical)) & set(_columns(numeric)):
+        raise DomainError("conflicting-overrides", "a column cannot be both categorical and numeric")
+    overrides = {c: "categorical" for c in _columns(categorical)} | {c: "numeric" for c in _columns(numeric)}
+    fmt = table_format(request.headers.get("content-type"))
+    settings = svc.settings
+    path = await spool_body(request, settings.data_dir / "tmp", settings.max_release_bytes, f".{fmt}")
+    try:
+        row, created = await run_in_threadpool(svc.tables.store, tenant, name, path, fmt, overrides)
+    finally:
+        path.unlink(missing_ok=True)
+    response.status_code = 201 if created else 200
+    return FeatureTableOut.of(row)
+
+
+@router.get("/feature-tables", response_model=list[FeatureTableOut])
+def list_feature_tables(tenant: Caller, tables: Tables) -> list[FeatureTableOut]:
+    return [FeatureTableOut.of(t) for t in tables.list(tenant)]
+
+
+@router.get("/feature-tables/{name}", response_model=FeatureTableOut)
+def get_feature_table(name: str, tenant: Caller, tables: Tables) -> FeatureTableOut:
+    return FeatureTableOut.of(tables.get(tenant, name))

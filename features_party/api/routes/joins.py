@@ -1,0 +1,16 @@
+"""``/v1/joins``: how a received release and a feature table match by example ID."""
+
+from fastapi import APIRouter
+
+from features_party.api.deps import Caller, Releases, Tables
+from features_party.api.schemas import JoinIn, JoinOut
+
+router = APIRouter(prefix="/v1", tags=["features"])
+
+
+@router.post("/joins", response_model=JoinOut)
+def post_join(body: JoinIn, tenant: Caller, releases: Releases, tables: Tables) -> JoinOut:
+    """How a received release and a feature table match by example ID."""
+    release = releases.get(body.release_id)
+    table = tables.get(tenant, body.feature_table)
+    return JoinOut.of(body, tables.join_report(release, table))

@@ -1,0 +1,19 @@
+"""``/v1/senders``: labels parties whose signed releases this party accepts."""
+
+from fastapi import APIRouter
+
+from features_party.api.deps import Caller, Senders
+from features_party.api.schemas import SenderIn, SenderOut
+
+router = APIRouter(prefix="/v1", tags=["senders"])
+
+
+@router.post("/senders", status_code=201, response_model=SenderOut)
+def pin_sender(body: SenderIn, _: Caller, senders: Senders) -> SenderOut:
+    """Pin a labels party's public key: only messages it signed with this key are accepted."""
+    return SenderOut.of(senders.pin(body.id, body.public_key_pem))
+
+
+@router.get("/senders", response_model=list[SenderOut])
+def list_senders(_: Caller, senders: Senders) -> list[SenderOut]:
+    return [SenderOut.of(s) for s in senders.list()]

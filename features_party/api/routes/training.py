@@ -1,0 +1,40 @@
+"""``/v1/models`` and ``/v1/jobs``: training jobs, their models and predictions (per tenant)."""
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from features_party.api.deps import Caller, Training
+from features_party.api.schemas import JobOut, ModelOut, PredictIn, TrainingJobIn
+
+router = APIRouter(prefix="/v1", tags=["models"])
+
+
+@router.post("/models", status_code=202, response_model=JobOut)
+def start_training(body: TrainingJobIn, tenant: Caller, training: Training) -> JobOut:
+    """Start a training job on a received release joined to a feature table; poll ``GET /v1/jobs/{id}``.
+    The model and its debiasing follow the release's published mechanism."""
+    return JobOut.of(training.start(tenant, body.request()))
+
+
+@router.get("/jobs/{job_id}", response_model=JobOut)
+def get_job(job_id: str, tenant: Caller, training: Training) -> JobOut:
+    return JobOut.of(training.job(tenant, job_id))
+
+
+@router.get("/models", response_model=list[ModelOut])
+def list_models(tenant: Caller, training: Training) -> list[ModelOut]:
+    return [ModelOut.of(j) for j in training.jobs(tenant)]
+
+
+@router.get("/models/{model_id}", response_model=ModelOut)
+def get_model(model_id: str, tenant: Caller, training: Training) -> ModelOut:
+    return ModelOut.of(training.job(tenant, model_id))
+
+
+@router.post("/models/{model_id}/predictions")
+def predict(model_id: str, body: PredictIn, tenant: Caller, training: Training) -> dict[str, Any]:
+    """Predictions for example IDs of a feature table, or for feature rows given in the body."""
+    return training.predict(
+        tenant, model_id, example_ids=body.example_ids, rows=body.rows, feature_table=body.feature_table
+    )

@@ -1,0 +1,170 @@
+"""Request and response bodies of the features-party API, and how rows become responses."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from features_party.receiver.store import published_mechanism
+from features_party.storage.orm import FeatureTable, ReceivedRelease, Sender, TrainingJob
+from features_party.tables.service import JoinReport
+from features_party.training.service import TrainingRequest
+from labeldp.mechanisms import PublishedMechanism
+
+
+class IdentityOut(BaseModel):
+    party_id: str
+    key_id: str
+    public_key_pem: str
+    grpc_port: int
+
+
+class SenderIn(BaseModel):
+    id: str = Field(min_length=1, max_length=200, description="the labels party's party_id")
+    public_key_pem: str = Field(description="its Ed25519 public key (its GET /v1/identity)")
+
+
+class SenderOut(BaseModel):
+    id: str
+    key_id: str
+    created_at: datetime
+
+    @classmethod
+    def of(cls, s: Sender) -> SenderOut:
+        return cls(id=s.id, key_id=s.key_id, created_at=s.created_at)
+
+
+class ReceivedReleaseOut(BaseModel):
+    release_id: str
+    sender_id: str
+    sender_key_id: str
+    example_count: int
+    chunk_count: int
+    payload_sha256: str
+    received_at: datetime
+    mechanism: PublishedMechanism = Field(description="the published mechanism, as signed by the sender")
+    header: dict[str, Any] = Field(description="the signed header's other fields (for audit)")
+
+    @classmethod
+    def of(cls, r: ReceivedRelease) -> ReceivedReleaseOut:
+        return cls(
+            release_id=r.release_id,
+            sender_id=r.sender_id,
+            sender_key_id=r.sender_key_id,
+            example_count=r.example_count,
+            chunk_count=r.chunk_count,
+            payload_sha256=r.payload_sha256,
+            received_at=r.received_at,
+            mechanism=published_mechanism(r),
+            header=r.summary,
+        )
+
+
+class FeatureTableOut(BaseModel):
+    name: str
+    version: int
+    rows: int
+    schema_: dict[str, str] = Field(alias="schema", serialization_alias="schema")
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, t: FeatureTable) -> FeatureTableOut:
+        return cls(name=t.name, version=t.version, rows=t.rows, schema=t.schema, updated_at=t.updated_at)
+
+
+class JoinIn(BaseModel):
+    release_id: str
+    feature_table: str
+
+
+class JoinOut(BaseModel):
+    release_id: str
+    feature_table: str
+    release_examples: int
+    feature_rows: int
+    in_both: int
+    only_in_release: int
+    only_in_features: int
+    release_match_rate: float
+    feature_match_rate: float
+
+    @classmethod
+    def of(cls, body: JoinIn, report: JoinReport) -> JoinOut:
+        return cls(
+            release_id=body.release_id,
+            feature_table=body.feature_table,
+            release_examples=report.release_examples,
+            feature_rows=report.feature_rows,
+            in_both=report.in_both,
+            only_in_release=report.only_in_release,
+            only_in_features=report.only_in_features,
+            release_match_rate=report.release_match_rate,
+            feature_match_rate=report.feature_match_rate,
+        )
+
+
+class TrainingJobIn(BaseModel):
+    release_id: str
+    feature_table: str
+    model: Literal["hgb", "linear"] = "hgb"
+    debias: Literal["none", "affine", "unbiased"] = "affine"
+    validation_fraction: float = Field(0.2, gt=0, lt=1)
+
+    def request(self) -> TrainingRequest:
+        return TrainingRequest(
+            self.release_id, self.feature_table, self.model, self.debias, self.validation_fraction
+        )
+
+
+class JobOut(BaseModel):
+    id: str
+    state: str
+    progress: dict[str, Any]
+    error: str | None
+    created_at: datetime
+    finished_at: datetime | None
+
+    @classmethod
+    def of(cls, j: TrainingJob) -> JobOut:
+        return cls(
+            id=j.id,
+            state=j.status,
+            progress=j.progress,
+            error=j.error,
+            created_at=j.created_at,
+            finished_at=j.finished_at,
+        )
+
+
+class ModelOut(BaseModel):
+    id: str
+    status: str
+    model: str
+    debias: str
+    loss: str
+    metrics: dict[str, Any]
+    provenance: dict[str, Any]
+    error: str | None
+    created_at: datetime
+
+    @classmethod
+    def of(cls, j: TrainingJob) -> ModelOut:
+        return cls(
+            id=j.id,
+            status=j.status,
+            model=j.kind,
+            debias=j.debias,
+            loss=j.loss,
+            metrics=j.metrics,
+            provenance={k: v for k, v in j.provenance.items() if k != "feature_table_id"},
+            error=j.error,
+            created_at=j.created_at,
+        )
+
+
+class PredictIn(BaseModel):
+    example_ids: list[str] | None = Field(None, description="rows of a feature table (default: the model's)")
+    feature_table: str | None = None
+    rows: list[dict[str, Any]] | None = Field(None, description="feature rows given directly")

@@ -1,0 +1,76 @@
+"""Pinned senders and received releases, as the rest of the features party reads them.
+
+The published mechanism of a received release is read back from the signed header bytes stored with
+it (the one source of truth), through the same mapping the receiver validated it with.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from features_party.storage.orm import ReceivedRelease, Sender
+from labeldp.common.errors import DomainError, not_found
+from labeldp.common.identity import fingerprint, load_public_key, public_key_pem
+from labeldp.common.wire import mechanism_from_header
+from labeldp.mechanisms import PublishedMechanism
+from labeldp.v1 import delivery_pb2 as pb
+
+
+def published_mechanism(release: ReceivedRelease) -> PublishedMechanism:
+    return mechanism_from_header(pb.ReleaseHeader.FromString(release.signed_header))
+
+
+class SenderRegistry:
+    """Labels parties whose signed releases are accepted, pinned by their public keys."""
+
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
+        self.sessions = sessions
+
+    def pin(self, sender_id: str, pem: str) -> Sender:
+        try:
+            key = load_public_key(pem)
+        except ValueError as exc:
+            raise DomainError("invalid-public-key", str(exc)) from exc
+        try:
+            with self.sessions.begin() as session:
+                sender = Sender(id=sender_id, key_id=fingerprint(key), public_key_pem=public_key_pem(key))
+                session.add(sender)
+                session.flush()
+                return sender
+        except IntegrityError as exc:
+            raise DomainError("sender-exists", f"sender {sender_id!r} is already pinned", status=409) from exc
+
+    def list(self) -> list[Sender]:
+        with self.sessions() as session:
+            return list(session.execute(select(Sender).order_by(Sender.created_at)).scalars())
+
+    def pinned_key(self, sender_id: str, key_id: str) -> Ed25519PublicKey | None:
+        """The key a message claiming to be from ``sender_id`` signed with ``key_id`` must verify under."""
+        with self.sessions() as session:
+            sender = session.get(Sender, sender_id)
+        if sender is None or sender.key_id != key_id:
+            return None
+        return load_public_key(sender.public_key_pem)
+
+
+class ReceivedReleases:
+    def __init__(self, sessions: sessionmaker[Session], data_dir: Path) -> None:
+        self.sessions, self.data_dir = sessions, data_dir
+
+    def list(self) -> list[ReceivedRelease]:
+        with self.sessions() as session:
+            return list(
+                session.execute(select(ReceivedRelease).order_by(ReceivedRelease.received_at)).scalars()
+            )
+
+    def get(self, release_id: str) -> ReceivedRelease:
+        with self.sessions() as session:
+            release = session.get(ReceivedRelease, release_id)
+        if release is None:
+            raise not_found("release", release_id)
+        return release

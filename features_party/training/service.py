@@ -1,0 +1,183 @@
+"""Training jobs behind the API: the rules a request must satisfy (which follow from the release's
+published mechanism), a background worker, the models and their predictions."""
+
+from __future__ import annotations
+
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from features_party.metrics import FeaturesMetrics
+from features_party.receiver.store import ReceivedReleases, published_mechanism
+from features_party.storage.orm import TrainingJob, utcnow
+from features_party.tables.service import FeatureTables
+from features_party.training.fit import SKLEARN_LOSS, Trained, TrainedClassifier
+from features_party.training.jobs import is_classification, load, model_dir, provenance, run
+from labeldp.common.db import owned
+from labeldp.common.errors import DomainError, not_found
+
+
+@dataclass(frozen=True)
+class TrainingRequest:
+    release_id: str
+    feature_table: str
+    model: Literal["hgb", "linear"] = "hgb"
+    debias: Literal["none", "affine", "unbiased"] = "affine"
+    validation_fraction: float = 0.2
+
+
+class TrainingService:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        data_dir: Path,
+        releases: ReceivedReleases,
+        tables: FeatureTables,
+        metrics: FeaturesMetrics,
+    ) -> None:
+        self.sessions, self.data_dir, self.releases, self.tables, self.metrics = (
+            sessions,
+            data_dir,
+            releases,
+            tables,
+            metrics,
+        )
+        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="training")
+        self._models: dict[str, Trained] = {}
+
+    def fail_interrupted(self) -> None:
+        """Jobs a restart interrupted will not resume: say so on each."""
+        with self.sessions.begin() as s:
+            s.execute(
+                update(TrainingJob)
+                .where(TrainingJob.status.in_(("queued", "running")))
+                .values(
+                    status="failed", error="interrupted by a restart; start a new job", finished_at=utcnow()
+                )
+            )
+
+    def shutdown(self) -> None:
+        self.worker.shutdown(wait=True)
+
+    def start(self, tenant_id: str, request: TrainingRequest) -> TrainingJob:
+        """Check the request against the release's mechanism, then queue the job (202)."""
+        release = self.releases.get(request.release_id)
+        table = self.tables.get(tenant_id, request.feature_table)
+        mechanism = published_mechanism(release)
+        if is_classification(mechanism):
+            loss = "zero_one"
+            if request.debias == "unbiased":
+                raise DomainError("invalid-debias", "classifiers support debias none or affine")
+        else:
+            loss = mechanism.loss
+            if loss not in SKLEARN_LOSS:
+                raise DomainError("unsupported-release", f"no model for a release with loss {loss!r}")
+            if request.debias == "unbiased" and loss == "poisson":
+                raise DomainError(
+                    "invalid-debias", "unbiased targets can be negative; use affine with Poisson loss"
+                )
+        job = TrainingJob(
+            id=str(uuid.uuid4()),
+            tenant_id=tenant_id,
+            release_id=request.release_id,
+            feature_table=table.name,
+            feature_table_version=table.version,
+            kind=request.model,
+            debias=request.debias,
+            loss=loss,
+            validation_fraction=request.validation_fraction,
+            status="queued",
+            progress={"stage": "queued"},
+            metrics={},
+            provenance=provenance(release, mechanism, table),
+        )
+        with self.sessions.begin() as s:
+            s.add(job)
+        self.metrics.training_jobs.labels("started").inc()
+        self.metrics.training_running.inc()
+        self.worker.submit(self._run, job.id)
+        return job
+
+    def _run(self, job_id: str) -> None:
+        try:
+            self.metrics.training_jobs.labels(run(self.sessions, self.data_dir, job_id)).inc()
+        finally:
+            self.metrics.training_running.dec()
+
+    def job(self, tenant_id: str, job_id: str) -> TrainingJob:
+        with self.sessions() as s:
+            return owned(s, TrainingJob, job_id, tenant_id, "model")
+
+    def jobs(self, tenant_id: str) -> list[TrainingJob]:
+        with self.sessions() as s:
+            rows = s.execute(
+                select(TrainingJob).where(TrainingJob.tenant_id == tenant_id).order_by(TrainingJob.created_at)
+            )
+            return list(rows.scalars())
+
+    def _trained(self, job: TrainingJob) -> Trained:
+        if job.id not in self._models:
+            self._models[job.id] = load(model_dir(self.data_dir, job.id))
+        return self._models[job.id]
+
+    def predict(
+        self,
+        tenant_id: str,
+        model_id: str,
+        *,
+        example_ids: list[str] | None,
+        rows: list[dict[str, Any]] | None,
+        feature_table: str | None,
+    ) -> dict[str, Any]:
+        """Predictions for example IDs of a feature table, or for feature rows given directly."""
+        job = self.job(tenant_id, model_id)
+        if job.status != "succeeded":
+            raise DomainError("model-not-ready", f"model {model_id} is {job.status}", status=409)
+        trained = self._trained(job)
+        if (rows is None) == (example_ids is None):
+            raise DomainError("invalid-request", "send either example_ids or rows")
+        if rows is not None:
+            missing = sorted({c for c in trained.encoder.columns for r in rows if c not in r})
+            if missing:
+                raise DomainError(
+                    "missing-features", f"rows lack feature columns: {missing}", columns=missing
+                )
+            return _predictions(
+                trained, pa.table({c: [r.get(c) for r in rows] for c in trained.encoder.columns})
+            )
+        name = feature_table or job.feature_table
+        try:
+            table = self.tables.get(tenant_id, name)
+        except DomainError as exc:
+            raise not_found("feature table", repr(name)) from exc
+        data = self.tables.read(table)
+        wanted = pa.array(example_ids or [], pa.string())
+        position = pc.index_in(wanted, value_set=data.column("example_id"))
+        unknown = int(pc.sum(pc.is_null(position)).as_py() or 0)
+        if unknown:
+            raise DomainError(
+                "unknown-example-ids", f"{unknown} example_ids are not in feature table {table.name!r}"
+            )
+        return {"example_ids": example_ids, **_predictions(trained, data.take(position))}
+
+
+def _predictions(trained: Trained, features: pa.Table) -> dict[str, Any]:
+    """Regression: debiased predictions. Classification: the most likely class (its reported
+    value) and the probability of every class."""
+    if isinstance(trained, TrainedClassifier):
+        proba = trained.predict(features)
+        classes = trained.noise.bin_values
+        return {
+            "predictions": classes[np.argmax(proba, axis=1)].tolist(),
+            "classes": classes.tolist(),
+            "probabilities": proba.tolist(),
+        }
+    return {"predictions": trained.predict(features).tolist()}

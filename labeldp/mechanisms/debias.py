@@ -1,0 +1,97 @@
+"""Learning from randomized-response bins (docs/math.md §6): corrections derived from the mechanism.
+
+A release's bins are randomized response over ``m`` outputs, so the transition between a label's true
+bin and its output bin is ``T = a·I + b·11ᵀ`` with ``a = P(keep) − P(move)`` and ``b = P(move)``,
+taken from the mechanism's exact integer thresholds (``KeepThreshold``), never re-derived here. Hence,
+for an observed bin ``o`` of an example whose binned true label is ``Φ(y)``:
+
+- ``E[ŷ_o | y] = a·Φ(y) + b·Σ_j ŷ_j``: a model fit to the noisy values estimates that affine image of
+  ``E[Φ(y) | x]``, and ``f ↦ (f − b·Σ_j ŷ_j)/a`` undoes it (``affine``);
+- ``ỹ_o = (ŷ_o − b·Σ_j ŷ_j)/a`` has ``E[ỹ_o | y] = Φ(y)`` (``unbiased`` targets);
+- ``ℓ̃(f, o) = [ℓ(f, ŷ_o) − b·Σ_j ℓ(f, ŷ_j)]/a`` has ``E[ℓ̃ | y] = ℓ(f, Φ(y))`` for any loss: the
+  unbiased estimate of the loss against the binned true labels used in evaluation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from labeldp.mechanisms.published import PublishedMechanism
+from labeldp.mechanisms.randomized_response import KeepThreshold
+from labeldp.mechanisms.validation import ParameterError, check_epsilon, finite_vector
+
+Array = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class BinsNoise:
+    """The noise model of a release's bins: ``m`` bin values and the exact keep/move probabilities."""
+
+    bin_values: Array
+    epsilon: float
+    keep: float  # P(output = true bin)
+    move: float  # P(output = one particular other bin)
+
+    @classmethod
+    def of(cls, bin_values: list[float] | tuple[float, ...] | Array, epsilon: float) -> BinsNoise:
+        """RR over ``len(bin_values)`` bins at ``epsilon``, with the integer thresholds' probabilities."""
+        values = finite_vector(bin_values, "bin_values")
+        eps = check_epsilon(epsilon)
+        threshold = KeepThreshold.for_epsilon(eps, int(values.size))
+        return cls(values, eps, threshold.keep_probability, threshold.move_probability)
+
+    @classmethod
+    def of_published(cls, mechanism: PublishedMechanism) -> BinsNoise:
+        return cls.of(mechanism.bin_values, mechanism.epsilon_randomize)
+
+    @property
+    def m(self) -> int:
+        return int(self.bin_values.size)
+
+    @property
+    def a(self) -> float:
+        return self.keep - self.move
+
+    @property
+    def b(self) -> float:
+        return self.move
+
+    def transition(self) -> Array:
+        return self.a * np.eye(self.m) + self.b
+
+    def _check_invertible(self) -> None:
+        if self.m > 1 and not self.a > 0:
+            raise ParameterError(
+                "the release carries no information about the labels (ε too small)", "epsilon"
+            )
+
+    def affine_correct(self, predictions: Array) -> Array:
+        """Map a model of ``E[ŷ | x]`` to an estimate of ``E[Φ(y) | x]``."""
+        if self.m == 1:
+            return np.asarray(predictions, dtype=np.float64)
+        self._check_invertible()
+        return (np.asarray(predictions, dtype=np.float64) - self.b * self.bin_values.sum()) / self.a
+
+    def unbiased_targets(self, bins: npt.NDArray[np.integer]) -> Array:
+        """``ỹ_o``: regression targets whose conditional mean is the binned true label."""
+        if self.m == 1:
+            return self.bin_values[np.asarray(bins)]
+        self._check_invertible()
+        values = (self.bin_values - self.b * self.bin_values.sum()) / self.a
+        return values[np.asarray(bins)]
+
+    def unbiased_loss(
+        self, predictions: Array, bins: npt.NDArray[np.integer], loss: Callable[[Array, Array], Array]
+    ) -> Array:
+        """``ℓ̃(f, o)`` per example: unbiased for ``ℓ(f, Φ(y))``."""
+        f = np.asarray(predictions, dtype=np.float64)
+        observed = loss(f, self.bin_values[np.asarray(bins)])
+        if self.m == 1:
+            return observed
+        self._check_invertible()
+        every_bin = loss(f[:, None], self.bin_values[None, :]).sum(axis=1)
+        return (observed - self.b * every_bin) / self.a

@@ -1,0 +1,88 @@
+"""The labels party's typed request dependencies: the services built once per app, and the caller.
+
+Routes declare what they need as annotated parameters (``caller: Caller, releases: Releases``);
+nothing reads ``app.state`` except ``services`` below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, cast
+
+from fastapi import Depends, Request
+from sqlalchemy.orm import Session, sessionmaker
+
+from labeldp.common.apikeys import bearer_token, invalid_key
+from labels_party.budget.service import BudgetService
+from labels_party.config import LabelsSettings
+from labels_party.datasets.service import DatasetService
+from labels_party.delivery.message import Signer
+from labels_party.delivery.service import DeliveryService, RecipientService
+from labels_party.releases.service import ReleaseService
+from labels_party.tenants import authenticate
+
+
+@dataclass(frozen=True)
+class LabelsServices:
+    settings: LabelsSettings
+    sessions: sessionmaker[Session]
+    signer: Signer
+    datasets: DatasetService
+    releases: ReleaseService
+    budget: BudgetService
+    recipients: RecipientService
+    deliveries: DeliveryService
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """Who is calling: the tenant a valid bearer key belongs to, and the key (for the ledger)."""
+
+    tenant_id: str
+    api_key_id: str
+
+
+def services(request: Request) -> LabelsServices:
+    return cast(LabelsServices, request.app.state.services)
+
+
+Services = Annotated[LabelsServices, Depends(services)]
+
+
+def caller(request: Request, svc: Services) -> Tenant:
+    token = bearer_token(request)
+    with svc.sessions() as session:
+        key = authenticate(session, token)
+    if key is None:
+        raise invalid_key()
+    return Tenant(key.tenant_id, key.id)
+
+
+Caller = Annotated[Tenant, Depends(caller)]
+
+
+def _datasets(svc: Services) -> DatasetService:
+    return svc.datasets
+
+
+def _releases(svc: Services) -> ReleaseService:
+    return svc.releases
+
+
+def _budget(svc: Services) -> BudgetService:
+    return svc.budget
+
+
+def _recipients(svc: Services) -> RecipientService:
+    return svc.recipients
+
+
+def _deliveries(svc: Services) -> DeliveryService:
+    return svc.deliveries
+
+
+Datasets = Annotated[DatasetService, Depends(_datasets)]
+Releases = Annotated[ReleaseService, Depends(_releases)]
+Budget = Annotated[BudgetService, Depends(_budget)]
+Recipients = Annotated[RecipientService, Depends(_recipients)]
+Deliveries = Annotated[DeliveryService, Depends(_deliveries)]

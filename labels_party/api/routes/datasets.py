@@ -1,0 +1,66 @@
+"""``/v1/datasets``: public specs, label uploads and the release universe."""
+
+from pathlib import Path
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+
+from labeldp.common.spool import spool_body
+from labels_party.api.deps import Caller, Datasets, Services
+from labels_party.api.schemas import DatasetIn, DatasetOut, UploadOut
+from labels_party.datasets.spec import DatasetSpec
+from labels_party.datasets.uploads import upload_format
+
+router = APIRouter(prefix="/v1", tags=["datasets"])
+
+
+@router.post("/datasets", status_code=201, response_model=DatasetOut)
+def create_dataset(body: DatasetIn, caller: Caller, datasets: Datasets) -> DatasetOut:
+    """Declare a dataset's public parameters: label type, bounds, support grid, policies."""
+    spec = DatasetSpec.model_validate(body.model_dump(exclude={"name"}))
+    return DatasetOut.of(datasets.create(caller.tenant_id, body.name, spec))
+
+
+@router.get("/datasets", response_model=list[DatasetOut])
+def list_datasets(caller: Caller, datasets: Datasets) -> list[DatasetOut]:
+    return [DatasetOut.of(d) for d in datasets.list(caller.tenant_id)]
+
+
+@router.get("/datasets/{dataset_id}", response_model=DatasetOut)
+def get_dataset(dataset_id: str, caller: Caller, datasets: Datasets) -> DatasetOut:
+    return DatasetOut.of(datasets.get(caller.tenant_id, dataset_id))
+
+
+async def _spool(request: Request, svc: Services) -> tuple[Path, str]:
+    """Stream the body to a temporary file (bounded memory), enforcing the size limit."""
+    fmt = upload_format(request.headers.get("content-type"))
+    settings = svc.settings
+    return await spool_body(request, settings.data_dir / "tmp", settings.max_upload_bytes, f".{fmt}"), fmt
+
+
+@router.put("/datasets/{dataset_id}/labels", response_model=UploadOut)
+async def put_labels(dataset_id: str, caller: Caller, request: Request, svc: Services) -> UploadOut:
+    """Upload labels (CSV, NDJSON or Parquet by Content-Type) with ``example_id,label[,user_id]``;
+    upserts by example ID. Validated completely first: a failed upload changes nothing."""
+    svc.datasets.get(caller.tenant_id, dataset_id)
+    path, fmt = await _spool(request, svc)
+    try:
+        stored = await run_in_threadpool(svc.datasets.store_labels, caller.tenant_id, dataset_id, path, fmt)
+    finally:
+        path.unlink(missing_ok=True)
+    return UploadOut(
+        rows=stored.rows, clipped=stored.clipped, label_count=stored.label_count, version=stored.version
+    )
+
+
+@router.put("/datasets/{dataset_id}/universe", response_model=UploadOut)
+async def put_universe(dataset_id: str, caller: Caller, request: Request, svc: Services) -> UploadOut:
+    """Declare every example ID a release lists (e.g. all clicks), labelled or not, so that the
+    message does not reveal which examples have labels. Replaces the previous universe."""
+    svc.datasets.get(caller.tenant_id, dataset_id)
+    path, fmt = await _spool(request, svc)
+    try:
+        stored = await run_in_threadpool(svc.datasets.store_universe, caller.tenant_id, dataset_id, path, fmt)
+    finally:
+        path.unlink(missing_ok=True)
+    return UploadOut(rows=stored.rows, universe_count=stored.rows, version=stored.version)

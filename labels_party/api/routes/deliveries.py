@@ -1,0 +1,20 @@
+"""``/v1/releases/{id}/deliveries``: stream the stored signed message to the recipient."""
+
+from fastapi import APIRouter
+
+from labels_party.api.deps import Caller, Deliveries
+from labels_party.api.schemas import DeliveryOut
+
+router = APIRouter(prefix="/v1", tags=["delivery"])
+
+
+@router.post("/releases/{release_id}/deliveries", status_code=201, response_model=DeliveryOut)
+def deliver(release_id: str, caller: Caller, deliveries: Deliveries) -> DeliveryOut:
+    """Stream the release's stored signed message to its recipient over gRPC. Re-delivery sends the
+    same bytes and spends nothing. A recipient that refuses it answers 502 with its gRPC status."""
+    return DeliveryOut.of(deliveries.deliver(caller.tenant_id, release_id))
+
+
+@router.get("/releases/{release_id}/deliveries", response_model=list[DeliveryOut])
+def list_deliveries(release_id: str, caller: Caller, deliveries: Deliveries) -> list[DeliveryOut]:
+    return [DeliveryOut.of(d) for d in deliveries.of_release(caller.tenant_id, release_id)]

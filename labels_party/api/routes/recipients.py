@@ -1,0 +1,21 @@
+"""``/v1/recipients``: the features parties a tenant's releases may be addressed to."""
+
+from fastapi import APIRouter
+
+from labels_party.api.deps import Caller, Recipients
+from labels_party.api.schemas import RecipientIn, RecipientOut
+
+router = APIRouter(prefix="/v1", tags=["recipients"])
+
+
+@router.post("/recipients", status_code=201, response_model=RecipientOut)
+def register_recipient(body: RecipientIn, caller: Caller, recipients: Recipients) -> RecipientOut:
+    """Register a features party that releases may be addressed to (and delivered to)."""
+    return RecipientOut.of(
+        recipients.register(caller.tenant_id, body.name, body.grpc_address, body.tls_ca_pem, body.fingerprint)
+    )
+
+
+@router.get("/recipients", response_model=list[RecipientOut])
+def list_recipients(caller: Caller, recipients: Recipients) -> list[RecipientOut]:
+    return [RecipientOut.of(r) for r in recipients.list(caller.tenant_id)]

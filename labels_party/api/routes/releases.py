@@ -1,0 +1,59 @@
+"""``/v1/datasets/{id}/releases`` and ``/v1/releases``: charge, privatize, read the output."""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Response
+from fastapi.responses import FileResponse
+
+from labeldp.common.errors import DomainError
+from labels_party.api.deps import Caller, Releases
+from labels_party.api.schemas import PreviewOut, ReleaseIn, ReleaseOut
+
+router = APIRouter(prefix="/v1", tags=["releases"])
+
+
+@router.post("/datasets/{dataset_id}/releases", status_code=201, response_model=ReleaseOut)
+def create_release(
+    dataset_id: str,
+    body: ReleaseIn,
+    caller: Caller,
+    releases: Releases,
+    response: Response,
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+) -> ReleaseOut:
+    """Charge the budget, then privatize every label once. Needs an ``Idempotency-Key`` header:
+    the same key with the same body returns the original release and charges nothing."""
+    if not idempotency_key:
+        raise DomainError(
+            "idempotency-key-required", "send an Idempotency-Key header with every release", status=400
+        )
+    release, created = releases.create(
+        caller.tenant_id, caller.api_key_id, dataset_id, body.request(), idempotency_key
+    )
+    if not created:
+        response.status_code = 200
+    return ReleaseOut.of(release)
+
+
+@router.post("/datasets/{dataset_id}/releases:preview", response_model=PreviewOut)
+def preview_release(dataset_id: str, body: ReleaseIn, caller: Caller, releases: Releases) -> PreviewOut:
+    """Free: the mechanism and expected loss a release would have under the exact histogram.
+    Spends nothing, draws no noise, and is for the tenant's eyes only."""
+    return PreviewOut.of(releases.preview(caller.tenant_id, dataset_id, body.request()))
+
+
+@router.get("/datasets/{dataset_id}/releases", response_model=list[ReleaseOut])
+def list_releases(dataset_id: str, caller: Caller, releases: Releases) -> list[ReleaseOut]:
+    return [ReleaseOut.of(r) for r in releases.of_dataset(caller.tenant_id, dataset_id)]
+
+
+@router.get("/releases/{release_id}", response_model=ReleaseOut)
+def get_release(release_id: str, caller: Caller, releases: Releases) -> ReleaseOut:
+    return ReleaseOut.of(releases.get(caller.tenant_id, release_id))
+
+
+@router.get("/releases/{release_id}/noisy-labels")
+def get_noisy_labels(release_id: str, caller: Caller, releases: Releases) -> FileResponse:
+    """The stored output (Parquet: example_id, bin) exactly as it will be delivered; reading it is free."""
+    path = releases.output_path(caller.tenant_id, release_id)
+    return FileResponse(path, media_type="application/vnd.apache.parquet", filename=f"{release_id}.parquet")

@@ -1,0 +1,61 @@
+"""What a tenant may ask about its budget: spend over a dataset's examples, and the ledger itself."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from labels_party.budget.epsilon import to_micro
+from labels_party.budget.ledger import SpendSummary, spend_summary
+from labels_party.datasets.service import get_dataset
+from labels_party.datasets.store import DatasetFiles
+from labels_party.storage.orm import LedgerEntry, Tenant
+
+
+@dataclass(frozen=True)
+class DatasetBudget:
+    budget_micro: int  # the tenant's per-example budget
+    summary: SpendSummary
+
+
+@dataclass(frozen=True)
+class LedgerPage:
+    entries: list[LedgerEntry]
+    total: int
+
+
+class BudgetService:
+    def __init__(self, sessions: sessionmaker[Session], data_dir: Path) -> None:
+        self.sessions, self.data_dir = sessions, data_dir
+
+    def for_dataset(self, tenant_id: str, dataset_id: str, epsilon: float) -> DatasetBudget:
+        """Spend over the examples a release of the dataset would cover, and how many of them could
+        still take ``epsilon``."""
+        with self.sessions() as session:
+            ds = get_dataset(session, tenant_id, dataset_id)
+            tenant = session.get(Tenant, tenant_id)
+            assert tenant is not None  # the caller's key resolved to it
+            files = DatasetFiles(self.data_dir, ds.id)
+            keys = np.asarray(files.covered_keys(ds.labels_version, ds.universe_version), dtype=np.int64)
+            return DatasetBudget(
+                tenant.budget_micro, spend_summary(session, tenant_id, keys, to_micro(epsilon))
+            )
+
+    def ledger(self, tenant_id: str, limit: int, offset: int) -> LedgerPage:
+        """The tenant's append-only ledger entries, oldest first."""
+        with self.sessions() as session:
+            total = session.execute(
+                select(func.count()).select_from(LedgerEntry).where(LedgerEntry.tenant_id == tenant_id)
+            ).scalar_one()
+            rows = session.execute(
+                select(LedgerEntry)
+                .where(LedgerEntry.tenant_id == tenant_id)
+                .order_by(LedgerEntry.id)
+                .limit(limit)
+                .offset(offset)
+            ).scalars()
+            return LedgerPage(list(rows), int(total))

@@ -1,0 +1,65 @@
+"""The examples a release covers, with their labels, read from a dataset's stored versions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from labeldp.common.errors import DomainError
+from labels_party.datasets.spec import DatasetSpec
+from labels_party.datasets.store import DatasetFiles
+from labels_party.storage.orm import Dataset
+
+
+@dataclass(frozen=True)
+class ExampleSet:
+    ids: pa.Array
+    keys: np.ndarray  # ledger keys, aligned with ids
+    labels: np.ndarray
+    defaulted: int  # universe IDs without a label, which took the default label
+    universe_declared: bool
+
+    @property
+    def n(self) -> int:
+        return int(self.keys.size)
+
+
+def example_set(files: DatasetFiles, ds: Dataset, spec: DatasetSpec, subset: list[str] | None) -> ExampleSet:
+    """The IDs a release covers (the declared universe, else the labelled IDs) with their labels.
+
+    With a universe, the message lists every ID in it, labelled or not, so it does not reveal which
+    examples have labels (privacy invariant 4); missing labels take the dataset's default label.
+    """
+    labels = files.read_labels(ds.labels_version)
+    universe = files.read_universe(ds.universe_version)
+    base = universe if universe is not None else labels.select(["example_id", "example_key"])
+    if subset is not None:
+        wanted = pa.array(subset, pa.string())
+        if len(set(subset)) != len(subset):
+            raise DomainError("duplicate-example-id", "example_ids contains duplicates")
+        unknown = int(pc.sum(pc.invert(pc.is_in(wanted, value_set=base.column("example_id")))).as_py() or 0)
+        if unknown:
+            raise DomainError("unknown-example-ids", f"{unknown} example_ids are not in the dataset")
+        base = base.filter(pc.is_in(base.column("example_id"), value_set=wanted))
+    if base.num_rows == 0:
+        raise DomainError("empty-release", "the release would contain no examples")
+    ids = base.column("example_id").combine_chunks()
+    position = pc.index_in(ids, value_set=labels.column("example_id"))
+    has_label = np.asarray(pc.is_valid(position).to_numpy(zero_copy_only=False), dtype=bool)
+    values = np.empty(len(ids), dtype=np.float64)
+    if has_label.any():
+        idx = np.asarray(pc.drop_null(position).to_numpy(zero_copy_only=False), dtype=np.int64)
+        values[has_label] = np.asarray(labels.column("label").to_numpy(), dtype=np.float64)[idx]
+    missing = int((~has_label).sum())
+    if missing:
+        if spec.default_label is None:
+            raise DomainError(
+                "missing-labels",
+                f"{missing} example IDs in the universe have no label and the dataset has no default_label",
+            )
+        values[~has_label] = spec.default_label
+    keys = np.asarray(base.column("example_key").to_numpy(), dtype=np.int64)
+    return ExampleSet(ids, keys, values, missing, universe is not None)
