@@ -6,7 +6,7 @@ party's release code (``release_labels``: private prior with the default ε spli
 CSPRNG randomization) or a baseline (Laplace, staircase, exponential; discrete variants for integer
 labels), and the features party's training code fits the same HistGradientBoosting model on them
 (``Encoder`` from ``features_party.training.fit``; RR-on-Bins predictions get the affine correction
-of MATH.md §6, which the baselines do not need). Metrics on the test split against the true labels:
+of docs/math.md §6, which the baselines do not need). Metrics on the test split against the true labels:
 MSE (prices), Poisson deviance and MSE (weeks worked), AUC (income), mean ± std over ``RUNS``.
 """
 

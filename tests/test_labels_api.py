@@ -274,6 +274,35 @@ def test_preview_is_free(api: Api) -> None:
     assert charges(c) == []
 
 
+def test_classes_are_released_and_previewed_with_rr_top_k(api: Api) -> None:
+    """The factory picks the mechanism from the loss, for releases and previews alike: categorical
+    labels and binary labels under the 0-1 loss use RR-Top-k over the classes."""
+    c = with_recipient(api.tenant("acme", "10"))
+    cat = dataset(c, "colors", label_type="categorical", lo=0, hi=4)
+    upload(c, cat, csv([(f"e{i}", [0, 0, 0, 1, 1, 2, 3, 4][i % 8]) for i in range(800)]))
+    preview = c.post(f"/v1/datasets/{cat}/releases:preview", json={"epsilon": 1.0, "recipient": "publisher"})
+    assert preview.status_code == 200, preview.text
+    assert preview.json()["mechanism"]["kind"] == "rr_top_k" and preview.json()["bin_values"][0] == 0.0
+    problem(release(c, cat, "sq", loss="squared"), 422, "invalid-loss")
+    r = release(c, cat, "cat", epsilon=2.0, loss="zero_one")
+    assert r.status_code == 201, r.text
+    rel = r.json()
+    mechanism = rel["mechanism"]
+    assert mechanism["kind"] == "rr_top_k" and mechanism["loss"] == "zero_one"
+    assert mechanism["support"] == [0.0, 1.0, 2.0, 3.0, 4.0] and rel["bins"] == mechanism["bin_values"]
+    assert mechanism["implemented_epsilon"] <= mechanism["epsilon_randomize"] <= rel["epsilon"]
+    out = pq.read_table(io.BytesIO(c.get(f"/v1/releases/{rel['id']}/noisy-labels").content))
+    assert out.num_rows == 800 and max(out.column("bin").to_pylist()) < len(rel["bins"])
+    binary = dataset(c, "converted", label_type="binary", lo=0, hi=1)
+    assert upload(c, binary, csv([(f"b{i}", int(i % 3 == 0)) for i in range(300)])).status_code == 200
+    for loss, kind in (("zero_one", "rr_top_k"), ("squared", "rr_on_bins")):
+        p = c.post(
+            f"/v1/datasets/{binary}/releases:preview", json={"epsilon": 1.0, "recipient": "p", "loss": loss}
+        )
+        assert p.status_code == 200 and p.json()["mechanism"]["kind"] == kind, p.text
+    assert len(charges(c)) == 1  # previews are free
+
+
 def test_tenants_never_see_each_other(api: Api) -> None:
     owner = with_recipient(api.tenant("owner"))
     other = with_recipient(api.tenant("other"))

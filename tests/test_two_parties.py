@@ -10,6 +10,7 @@ import httpx
 import pyarrow.parquet as pq
 
 from labeldp.demo.parties import cli
+from labeldp.mechanisms import PublishedMechanism
 from labeldp.processes import FeaturesProcess, free_port
 from tests.support.metrics import scrape, value
 from tests.support.servers import LabelsProcess
@@ -101,6 +102,11 @@ def test_release_travels_from_labels_party_to_features_party_over_mtls(tmp_path:
         assert got["example_count"] == 30_000 and got["sender_id"] == "advertiser"
         assert got["header"]["recipient_id"] == "publisher" and got["header"]["epsilon_total"] == 1.0
         assert got["header"]["mechanism"]["bin_values"] == rel["bins"]
+        # the mechanism the features party's trainer reads is the one the labels party published
+        assert got["mechanism"] == rel["mechanism"]
+        published = PublishedMechanism.model_validate(rel["mechanism"])
+        assert PublishedMechanism.model_validate(got["mechanism"]) == published
+        assert published.kind == "rr_on_bins" and published.loss == "poisson" and published.epsilon <= 1.0
         stored = pq.read_table(tmp_path / "features" / "releases" / f"{rel['id']}.parquet")
         assert sorted(stored.column("example_id").to_pylist()) == sorted(f"click-{i}" for i in range(30_000))
         assert (

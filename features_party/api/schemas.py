@@ -164,7 +164,17 @@ class ModelOut(BaseModel):
         )
 
 
+MAX_PREDICTIONS = 100_000  # per request; larger sets are a batch job, not a request
+
+
 class PredictIn(BaseModel):
-    example_ids: list[str] | None = Field(None, description="rows of a feature table (default: the model's)")
-    feature_table: str | None = None
-    rows: list[dict[str, Any]] | None = Field(None, description="feature rows given directly")
+    example_ids: list[str] | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_PREDICTIONS,
+        description="rows of a feature table (default: the model's)",
+    )
+    feature_table: str | None = Field(None, min_length=1, max_length=200)
+    rows: list[dict[str, Any]] | None = Field(
+        None, min_length=1, max_length=MAX_PREDICTIONS, description="feature rows given directly"
+    )

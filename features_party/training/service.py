@@ -169,6 +169,43 @@ class TrainingService:
         return {"example_ids": example_ids, **_predictions(trained, data.take(position))}
 
 
+def feature_rows(trained: Trained, rows: list[dict[str, Any]]) -> pa.Table:
+    """Feature rows sent in a request, typed as the model was trained: numbers (or null) for numeric
+    columns, scalars (read as text) for categorical ones; anything else is a 422 naming the column."""
+    if not rows:
+        raise DomainError("invalid-request", "rows must not be empty")
+    missing = sorted({c for c in trained.encoder.columns for r in rows if c not in r})
+    if missing:
+        raise DomainError("missing-features", f"rows lack feature columns: {missing}", columns=missing)
+    categorical = set(trained.encoder.categorical)
+    columns: dict[str, pa.Array] = {}
+    for name in trained.encoder.columns:
+        values = [r.get(name) for r in rows]
+        bad = next(
+            (
+                i
+                for i, v in enumerate(values)
+                if v is not None
+                and not (
+                    isinstance(v, str | int | float | bool)
+                    if name in categorical
+                    else isinstance(v, int | float)
+                )
+            ),
+            None,
+        )
+        if bad is not None:
+            kind = "a scalar" if name in categorical else "a number"
+            raise DomainError(
+                "invalid-feature-value", f"column {name!r} needs {kind}", rows=[bad + 1], columns=[name]
+            )
+        if name in categorical:
+            columns[name] = pa.array([None if v is None else str(v) for v in values], pa.string())
+        else:
+            columns[name] = pa.array([None if v is None else float(v) for v in values], pa.float64())
+    return pa.table(columns)
+
+
 def _predictions(trained: Trained, features: pa.Table) -> dict[str, Any]:
     """Regression: debiased predictions. Classification: the most likely class (its reported
     value) and the probability of every class."""

@@ -1,4 +1,4 @@
-"""Comparison baselines (paper Appendix D; MATH.md §7), each clipped to the public ``[lo, hi]``.
+"""Comparison baselines (paper Appendix D; docs/math.md §7), each clipped to the public ``[lo, hi]``.
 
 Labels are clipped to ``[lo, hi]`` first, so the sensitivity is ``Δ = hi − lo`` (Appendix F), and
 outputs are clipped again (post-processing). These exist to measure RR-on-Bins against; the

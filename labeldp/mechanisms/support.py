@@ -85,6 +85,9 @@ def integer_grid(lo: int, hi: int, step: int = 1) -> Support:
         raise ParameterError(f"step must be a positive integer, got {step!r}")
     if (hi - lo) % step:
         raise ParameterError(f"hi - lo must be a multiple of step; got lo={lo}, hi={hi}, step={step}")
+    k = (int(hi) - int(lo)) // int(step) + 1  # counted before anything is allocated
+    if k > MAX_SUPPORT_SIZE:
+        raise ParameterError(f"the grid has {k} points; at most {MAX_SUPPORT_SIZE} are supported", "support")
     values = np.arange(int(lo), int(hi) + 1, int(step), dtype=np.float64)
     return Support(values, _step=float(step))
 

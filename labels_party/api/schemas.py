@@ -109,8 +109,10 @@ class ReleaseIn(BaseModel):
     epsilon_prior: float | None = Field(
         None, gt=0, description="part of ε for the private prior; default √(k/n)"
     )
-    loss: LossName = Field(
-        "squared", description="the loss the mechanism is optimized for; zero_one: classes"
+    loss: LossName | None = Field(
+        None,
+        description="the loss the mechanism is optimized for (zero_one: classes); "
+        "default: squared, or zero_one for categorical labels",
     )
     recipient: str = Field(min_length=1, description="name of a registered recipient (features party)")
     example_ids: list[str] | None = Field(None, description="release only these IDs (default: all)")

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from labeldp.common.errors import DomainError
 from labeldp.mechanisms import (
+    LOSSES_BY_LABEL_TYPE,
     LabelType,
     LossName,
     ParameterError,
@@ -24,13 +25,21 @@ from labeldp.mechanisms import (
     uniform_grid,
 )
 
+# A dataset's support has at most this many points: the optimizer's work grows with k² (about 1 s
+# for squared and 7 s for absolute loss at this size), and bins travel as uint16 (at most 65,535).
+MAX_SUPPORT_POINTS = 10_000
+
 
 class SupportSpec(BaseModel):
     kind: Literal["integer", "uniform", "log", "explicit"]
     step: int | None = Field(None, gt=0, description="integer grid step (kind=integer)")
-    k: int | None = Field(None, ge=2, le=100_000, description="number of points (kind=uniform or log)")
+    k: int | None = Field(
+        None, ge=2, le=MAX_SUPPORT_POINTS, description="number of points (kind=uniform or log)"
+    )
     include_zero: bool = Field(False, description="add 0 to a log grid (kind=log)")
-    values: list[float] | None = Field(None, description="the support points (kind=explicit)")
+    values: list[float] | None = Field(
+        None, max_length=MAX_SUPPORT_POINTS, description="the support points (kind=explicit)"
+    )
 
 
 class DatasetSpec(BaseModel):
@@ -66,8 +75,23 @@ class DatasetSpec(BaseModel):
             raise ValueError("categorical labels use every class 0..hi (step 1)")
         if self.default_label is not None:
             check_label_value(self, self.default_label, "default_label")
+        points = self.support_points()
+        if points > MAX_SUPPORT_POINTS:
+            raise ValueError(
+                f"the support would have {points} points; at most {MAX_SUPPORT_POINTS} are allowed"
+            )
         self.build_support()  # raises ValueError for an unusable grid
         return self
+
+    def support_points(self) -> int:
+        """How many points the support has, counted without building it."""
+        s = self.support
+        if s is None or s.kind == "integer":
+            step = 1 if s is None or s.step is None else s.step
+            return int((int(self.hi) - int(self.lo)) // step + 1)
+        if s.kind in ("uniform", "log"):
+            return (s.k or 0) + (1 if s.kind == "log" and s.include_zero else 0)
+        return len(s.values or [])
 
     def build_support(self) -> Support:
         s = self.support
@@ -94,8 +118,11 @@ class DatasetSpec(BaseModel):
             return integer_grid(0, int(self.hi))
         return self.build_support()
 
-    def loss(self, loss: str) -> LossName:
-        """``loss`` if it suits these labels (the mechanism follows from it), else a 422."""
+    def loss(self, loss: str | None) -> LossName:
+        """``loss`` if it suits these labels (the mechanism follows from it), else a 422; no loss
+        means the label type's default (squared, or zero_one for categorical labels)."""
+        if loss is None:
+            return LOSSES_BY_LABEL_TYPE[self.label_type][0]
         try:
             name = check_loss(self.label_type, loss)
         except ParameterError as exc:

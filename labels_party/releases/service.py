@@ -57,7 +57,7 @@ log = logging.getLogger("labeldp.labels.releases")
 @dataclass(frozen=True)
 class ReleaseRequest:
     epsilon: float
-    loss: str
+    loss: str | None  # None: the label type's default loss
     recipient: str
     epsilon_prior: float | None = None
     example_ids: list[str] | None = None

@@ -9,6 +9,7 @@ from labels_party.api.schemas import BudgetOut, LedgerEntryOut, LedgerPageOut
 
 router = APIRouter(prefix="/v1", tags=["budget"])
 MAX_PAGE = 1000
+MAX_OFFSET = 2**31 - 1  # far beyond any ledger; keeps the value a database integer
 
 
 @router.get("/datasets/{dataset_id}/budget", response_model=BudgetOut)
@@ -26,7 +27,7 @@ def get_ledger(
     caller: Caller,
     budget: Budget,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> LedgerPageOut:
     """Append-only ledger entries of this tenant, oldest first."""
     page = budget.ledger(caller.tenant_id, limit, offset)
