@@ -29,6 +29,10 @@ class LabelsSettings(BaseSettings):
     release_ttl_seconds: int = Field(7 * 24 * 3600, description="how long a signed message stays deliverable")
     delivery_timeout_seconds: float = Field(300.0, description="deadline of one delivery attempt")
     delivery_attempts: int = Field(5, description="attempts on UNAVAILABLE / DEADLINE_EXCEEDED, with backoff")
+    release_lease_seconds: float = Field(
+        60.0, gt=0, description="how long a charged release's owner is trusted without a heartbeat"
+    )
+    instance_name: str | None = Field(None, description="this process's host name in ownership tokens")
 
     def resolved_database_url(self) -> str:
         return self.database_url or sqlite_url(self.data_dir)

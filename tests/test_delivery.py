@@ -69,7 +69,7 @@ def test_plaintext_delivery_redelivery_and_identity(tmp_path: Path) -> None:
             first = c.post(f"/v1/releases/{rel}/deliveries")
             assert first.status_code == 201, first.text
             assert first.json()["outcome"] == "delivered" and first.json()["attempts"] == 1
-            stored = pq.read_table(receiver.settings.data_dir / "releases" / f"{rel}.parquet")
+            stored = pq.read_table(receiver.stored_file(rel))
             assert stored.num_rows == 20_000
             again = c.post(f"/v1/releases/{rel}/deliveries")  # same bytes, same receipt, no new charge
             assert (

@@ -61,13 +61,28 @@ class Harness:
         assert len(files) == rows, "a file without its row, or a row without its file"
         return rows
 
+    def stored_file(self, release_id: str) -> Path:
+        """Where the receiver stored a release: a name it chose, inside its data directory."""
+        with self.receiver.sessions() as s:
+            row = s.get(ReceivedRelease, release_id)
+        assert row is not None
+        path = Path(row.path)
+        assert path.parent == self.settings.data_dir / "releases" and release_id not in path.name
+        return path
+
     def no_leftovers(self) -> bool:
         tmp = self.settings.data_dir / "tmp"
-        return not tmp.exists() or not any(tmp.iterdir())
+        return not tmp.exists() or not any(p.is_file() for p in tmp.rglob("*"))
 
 
 def start(
-    tmp_path: Path, *, tls: bool = False, max_bytes: int = 1 << 30, party: str = "publisher"
+    tmp_path: Path,
+    *,
+    tls: bool = False,
+    max_bytes: int = 1 << 30,
+    party: str = "publisher",
+    idle_s: float = 60.0,
+    workers: int = 32,
 ) -> Harness:
     data = tmp_path / f"features-{uuid.uuid4().hex[:6]}"
     certs = dev_ca(tmp_path / "certs") if tls else None
@@ -80,6 +95,8 @@ def start(
         tls_key=certs.server_key if certs else None,
         tls_ca=certs.ca if certs else None,
         max_release_bytes=max_bytes,
+        stream_idle_seconds=idle_s,
+        grpc_workers=workers,
     )
     data.mkdir(parents=True)
     engine = make_engine(settings.resolved_database_url())
@@ -89,7 +106,9 @@ def start(
     with sessions.begin() as s:
         s.add(Sender(id=SENDER, key_id=sender.key_id, public_key_pem=public_key_pem(sender.public_key)))
     metrics = FeaturesMetrics()
-    receiver = Receiver(sessions, data, party, max_bytes, on_outcome=metrics.record_delivery)
+    receiver = Receiver(
+        sessions, data, party, max_bytes, on_outcome=metrics.record_delivery, idle_timeout_s=idle_s
+    )
     server, port = build_server(receiver, settings)
     if certs:
         creds = grpc.ssl_channel_credentials(
@@ -131,7 +150,7 @@ def test_delivery_is_verified_stored_and_idempotent(h: Harness) -> None:
     assert receipt.receiver_id == "publisher"
     header = pb.ReleaseHeader.FromString(frames[0].header.header)
     assert receipt.payload_sha256 == header.payload_sha256
-    stored = pq.read_table(h.settings.data_dir / "releases" / f"{rel.release_id}.parquet")
+    stored = pq.read_table(h.stored_file(rel.release_id))
     assert stored.column("example_id").to_pylist() == ids(600_000)
     assert np.array_equal(np.asarray(stored.column("bin")), rel.bins)
     again = h.stub.DeliverRelease(iter(frames))
@@ -303,3 +322,95 @@ def test_plaintext_must_be_explicit(tmp_path: Path) -> None:
     receiver = Receiver(session_factory(engine), tmp_path, "publisher", 1 << 20)
     with pytest.raises(ValueError, match="ALLOW_PLAINTEXT"):
         build_server(receiver, settings)
+
+
+@pytest.mark.parametrize(
+    "release_id",
+    ["../../../tmp/x", "../releases/abc", "", "a" * 65, "5E0C1F2A-0000-4000-8000-000000000000", "x\x00y"],
+)
+def test_release_ids_that_are_not_uuids_are_refused_and_never_touch_the_disk(
+    h: Harness, tmp_path: Path, release_id: str
+) -> None:
+    frames = build_frames(replace(release(ids(100)), release_id=release_id), h.sender)
+    assert code(lambda: h.stub.DeliverRelease(iter(frames))) == grpc.StatusCode.INVALID_ARGUMENT
+    assert h.stored() == 0 and h.no_leftovers()
+    assert not (tmp_path / "x").exists() and not (h.settings.data_dir / "releases").exists()
+
+
+def test_a_sender_cannot_touch_another_senders_release(h: Harness) -> None:
+    victim = release(ids(1000))
+    h.stub.DeliverRelease(iter(build_frames(victim, h.sender)))
+    original = pq.read_table(h.stored_file(victim.release_id))
+    intruder = Identity.generate()
+    with h.receiver.sessions.begin() as s:  # a second sender, pinned like the first
+        s.add(
+            Sender(id="intruder", key_id=intruder.key_id, public_key_pem=public_key_pem(intruder.public_key))
+        )
+    forged = replace(release(ids(10)), release_id=victim.release_id, sender_id="intruder")
+    assert (
+        code(lambda: h.stub.DeliverRelease(iter(build_frames(forged, intruder))))
+        == grpc.StatusCode.ALREADY_EXISTS
+    )
+    same_bytes = replace(victim, sender_id="intruder")  # even the same contents under its own name
+    assert (
+        code(lambda: h.stub.DeliverRelease(iter(build_frames(same_bytes, intruder))))
+        == grpc.StatusCode.ALREADY_EXISTS
+    )
+    assert pq.read_table(h.stored_file(victim.release_id)).equals(original) and h.stored() == 1
+
+
+def test_malformed_frames_are_invalid_argument_not_internal(h: Harness) -> None:
+    send = h.raw()
+    frames = [f.SerializeToString() for f in build_frames(release(ids(50)), h.sender)]
+    for sent in ([b"\xff\xff\xff"], [frames[0], b"\x12\xff\xff\xff\xff"], [b"\x0a\x03abc"]):
+        with pytest.raises(grpc.RpcError) as info:
+            send(iter(sent))
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT, sent
+    assert h.stored() == 0 and h.no_leftovers()
+
+
+def test_stalled_streams_are_cut_and_do_not_block_deliveries(tmp_path: Path) -> None:
+    """More stalled senders than the receiver has workers: each is cancelled after the idle timeout,
+    and a real delivery behind them still completes."""
+    stalled_h = start(tmp_path, idle_s=1.0, workers=4)
+    try:
+        frames = build_frames(release(ids(2000)), stalled_h.sender)
+        release_gate = threading.Event()
+
+        def stalled() -> Iterator[pb.ReleaseFrame]:
+            yield frames[0]
+            release_gate.wait(30)  # never sends the chunks (until the test ends)
+
+        outcomes: list[grpc.StatusCode] = []
+
+        def stall() -> None:
+            with pytest.raises(grpc.RpcError) as info:
+                stalled_h.stub.DeliverRelease(stalled(), timeout=30)
+            outcomes.append(info.value.code())
+
+        threads = [threading.Thread(target=stall) for _ in range(8)]
+        for t in threads:
+            t.start()
+        time.sleep(0.3)
+        started = time.monotonic()
+        deadline = started + 20
+        receipt = None
+        while receipt is None and time.monotonic() < deadline:
+            try:
+                receipt = stalled_h.stub.DeliverRelease(iter(frames), timeout=10)
+            except grpc.RpcError as exc:  # refused while every worker is taken: retry
+                assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, exc
+                time.sleep(0.2)
+        assert receipt is not None and receipt.example_count == 2000
+        assert time.monotonic() - started < 10
+        release_gate.set()
+        for t in threads:
+            t.join(timeout=30)
+        assert len(outcomes) == 8 and set(outcomes) <= {
+            grpc.StatusCode.CANCELLED,
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+        }
+        assert stalled_h.stored() == 1 and stalled_h.no_leftovers()
+    finally:
+        stalled_h.channel.close()
+        stalled_h.server.stop(None)

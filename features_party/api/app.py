@@ -20,6 +20,7 @@ from features_party.tables.service import FeatureTables
 from features_party.training.service import TrainingService
 from labeldp.common import logs
 from labeldp.common.identity import Identity
+from labeldp.common.instance import Instance, clean_atomic_leftovers, clean_spools
 from labeldp.common.service import service_app
 
 log = logging.getLogger("labeldp.features")
@@ -32,6 +33,7 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
     engine = make_engine(settings.resolved_database_url())
     sessions = session_factory(engine)
     metrics = FeaturesMetrics()
+    instance = Instance.current(settings.instance_name)
     releases = ReceivedReleases(sessions, settings.data_dir)
     tables = FeatureTables(sessions, settings.data_dir)
     svc = FeaturesServices(
@@ -48,12 +50,19 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         migrate(engine)
         svc.training.fail_interrupted()
+        removed = clean_spools(settings.data_dir / "tmp", instance) + clean_atomic_leftovers(
+            settings.data_dir
+        )
+        if removed:
+            log.info("removed files a crash left behind", extra={"examples": removed})
         receiver = Receiver(
             sessions,
             settings.data_dir,
             settings.party_id,
             settings.max_release_bytes,
             on_outcome=metrics.record_delivery,
+            idle_timeout_s=settings.stream_idle_seconds,
+            instance=instance,
         )
         server, port = build_server(receiver, settings)
         svc.grpc_port = port

@@ -11,6 +11,7 @@ from features_party.receiver.store import published_mechanism
 from features_party.storage.orm import FeatureTable, ReceivedRelease, Sender, TrainingJob
 from features_party.tables.service import JoinReport
 from features_party.training.service import TrainingRequest
+from labeldp.common.inputs import ExampleId, Name, Pem
 from labeldp.mechanisms import PublishedMechanism
 
 
@@ -22,8 +23,8 @@ class IdentityOut(BaseModel):
 
 
 class SenderIn(BaseModel):
-    id: str = Field(min_length=1, max_length=200, description="the labels party's party_id")
-    public_key_pem: str = Field(description="its Ed25519 public key (its GET /v1/identity)")
+    id: Name = Field(description="the labels party's party_id")
+    public_key_pem: Pem = Field(description="its Ed25519 public key (its GET /v1/identity)")
 
 
 class SenderOut(BaseModel):
@@ -75,8 +76,8 @@ class FeatureTableOut(BaseModel):
 
 
 class JoinIn(BaseModel):
-    release_id: str
-    feature_table: str
+    release_id: str = Field(max_length=64)
+    feature_table: Name
 
 
 class JoinOut(BaseModel):
@@ -106,8 +107,8 @@ class JoinOut(BaseModel):
 
 
 class TrainingJobIn(BaseModel):
-    release_id: str
-    feature_table: str
+    release_id: str = Field(max_length=64)
+    feature_table: Name
     model: Literal["hgb", "linear"] = "hgb"
     debias: Literal["none", "affine", "unbiased"] = "affine"
     validation_fraction: float = Field(0.2, gt=0, lt=1)
@@ -168,13 +169,13 @@ MAX_PREDICTIONS = 100_000  # per request; larger sets are a batch job, not a req
 
 
 class PredictIn(BaseModel):
-    example_ids: list[str] | None = Field(
+    example_ids: list[ExampleId] | None = Field(
         None,
         min_length=1,
         max_length=MAX_PREDICTIONS,
         description="rows of a feature table (default: the model's)",
     )
-    feature_table: str | None = Field(None, min_length=1, max_length=200)
+    feature_table: Name | None = None
     rows: list[dict[str, Any]] | None = Field(
         None, min_length=1, max_length=MAX_PREDICTIONS, description="feature rows given directly"
     )

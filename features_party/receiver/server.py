@@ -1,5 +1,9 @@
 """The gRPC server around the receiver: mTLS whenever certificates are configured, health checking
-and server reflection on, plaintext only when explicitly allowed (and then said loudly)."""
+and server reflection on, plaintext only when explicitly allowed (and then said loudly).
+
+``DeliverRelease`` is registered with no request deserializer: frames reach the receiver as bytes and
+are parsed there, so a malformed frame is answered INVALID_ARGUMENT like every other bad message.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +18,6 @@ from features_party.config import FeaturesSettings
 from features_party.receiver.service import Receiver
 from labeldp.common.wire import MAX_MESSAGE_BYTES
 from labeldp.v1 import delivery_pb2 as pb
-from labeldp.v1 import delivery_pb2_grpc as pb_grpc
 
 log = logging.getLogger("labeldp.features.receiver")
 SERVICE = pb.DESCRIPTOR.services_by_name["FeaturesParty"].full_name
@@ -24,10 +27,19 @@ def build_server(receiver: Receiver, settings: FeaturesSettings) -> tuple[grpc.S
     """A started gRPC server and the port it listens on (``grpc_port`` 0 picks a free one)."""
     limit = MAX_MESSAGE_BYTES + 2**20
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=16),
+        futures.ThreadPoolExecutor(max_workers=settings.grpc_workers, thread_name_prefix="grpc"),
         options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)],
+        maximum_concurrent_rpcs=settings.grpc_workers,  # more are refused (RESOURCE_EXHAUSTED), not queued
     )
-    pb_grpc.add_FeaturesPartyServicer_to_server(receiver, server)  # type: ignore[no-untyped-call]
+    handler = grpc.method_handlers_generic_handler(
+        SERVICE,
+        {
+            "DeliverRelease": grpc.stream_unary_rpc_method_handler(
+                receiver.DeliverRelease, response_serializer=pb.DeliveryReceipt.SerializeToString
+            )
+        },
+    )
+    server.add_generic_rpc_handlers((handler,))
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     health_servicer.set(SERVICE, health_pb2.HealthCheckResponse.SERVING)

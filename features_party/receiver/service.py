@@ -1,15 +1,21 @@
-"""The gRPC receiver: trusts nothing unsigned, stores nothing partial.
+"""The gRPC receiver: trusts nothing unsigned, stores nothing partial, turns nothing from the wire into
+a path.
 
-Order of checks for one ``DeliverRelease`` stream:
-1. the first frame is the signed header; its signature verifies against the *pinned* key of the
-   sender it names (UNAUTHENTICATED otherwise), before any chunk is read;
-2. it is addressed to this party (PERMISSION_DENIED) and not expired (FAILED_PRECONDITION);
-3. a release id already stored answers with the same receipt if the digest matches (idempotent
-   re-delivery) and ALREADY_EXISTS otherwise;
-4. chunks are spooled to a temporary file while their digest is computed, in order and within the
-   size limit (INVALID_ARGUMENT, RESOURCE_EXHAUSTED); nothing is decoded before the digest matches;
-5. the decoded release is written to a temporary Parquet file, renamed into place and its row
-   committed in one step; any failure removes the file, so nothing partial is ever visible.
+Order of checks for one ``DeliverRelease`` stream (frames arrive as raw bytes and are parsed here, so
+a malformed frame is INVALID_ARGUMENT, never INTERNAL):
+1. the first frame is the signed header; its release id is a UUID and its sender id plain text; its
+   signature verifies against the *pinned* key of the sender it names (UNAUTHENTICATED otherwise),
+   before any chunk is read;
+2. it is addressed to this party (PERMISSION_DENIED), not expired (FAILED_PRECONDITION), and states a
+   well-formed published mechanism (INVALID_ARGUMENT);
+3. a release id already stored answers with the same receipt if the same sender sent the same digest
+   (idempotent re-delivery) and ALREADY_EXISTS otherwise — a sender never touches another's release;
+4. chunks are spooled to a file in this process's own spool folder while their digest is computed,
+   in order and within the size limit (INVALID_ARGUMENT, RESOURCE_EXHAUSTED); a stream idle for longer
+   than the idle timeout is cancelled; nothing is decoded before the digest matches;
+5. the decoded release is written to a temporary Parquet file and renamed to a storage name this
+   party chose (a fresh UUID), together with its row; any failure removes the file, so nothing
+   partial is ever visible.
 """
 
 from __future__ import annotations
@@ -18,9 +24,11 @@ import json
 import logging
 import os
 import tempfile
+import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +36,7 @@ import grpc
 import pyarrow as pa
 import pyarrow.parquet as pq
 from google.protobuf.json_format import MessageToDict
+from google.protobuf.message import DecodeError
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
@@ -35,6 +44,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from features_party.receiver.store import SenderRegistry
 from features_party.storage.orm import ReceivedRelease
 from labeldp.common.errors import DomainError
+from labeldp.common.instance import Instance
 from labeldp.common.wire import (
     ChunkStream,
     WireError,
@@ -44,13 +54,13 @@ from labeldp.common.wire import (
     write_records,
 )
 from labeldp.v1 import delivery_pb2 as pb
-from labeldp.v1 import delivery_pb2_grpc as pb_grpc
 
 log = logging.getLogger("labeldp.features.receiver")
 
 
-def release_path(data_dir: Path, release_id: str) -> Path:
-    return data_dir / "releases" / f"{release_id}.parquet"
+def storage_path(data_dir: Path) -> Path:
+    """Where a newly received release is stored: a name this party chooses, never one from the wire."""
+    return data_dir / "releases" / f"{uuid.uuid4().hex}.parquet"
 
 
 def summary_of(header: pb.ReleaseHeader) -> dict[str, Any]:
@@ -64,27 +74,79 @@ def _ignore(outcome: str, examples: int) -> None:
     pass
 
 
+def _frames(raw: Iterator[bytes]) -> Iterator[pb.ReleaseFrame]:
+    for data in raw:
+        try:
+            yield pb.ReleaseFrame.FromString(data)
+        except DecodeError as exc:
+            raise WireError("invalid_argument", "a frame is not a valid ReleaseFrame") from exc
+
+
 @dataclass
-class Receiver(pb_grpc.FeaturesPartyServicer):
+class IdleWatch:
+    """Cancels a stream that sends nothing for ``idle_s`` seconds, so stalled senders cannot hold the
+    receiver's workers."""
+
+    context: grpc.ServicerContext
+    idle_s: float
+    last: float = field(default_factory=time.monotonic)
+    stopped: threading.Event = field(default_factory=threading.Event)
+    fired: bool = False
+
+    def __post_init__(self) -> None:
+        threading.Thread(target=self._watch, daemon=True, name="receiver-idle-watch").start()
+
+    def _watch(self) -> None:
+        while not self.stopped.wait(min(1.0, self.idle_s / 4)):
+            if time.monotonic() - self.last > self.idle_s:
+                self.fired = True
+                self.context.cancel()
+                return
+
+    def feed(self, raw: Iterator[bytes]) -> Iterator[bytes]:
+        try:
+            for data in raw:
+                self.last = time.monotonic()
+                yield data
+        finally:
+            self.stopped.set()
+
+
+@dataclass
+class Receiver:
     sessions: sessionmaker[Session]
     data_dir: Path
     party_id: str
     max_release_bytes: int
     on_outcome: Callable[[str, int], None] = _ignore  # (stored | replayed | rejection code, examples)
+    idle_timeout_s: float = 60.0
+    instance: Instance = field(default_factory=Instance.current)
 
     def __post_init__(self) -> None:
         self.senders = SenderRegistry(self.sessions)
 
+    @property
+    def spool_dir(self) -> Path:
+        return self.data_dir / "tmp" / self.instance.token
+
     def DeliverRelease(  # noqa: N802 - the gRPC method name
-        self, request_iterator: Iterator[pb.ReleaseFrame], context: grpc.ServicerContext
+        self, request_iterator: Iterator[bytes], context: grpc.ServicerContext
     ) -> pb.DeliveryReceipt:
+        watch = IdleWatch(context, self.idle_timeout_s)
         try:
-            receipt, outcome = self._deliver(request_iterator, context)
+            receipt, outcome = self._deliver(_frames(watch.feed(request_iterator)), context)
         except DomainError as exc:
             log.info("release rejected", extra={"status": exc.code})
             self.on_outcome(exc.code, 0)
             context.abort(grpc.StatusCode[exc.grpc_code], exc.detail)
             raise  # abort raises; keeps type checkers aware
+        except grpc.RpcError:
+            outcome = "idle_timeout" if watch.fired else "cancelled"
+            log.info("release stream ended early", extra={"status": outcome})
+            self.on_outcome(outcome, 0)
+            raise
+        finally:
+            watch.stopped.set()
         self.on_outcome(outcome, receipt.example_count)
         return receipt
 
@@ -98,9 +160,8 @@ class Receiver(pb_grpc.FeaturesPartyServicer):
         existing = self._stored(header.release_id)
         if existing is not None:
             return self._replay(existing, header), "replayed"
-        spool_dir = self.data_dir / "tmp"
-        spool_dir.mkdir(parents=True, exist_ok=True)
-        fd, spool_name = tempfile.mkstemp(dir=spool_dir, suffix=".chunks")
+        self.spool_dir.mkdir(parents=True, exist_ok=True)
+        fd, spool_name = tempfile.mkstemp(dir=self.spool_dir, suffix=".chunks")
         spool = Path(spool_name)
         staged: Path | None = None
         try:
@@ -134,7 +195,7 @@ class Receiver(pb_grpc.FeaturesPartyServicer):
     def _commit(
         self, header: pb.ReleaseHeader, signed: pb.SignedHeader, digest: bytes, staged: Path
     ) -> tuple[pb.DeliveryReceipt, str]:
-        final = release_path(self.data_dir, header.release_id)
+        final = storage_path(self.data_dir)
         final.parent.mkdir(parents=True, exist_ok=True)
         row = ReceivedRelease(
             release_id=header.release_id,
@@ -171,6 +232,8 @@ class Receiver(pb_grpc.FeaturesPartyServicer):
             ).scalar_one_or_none()
 
     def _replay(self, existing: ReceivedRelease, header: pb.ReleaseHeader) -> pb.DeliveryReceipt:
+        if existing.sender_id != header.sender_id:
+            raise WireError("already_exists", f"release {header.release_id} belongs to another sender")
         if existing.payload_sha256 != header.payload_sha256.hex():
             raise WireError(
                 "already_exists", f"release {header.release_id} was already received with other contents"

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from features_party.storage.orm import ReceivedRelease, Sender
 from labeldp.common.errors import DomainError, not_found
 from labeldp.common.identity import fingerprint, load_public_key, public_key_pem
+from labeldp.common.inputs import is_uuid
 from labeldp.common.wire import mechanism_from_header
 from labeldp.mechanisms import PublishedMechanism
 from labeldp.v1 import delivery_pb2 as pb
@@ -69,6 +70,8 @@ class ReceivedReleases:
             )
 
     def get(self, release_id: str) -> ReceivedRelease:
+        if not is_uuid(release_id):
+            raise not_found("release", release_id)
         with self.sessions() as session:
             release = session.get(ReceivedRelease, release_id)
         if release is None:

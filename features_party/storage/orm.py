@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 from sqlalchemy import (
     JSON,
     BigInteger,
-    DateTime,
     Float,
     ForeignKey,
     Integer,
@@ -18,6 +17,8 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from labeldp.common.db import UTCDateTime
 
 
 def utcnow() -> datetime:
@@ -36,7 +37,7 @@ class Sender(Base):
     id: Mapped[str] = mapped_column(String(200), primary_key=True)
     key_id: Mapped[str] = mapped_column(String(80))
     public_key_pem: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class ReceivedRelease(Base):
@@ -54,7 +55,7 @@ class ReceivedRelease(Base):
     signature: Mapped[bytes] = mapped_column(LargeBinary)
     summary: Mapped[dict[str, object]] = mapped_column(JSON)  # label type, ε split, mechanism, expiry
     path: Mapped[str] = mapped_column(Text)
-    received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class Tenant(Base):
@@ -64,7 +65,7 @@ class Tenant(Base):
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class ApiKey(Base):
@@ -74,8 +75,8 @@ class ApiKey(Base):
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
     prefix: Mapped[str] = mapped_column(String(16))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
 class FeatureTable(Base):
@@ -90,8 +91,8 @@ class FeatureTable(Base):
     version: Mapped[int] = mapped_column(Integer, default=0)
     rows: Mapped[int] = mapped_column(BigInteger, default=0)
     schema: Mapped[dict[str, str]] = mapped_column(JSON)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class TrainingJob(Base):
@@ -114,5 +115,5 @@ class TrainingJob(Base):
     progress: Mapped[dict[str, object]] = mapped_column(JSON)
     metrics: Mapped[dict[str, object]] = mapped_column(JSON)
     provenance: Mapped[dict[str, object]] = mapped_column(JSON)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)

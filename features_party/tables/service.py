@@ -17,6 +17,7 @@ from features_party.storage.orm import FeatureTable, ReceivedRelease, utcnow
 from features_party.tables.validation import ValidTable, read, validate
 from labeldp.common.errors import not_found
 from labeldp.common.files import write_parquet_atomic
+from labeldp.common.inputs import is_clean_text
 
 
 def table_path(data_dir: Path, table_id: str, version: int) -> Path:
@@ -52,6 +53,8 @@ class FeatureTables:
 
     def get(self, tenant_id: str, name: str) -> FeatureTable:
         """A tenant's table by name; another tenant's answers 404 like a missing one."""
+        if not is_clean_text(name):
+            raise not_found("feature table", repr(name))
         with self.sessions() as session:
             table = find_table(session, tenant_id, name)
         if table is None:

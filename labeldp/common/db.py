@@ -7,15 +7,17 @@ at a time, others wait up to the busy timeout); on PostgreSQL the code takes row
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import DateTime, Dialect, Engine, TypeDecorator, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from labeldp.common.errors import not_found
+from labeldp.common.inputs import is_uuid
 
 SQLITE_BUSY_TIMEOUT_MS = 60_000
 
@@ -74,8 +76,29 @@ def owned(
     session: Session, model: type[Row], ident: object, tenant_id: str, what: str, *, lock: bool = False
 ) -> Row:
     """A tenant's row by primary key; another tenant's row is indistinguishable from a missing one
-    (404 either way). ``lock`` holds the row's write lock on PostgreSQL until the transaction ends."""
+    (404 either way). ``lock`` holds the row's write lock on PostgreSQL until the transaction ends.
+    Every id labeldp issues is a UUID: anything else is answered 404 without a query."""
+    if not is_uuid(ident):
+        raise not_found(what, ident)
     row = session.get(model, ident, with_for_update=lock and session.get_bind().dialect.name == "postgresql")
     if row is None or row.tenant_id != tenant_id:
         raise not_found(what, ident)
     return row
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC timestamp on every backend: SQLite stores no zone and hands back naive
+    datetimes, which this reads as the UTC they were written in."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is not None:
+            value = value.astimezone(UTC)
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value

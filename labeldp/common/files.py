@@ -10,6 +10,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 
+def fsync_directory(directory: Path) -> None:
+    """Make a rename inside ``directory`` durable."""
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
 def write_parquet_atomic(path: Path, table: pa.Table) -> None:
     """After a crash at any point, ``path`` holds either the old file or the complete new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -21,8 +30,4 @@ def write_parquet_atomic(path: Path, table: pa.Table) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    fsync_directory(path.parent)

@@ -18,6 +18,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from labeldp import __version__
 from labeldp.common import logs, metrics
@@ -67,6 +68,42 @@ def install_error_handlers(app: FastAPI, logger: logging.Logger) -> None:
     app.middleware("http")(unexpected)  # innermost middleware: metrics and logs see its 500
 
 
+MAX_JSON_BODY_BYTES = 64 * 2**20
+
+
+class BodyLimit:
+    """Refuse request bodies over ``MAX_JSON_BODY_BYTES`` (413) before anything parses them. Uploads
+    (every ``PUT`` of both APIs) stream to disk under their own, larger limit instead."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int = MAX_JSON_BODY_BYTES) -> None:
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] == "PUT":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers", [])).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+            response = problem_response(
+                413, "payload-too-large", f"request bodies are limited to {self.max_bytes} bytes"
+            )
+            await response(scope, receive, send)
+            return
+        seen = 0
+
+        async def bounded() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.max_bytes:
+                raise DomainError(
+                    "payload-too-large", f"request bodies are limited to {self.max_bytes} bytes", status=413
+                )
+            return message
+
+        await self.app(scope, bounded, send)
+
+
 def service_app(
     title: str,
     description: str,
@@ -77,7 +114,8 @@ def service_app(
     app = FastAPI(title=title, version=__version__, description=description, lifespan=lifespan)
     install_error_handlers(app, logging.getLogger(http_logger))
     metrics.install(app, service_metrics)
-    app.middleware("http")(logs.request_logger(http_logger))  # outermost: sees every response
+    app.middleware("http")(logs.request_logger(http_logger))  # sees every response
+    app.add_middleware(BodyLimit)  # outermost: nothing reads an oversized body
 
     @app.get("/healthz", tags=["operations"])
     def healthz() -> dict[str, str]:

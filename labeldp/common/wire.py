@@ -31,6 +31,7 @@ from pydantic import ValidationError
 
 from labeldp.common.errors import DomainError
 from labeldp.common.identity import Identity, verify
+from labeldp.common.inputs import is_clean_text, is_uuid
 from labeldp.mechanisms.published import PublishedMechanism
 from labeldp.v1 import delivery_pb2 as pb
 
@@ -293,6 +294,10 @@ def check_header(
         header.ParseFromString(signed.header)
     except Exception as exc:  # protobuf raises DecodeError subclasses of Exception
         raise WireError("unauthenticated", "the header is not a valid ReleaseHeader") from exc
+    if not (is_clean_text(header.sender_id) and is_clean_text(header.sender_key_id, 80)):
+        raise WireError("unauthenticated", "the header names no valid sender")
+    if not is_uuid(header.release_id):
+        raise WireError("invalid_argument", "release_id must be a UUID (lowercase, 8-4-4-4-12)")
     key = trusted(header.sender_id, header.sender_key_id)
     if key is None:
         raise WireError(

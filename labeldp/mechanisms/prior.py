@@ -19,6 +19,7 @@ from labeldp.mechanisms.support import Support, as_support
 from labeldp.mechanisms.validation import ParameterError, check_epsilon, finite_vector
 
 HISTOGRAM_SENSITIVITY = 2
+MAX_NOISE_SCALE = 2**40  # ε₁ >= about 1.8e-12; |noise| stays far inside int64 with certainty
 
 # Default split: ε₁ = min(ε/2, PRIOR_EPSILON_SCALE · sqrt(k/n)); constant measured in
 # benchmarks/bench_prior_split.py (BENCHMARKS.md, "Privacy budget split").
@@ -49,6 +50,10 @@ def noisy_counts(
     y = finite_vector(labels, "labels", allow_empty=True)
     counts = sup.counts(y)
     scale = Fraction(HISTOGRAM_SENSITIVITY) / Fraction(eps)
+    if scale > MAX_NOISE_SCALE:  # the noise would not fit a 64-bit count
+        raise ParameterError(
+            f"epsilon {eps!r} is too small for the prior's noise (scale 2/epsilon)", "epsilon"
+        )
     return counts + sample_discrete_laplace(scale, sup.k, rng or SecureRandom())
 
 

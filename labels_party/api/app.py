@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.concurrency import run_in_threadpool
 
 from labeldp.common import logs
 from labeldp.common.identity import Identity
+from labeldp.common.instance import Instance, clean_atomic_leftovers, clean_spools
 from labeldp.common.service import service_app
 from labels_party.api.deps import LabelsServices
 from labels_party.api.routes import ROUTERS
@@ -19,7 +22,8 @@ from labels_party.datasets.service import DatasetService
 from labels_party.delivery.message import Signer
 from labels_party.delivery.service import DeliveryService, RecipientService
 from labels_party.metrics import LabelsMetrics
-from labels_party.releases.service import ReleaseService, recover_interrupted
+from labels_party.releases.service import ReleaseService
+from labels_party.releases.work import ReleaseWork
 from labels_party.storage.db import make_engine, migrate, session_factory
 
 log = logging.getLogger("labeldp.labels")
@@ -35,20 +39,45 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
     signer = Signer(
         Identity.load_or_create(settings.identity_path()), settings.party_id, settings.release_ttl_seconds
     )
+    instance = Instance.current(settings.instance_name)
+    work = ReleaseWork(sessions, settings.data_dir, signer, instance, settings.release_lease_seconds)
+    releases = ReleaseService(sessions, settings.data_dir, work, metrics)
+
+    def recover() -> None:
+        failed = work.recover()
+        if failed:
+            log.warning("marked interrupted releases as failed", extra={"releases": failed})
+
+    async def keep_recovering() -> None:
+        """Releases of a process that died are failed once its lease expires (other hosts)."""
+        while True:
+            await asyncio.sleep(settings.release_lease_seconds / 2)
+            try:
+                await run_in_threadpool(recover)
+            except Exception:
+                log.exception("release recovery failed")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         migrate(engine)
-        failed = recover_interrupted(sessions)
-        if failed:
-            log.warning("marked interrupted releases as failed", extra={"releases": failed})
+        recover()
+        removed = clean_spools(settings.data_dir / "tmp", instance) + clean_atomic_leftovers(
+            settings.data_dir
+        )
+        if removed:
+            log.info("removed files a crash left behind", extra={"examples": removed})
         log.info("service started", extra={"path": str(settings.data_dir)})
         if settings.allow_plaintext:
             log.warning(
                 "deliveries may use gRPC WITHOUT TLS (LABELDP_ALLOW_PLAINTEXT): local development only"
             )
-        yield
-        engine.dispose()
+        recovery = asyncio.create_task(keep_recovering())
+        try:
+            yield
+        finally:
+            recovery.cancel()
+            releases.shutdown()
+            engine.dispose()
 
     app = service_app(
         "labeldp labels party",
@@ -61,8 +90,9 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
         settings=settings,
         sessions=sessions,
         signer=signer,
+        instance=instance,
         datasets=DatasetService(sessions, settings.data_dir),
-        releases=ReleaseService(sessions, settings.data_dir, signer, metrics),
+        releases=releases,
         budget=BudgetService(sessions, settings.data_dir),
         recipients=RecipientService(sessions),
         deliveries=DeliveryService(sessions, settings, metrics),

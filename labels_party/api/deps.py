@@ -13,6 +13,7 @@ from fastapi import Depends, Request
 from sqlalchemy.orm import Session, sessionmaker
 
 from labeldp.common.apikeys import bearer_token, invalid_key
+from labeldp.common.instance import Instance
 from labels_party.budget.service import BudgetService
 from labels_party.config import LabelsSettings
 from labels_party.datasets.service import DatasetService
@@ -27,6 +28,7 @@ class LabelsServices:
     settings: LabelsSettings
     sessions: sessionmaker[Session]
     signer: Signer
+    instance: Instance
     datasets: DatasetService
     releases: ReleaseService
     budget: BudgetService

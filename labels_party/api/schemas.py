@@ -5,24 +5,31 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
+from labeldp.common.inputs import ExampleId, Name, Pem
 from labeldp.mechanisms import LossName, PublishedMechanism
 from labels_party.budget.epsilon import as_float
 from labels_party.budget.service import DatasetBudget
 from labels_party.datasets.spec import DatasetSpec
+from labels_party.releases.limits import MAX_EPSILON, MAX_LISTED_EXAMPLES, MIN_EPSILON, MIN_EPSILON_PRIOR
 from labels_party.releases.service import Preview, ReleaseRequest
 from labels_party.storage.orm import Dataset, Delivery, LedgerEntry, Recipient, Release
 
 
 class RecipientIn(BaseModel):
-    name: str = Field(min_length=1, max_length=200, description="the features party's id (its party_id)")
-    grpc_address: str | None = Field(None, max_length=300, description="host:port of its gRPC receiver")
-    tls_ca_pem: str | None = Field(
+    name: Name = Field(description="the features party's id (its party_id)")
+    grpc_address: str | None = Field(
+        None,
+        max_length=300,
+        pattern=r"^[^\x00-\x20\x7f]+:[0-9]{1,5}$",
+        description="host:port of its gRPC receiver",
+    )
+    tls_ca_pem: Pem | None = Field(
         None, description="CA certificate (PEM) that signed its server certificate"
     )
     fingerprint: str | None = Field(
-        None, max_length=80, description="its Ed25519 key fingerprint (GET /v1/identity)"
+        None, max_length=80, pattern=r"^[!-~]+$", description="its Ed25519 key fingerprint (GET /v1/identity)"
     )
 
 
@@ -71,7 +78,7 @@ class DeliveryOut(BaseModel):
 
 
 class DatasetIn(DatasetSpec):
-    name: str = Field(min_length=1, max_length=200)
+    name: Name
 
 
 class DatasetOut(BaseModel):
@@ -105,17 +112,28 @@ class UploadOut(BaseModel):
 
 
 class ReleaseIn(BaseModel):
-    epsilon: float = Field(gt=0, le=100, description="total ε charged to every example in the release")
+    model_config = ConfigDict(allow_inf_nan=False)
+
+    epsilon: float = Field(
+        ge=MIN_EPSILON, le=MAX_EPSILON, description="total ε charged to every example in the release"
+    )
     epsilon_prior: float | None = Field(
-        None, gt=0, description="part of ε for the private prior; default √(k/n)"
+        None,
+        ge=MIN_EPSILON_PRIOR,
+        description="part of ε for the private prior (less than epsilon); default min(ε/2, √(k/n))",
     )
     loss: LossName | None = Field(
         None,
         description="the loss the mechanism is optimized for (zero_one: classes); "
         "default: squared, or zero_one for categorical labels",
     )
-    recipient: str = Field(min_length=1, description="name of a registered recipient (features party)")
-    example_ids: list[str] | None = Field(None, description="release only these IDs (default: all)")
+    recipient: Name = Field(description="name of a registered recipient (features party)")
+    example_ids: list[ExampleId] | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_LISTED_EXAMPLES,
+        description="release only these IDs (default: all)",
+    )
 
     def request(self) -> ReleaseRequest:
         return ReleaseRequest(self.epsilon, self.loss, self.recipient, self.epsilon_prior, self.example_ids)

@@ -7,12 +7,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from labeldp.common.db import owned
+from labeldp.common.errors import DomainError
 from labels_party.datasets.spec import DatasetSpec
-from labels_party.datasets.store import DatasetFiles, upsert
-from labels_party.datasets.uploads import read_table, validate_labels, validate_universe
+from labels_party.datasets.store import DatasetFiles, merge_labels
+from labels_party.datasets.uploads import validate_upload
 from labels_party.storage.orm import Dataset
 
 
@@ -43,13 +45,18 @@ class DatasetService:
         return DatasetFiles(self.data_dir, dataset_id)
 
     def create(self, tenant_id: str, name: str, spec: DatasetSpec) -> Dataset:
-        with self.sessions.begin() as session:
-            ds = Dataset(
-                id=str(uuid.uuid4()), tenant_id=tenant_id, name=name, spec=spec.model_dump(mode="json")
-            )
-            session.add(ds)
-            session.flush()
-            return ds
+        try:
+            with self.sessions.begin() as session:
+                ds = Dataset(
+                    id=str(uuid.uuid4()), tenant_id=tenant_id, name=name, spec=spec.model_dump(mode="json")
+                )
+                session.add(ds)
+                session.flush()
+                return ds
+        except IntegrityError as exc:
+            raise DomainError(
+                "dataset-exists", f"a dataset named {name!r} already exists", status=409
+            ) from exc
 
     def list(self, tenant_id: str) -> list[Dataset]:
         with self.sessions() as session:
@@ -63,27 +70,37 @@ class DatasetService:
             return get_dataset(session, tenant_id, dataset_id)
 
     def store_labels(self, tenant_id: str, dataset_id: str, path: Path, fmt: str) -> LabelsStored:
-        """Validate an upload completely, then upsert it as a new labels version (nothing is stored
-        when validation fails)."""
+        """Validate an upload completely (streamed), then upsert it as a new labels version (nothing is
+        stored when validation fails)."""
         spec = DatasetSpec.model_validate(self.get(tenant_id, dataset_id).spec)
-        valid = validate_labels(read_table(path, fmt, ("example_id", "label", "user_id")), spec)
         files = self.files(dataset_id)
-        with self.sessions.begin() as session:
-            ds = get_dataset(session, tenant_id, dataset_id, lock=True)
-            merged = upsert(files.read_labels(ds.labels_version), valid.table)
-            version = ds.labels_version + 1
-            files.write(files.labels_path(version), merged)
-            ds.labels_version, ds.label_count = version, merged.num_rows
-        return LabelsStored(valid.rows, valid.clipped, merged.num_rows, version)
+        staged, merged = files.staging_path(), files.staging_path()
+        try:
+            valid = validate_upload(path, fmt, spec, staged)
+            with self.sessions.begin() as session:
+                ds = get_dataset(session, tenant_id, dataset_id, lock=True)
+                existing = files.labels_path(ds.labels_version) if ds.labels_version else None
+                count = merge_labels(existing, staged, valid.identities, merged)
+                version = ds.labels_version + 1
+                files.publish(merged, files.labels_path(version))
+                ds.labels_version, ds.label_count = version, count
+        finally:
+            staged.unlink(missing_ok=True)
+            merged.unlink(missing_ok=True)
+        return LabelsStored(valid.rows, valid.clipped, count, version)
 
     def store_universe(self, tenant_id: str, dataset_id: str, path: Path, fmt: str) -> UniverseStored:
         """Replace the dataset's universe (every example ID a release will list)."""
         self.get(tenant_id, dataset_id)
-        table = validate_universe(read_table(path, fmt, ("example_id",)))
         files = self.files(dataset_id)
-        with self.sessions.begin() as session:
-            ds = get_dataset(session, tenant_id, dataset_id, lock=True)
-            version = ds.universe_version + 1
-            files.write(files.universe_path(version), table)
-            ds.universe_version, ds.universe_count = version, table.num_rows
-        return UniverseStored(table.num_rows, version)
+        staged = files.staging_path()
+        try:
+            valid = validate_upload(path, fmt, None, staged)
+            with self.sessions.begin() as session:
+                ds = get_dataset(session, tenant_id, dataset_id, lock=True)
+                version = ds.universe_version + 1
+                files.publish(staged, files.universe_path(version))
+                ds.universe_version, ds.universe_count = version, valid.rows
+        finally:
+            staged.unlink(missing_ok=True)
+        return UniverseStored(valid.rows, version)

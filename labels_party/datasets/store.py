@@ -1,28 +1,38 @@
-"""Versioned Parquet files of a dataset's labels and universe, written atomically.
+"""Versioned Parquet files of a dataset's labels and universe, written atomically and merged a batch
+at a time.
 
 A new version is written to a temporary file, fsynced and renamed; only then does the database row
-point at it. A crash at any moment leaves the previous version in force (at worst an orphan file).
+point at it. A crash at any moment leaves the previous version in force (at worst an orphan file,
+removed at the next start).
 """
 
 from __future__ import annotations
 
+import os
+import uuid
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from labeldp.common.files import write_parquet_atomic
+from labeldp.common.files import fsync_directory, write_parquet_atomic
+from labels_party.budget.keys import identities
+from labels_party.datasets.identities import IdentitySet
 
 LABEL_SCHEMA = pa.schema(
     [
         ("example_id", pa.string()),
         ("label", pa.float64()),
         ("user_id", pa.string()),
-        ("example_key", pa.int64()),
+        ("example_key", pa.int64()),  # ledger key (BLAKE2b-64 of the ID)
+        ("example_check", pa.int64()),  # second hash: (key, check) is the example's exact identity
     ]
 )
-UNIVERSE_SCHEMA = pa.schema([("example_id", pa.string()), ("example_key", pa.int64())])
+UNIVERSE_SCHEMA = pa.schema(
+    [("example_id", pa.string()), ("example_key", pa.int64()), ("example_check", pa.int64())]
+)
+MERGE_BATCH_ROWS = 262_144
 
 
 class DatasetFiles:
@@ -35,6 +45,11 @@ class DatasetFiles:
     def universe_path(self, version: int) -> Path:
         return self.root / f"universe-v{version}.parquet"
 
+    def staging_path(self) -> Path:
+        """A fresh temporary file beside the versions (same file system: the final rename is atomic)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        return self.root / f".staging-{uuid.uuid4().hex}.tmp"
+
     def read_labels(self, version: int) -> pa.Table:
         if version == 0:
             return LABEL_SCHEMA.empty_table()
@@ -45,17 +60,47 @@ class DatasetFiles:
 
     def covered_keys(self, labels_version: int, universe_version: int) -> pa.Array:
         """Ledger keys of the examples a release covers: the universe if declared, else the labels."""
-        universe = self.read_universe(universe_version)
-        table = universe if universe is not None else self.read_labels(labels_version)
-        return table.column("example_key").combine_chunks()
+        path = self.universe_path(universe_version) if universe_version else self.labels_path(labels_version)
+        if not universe_version and not labels_version:
+            return pa.array([], pa.int64())
+        return pq.read_table(path, columns=["example_key"]).column("example_key").combine_chunks()
 
     def write(self, path: Path, table: pa.Table) -> None:
         write_parquet_atomic(path, table)
 
+    def publish(self, staged: Path, final: Path) -> None:
+        """Make a fully written staging file a version: fsync, rename, fsync the folder."""
+        with open(staged, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(staged, final)
+        fsync_directory(final.parent)
 
-def upsert(existing: pa.Table, incoming: pa.Table) -> pa.Table:
-    """Rows of ``incoming`` replace rows of ``existing`` with the same example_id."""
-    kept = existing.filter(
-        pc.invert(pc.is_in(existing.column("example_id"), value_set=incoming.column("example_id")))
-    )
-    return pa.concat_tables([kept.cast(LABEL_SCHEMA), incoming.cast(LABEL_SCHEMA)])
+
+def _with_checks(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, np.ndarray, np.ndarray]:
+    """A stored batch in the current schema, with its identity (older files lack the check column)."""
+    keys = np.asarray(batch.column("example_key").to_numpy(), dtype=np.int64)
+    if "example_check" in batch.schema.names:
+        checks = np.asarray(batch.column("example_check").to_numpy(), dtype=np.int64)
+    else:
+        _, checks = identities(batch.column("example_id"))
+        batch = batch.append_column("example_check", pa.array(checks, pa.int64()))
+    return batch, keys, checks
+
+
+def merge_labels(existing: Path | None, upload: Path, replaced: IdentitySet, out: Path) -> int:
+    """Write ``out``: the existing rows the upload does not replace (same identity), then the upload's
+    rows. Streams both files; returns the number of rows written."""
+    rows = 0
+    with pq.ParquetWriter(out, LABEL_SCHEMA) as writer:
+        if existing is not None:
+            for batch in pq.ParquetFile(existing).iter_batches(batch_size=MERGE_BATCH_ROWS):
+                full, keys, checks = _with_checks(batch)
+                kept = full.filter(pa.array(~replaced.contains(keys, checks)))
+                writer.write_table(
+                    pa.Table.from_batches([kept]).select(LABEL_SCHEMA.names).cast(LABEL_SCHEMA)
+                )
+                rows += kept.num_rows
+        for batch in pq.ParquetFile(upload).iter_batches(batch_size=MERGE_BATCH_ROWS):
+            writer.write_table(pa.Table.from_batches([batch]).cast(LABEL_SCHEMA))
+            rows += batch.num_rows
+    return rows

@@ -1,12 +1,27 @@
-"""Parsing and validating label and universe uploads (CSV, NDJSON, Parquet) before anything is stored.
+"""Parsing and validating label and universe uploads (CSV, NDJSON, Parquet), a batch at a time.
 
-The request body is streamed to a temporary file first (bounded memory), then read column-wise with
-pyarrow. Every check runs before storage is touched, and a failed check names the first offending
-rows, never their label values.
+Every byte of an upload is hostile until validated, so each format has a bounded reader:
+
+- **CSV** goes through Arrow's streaming reader with every column read as text (a flat format: no
+  nesting to bound); numbers are parsed here.
+- **NDJSON** never reaches Arrow's JSON reader (a deeply nested value can crash it): each line,
+  at most 64 KiB, is parsed by Python's ``json`` (which raises on excessive nesting instead) and
+  must be one flat object whose values are scalars.
+- **Parquet** has its schema checked before any data page is decoded: ``example_id`` and
+  ``user_id`` must be text or integers, ``label`` a number, boolean or text column; only those
+  columns are read, in batches.
+
+Validated rows are written to a temporary Parquet file as they go, so memory stays bounded by a batch
+plus 16 bytes per row of identity (see ``identities.py``), whatever the upload's size. Every check runs
+before storage is touched, and a failed check names the first offending rows (1-based data rows,
+header excluded), never their values.
 """
 
 from __future__ import annotations
 
+import json
+import math
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,13 +29,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
-import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from labeldp.common.errors import DomainError
-from labeldp.common.example_ids import example_ids, first_rows
-from labels_party.budget.keys import example_key
+from labeldp.common.example_ids import first_rows
+from labeldp.common.inputs import MAX_EXAMPLE_ID_BYTES
+from labels_party.budget.keys import Keys, identities
+from labels_party.datasets.identities import IdentitySet, matching_rows
 from labels_party.datasets.spec import DatasetSpec
+from labels_party.datasets.store import LABEL_SCHEMA, UNIVERSE_SCHEMA
 
 CONTENT_TYPES = {
     "text/csv": "csv",
@@ -29,7 +46,11 @@ CONTENT_TYPES = {
     "application/vnd.apache.parquet": "parquet",
     "application/x-parquet": "parquet",
 }
+BATCH_ROWS = 65_536
+CSV_BLOCK_BYTES = 8 * 2**20
+MAX_NDJSON_LINE_BYTES = 64 * 2**10
 _NUMBER = r"^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$"
+_CONTROL = r"[\x00-\x1f\x7f]"
 
 
 def upload_error(code: str, message: str, rows: list[int] | None = None) -> DomainError:
@@ -49,55 +70,219 @@ def upload_format(content_type: str | None) -> str:
     return CONTENT_TYPES[base]
 
 
-def read_table(path: Path, fmt: str, string_columns: tuple[str, ...]) -> pa.Table:
-    """Read an uploaded file; the named columns are read as text so that nothing is coerced silently."""
-    try:
-        if fmt == "csv":
-            opts = pacsv.ConvertOptions(
-                column_types={c: pa.string() for c in string_columns}, strings_can_be_null=False
+# -- bounded readers: each yields record batches with the wanted columns present in the file ------------
+def _unparseable(fmt: str, exc: BaseException) -> DomainError:
+    return upload_error("unparseable-upload", f"could not parse the {fmt} body: {exc}"[:500])
+
+
+def _require(present: Iterable[str], wanted: tuple[str, ...]) -> None:
+    names = set(present)
+    for required in wanted[:2]:  # example_id, and label for label uploads
+        if required not in names:
+            raise upload_error(
+                "missing-column", f"the upload needs a{'n' if required[0] == 'e' else ''} {required} column"
             )
-            return pacsv.read_csv(path, convert_options=opts)
-        if fmt == "ndjson":
-            return pajson.read_json(path)
-        return pq.read_table(path)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as exc:
-        raise upload_error("unparseable-upload", f"could not parse the {fmt} body: {exc}") from exc
 
 
-def _labels(table: pa.Table) -> np.ndarray:
-    if "label" not in table.column_names:
+def _csv_batches(path: Path, wanted: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
+    read = pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES)
+    try:
+        header = pacsv.open_csv(path, read_options=read).schema.names
+    except (pa.ArrowException, UnicodeDecodeError, ValueError, OSError) as exc:
+        raise _unparseable("csv", exc) from exc
+    _require(header, wanted)
+    present = [c for c in wanted if c in header]
+    convert = pacsv.ConvertOptions(
+        column_types={c: pa.string() for c in present}, include_columns=present, strings_can_be_null=False
+    )
+    try:
+        yield from pacsv.open_csv(path, read_options=read, convert_options=convert)
+    except (pa.ArrowException, UnicodeDecodeError, ValueError, OSError) as exc:
+        raise _unparseable("csv", exc) from exc
+
+
+def _scalar(value: object) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
+
+
+def _ndjson_batches(path: Path, wanted: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
+    columns: dict[str, list[object]] = {c: [] for c in wanted}
+    seen: set[str] = set()
+    row = 0
+    with open(path, "rb") as fh:
+        while True:
+            line = fh.readline(MAX_NDJSON_LINE_BYTES + 1)
+            if not line:
+                break
+            if len(line) > MAX_NDJSON_LINE_BYTES and not line.endswith(b"\n"):
+                raise upload_error(
+                    "unparseable-upload",
+                    f"NDJSON lines are limited to {MAX_NDJSON_LINE_BYTES} bytes",
+                    [row + 1],
+                )
+            if not line.strip():
+                continue
+            row += 1
+            try:
+                obj = json.loads(line)
+            except (ValueError, RecursionError) as exc:
+                raise upload_error("unparseable-upload", "a line is not a JSON object", [row]) from exc
+            if not isinstance(obj, dict) or not all(_scalar(v) for v in obj.values()):
+                raise upload_error(
+                    "unparseable-upload", "each line must be one flat JSON object (no nested values)", [row]
+                )
+            seen.update(k for k in wanted if k in obj)
+            for c in wanted:
+                value = obj.get(c)
+                columns[c].append(
+                    None if value is None else value if isinstance(value, str) else _text(value)
+                )
+            if row % BATCH_ROWS == 0:
+                yield _text_batch(columns, seen)
+                columns = {c: [] for c in wanted}
+    if row == 0:
+        seen = set(wanted)  # an empty upload: no rows, nothing missing
+    if columns[wanted[0]] or row == 0:
+        yield _text_batch(columns, seen)
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _text_batch(columns: dict[str, list[object]], seen: set[str]) -> pa.RecordBatch:
+    return pa.record_batch({c: pa.array(v, pa.string()) for c, v in columns.items() if c in seen})
+
+
+_TEXT_OR_INT = (pa.types.is_string, pa.types.is_large_string, pa.types.is_integer)
+_LABEL_TYPES = (*_TEXT_OR_INT, pa.types.is_floating, pa.types.is_boolean)
+
+
+def _parquet_batches(path: Path, wanted: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
+    try:
+        file = pq.ParquetFile(path)
+        schema = file.schema_arrow
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise _unparseable("parquet", exc) from exc
+    _require(schema.names, wanted)
+    present = [c for c in wanted if c in schema.names]
+    for name in present:
+        kind = schema.field(name).type
+        if pa.types.is_dictionary(kind):
+            kind = kind.value_type
+        allowed = _LABEL_TYPES if name == "label" else _TEXT_OR_INT
+        if not any(check(kind) for check in allowed):
+            raise upload_error("wrong-column-type", f"column {name!r} has type {kind}, which is not accepted")
+    try:
+        yield from file.iter_batches(batch_size=BATCH_ROWS, columns=present)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise _unparseable("parquet", exc) from exc
+
+
+def batches(path: Path, fmt: str, wanted: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
+    if fmt == "csv":
+        return _csv_batches(path, wanted)
+    if fmt == "ndjson":
+        return _ndjson_batches(path, wanted)
+    return _parquet_batches(path, wanted)
+
+
+# -- per-batch checks ---------------------------------------------------------------------------------
+def _rows(mask: np.ndarray, offset: int) -> list[int]:
+    return [r + offset for r in first_rows(mask)]
+
+
+def _text_column(batch: pa.RecordBatch, name: str) -> pa.Array:
+    col = batch.column(name)
+    if pa.types.is_dictionary(col.type):
+        col = col.dictionary_decode()
+    col = pc.cast(col, pa.string())
+    try:
+        col.validate(full=True)  # UTF-8 of text read from Parquet is not checked on read
+    except pa.ArrowInvalid as exc:
+        raise upload_error(
+            "unparseable-upload", f"column {name!r} holds text that is not valid UTF-8"
+        ) from exc
+    return col
+
+
+def _mask(array: pa.Array) -> np.ndarray:
+    return np.asarray(pc.fill_null(array, True).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _ids(batch: pa.RecordBatch, offset: int) -> pa.Array:
+    if "example_id" not in batch.schema.names:
+        raise upload_error("missing-column", "the upload needs an example_id column")
+    ids = _text_column(batch, "example_id")
+    empty = _mask(pc.or_kleene(pc.is_null(ids), pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(ids)), 0)))
+    if empty.any():
+        raise upload_error("missing-example-id", "example_id must not be empty", _rows(empty, offset))
+    too_long = _mask(pc.greater(pc.binary_length(ids), MAX_EXAMPLE_ID_BYTES))
+    if too_long.any():
+        raise upload_error(
+            "example-id-too-long",
+            f"example IDs are limited to {MAX_EXAMPLE_ID_BYTES} bytes",
+            _rows(too_long, offset),
+        )
+    control = _mask(pc.match_substring_regex(ids, _CONTROL))
+    if control.any():
+        raise upload_error(
+            "invalid-example-id", "example IDs must not contain control characters", _rows(control, offset)
+        )
+    return ids
+
+
+def _labels(batch: pa.RecordBatch, offset: int) -> np.ndarray:
+    if "label" not in batch.schema.names:
         raise upload_error("missing-column", "the upload needs a label column")
-    col = table.column("label").combine_chunks()
+    col = batch.column("label")
+    if pa.types.is_dictionary(col.type):
+        col = col.dictionary_decode()
     if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-        ok = pc.fill_null(pc.match_substring_regex(col, _NUMBER), False)
-        ok_np = np.asarray(ok.to_numpy(zero_copy_only=False), dtype=bool)
-        if not ok_np.all():
-            raise upload_error("invalid-label", "labels must be finite numbers", first_rows(~ok_np))
+        ok = _mask(pc.invert(pc.fill_null(pc.match_substring_regex(col, _NUMBER), False)))
+        if ok.any():
+            raise upload_error("invalid-label", "labels must be finite numbers", _rows(ok, offset))
         col = pc.cast(pc.utf8_trim_whitespace(col), pa.float64())
     elif pa.types.is_boolean(col.type) or pa.types.is_integer(col.type) or pa.types.is_floating(col.type):
         if col.null_count:
-            nulls = np.asarray(pc.is_null(col).to_numpy(zero_copy_only=False), dtype=bool)
-            raise upload_error("invalid-label", "labels must not be empty", first_rows(nulls))
-        col = pc.cast(col, pa.float64())
+            raise upload_error(
+                "invalid-label", "labels must not be empty", _rows(_mask(pc.is_null(col)), offset)
+            )
+        col = pc.cast(col, pa.float64(), safe=False)  # 2^64 − 1 becomes a (too large) number, not an error
     else:
         raise upload_error("invalid-label", f"labels must be numbers, got column type {col.type}")
     values = np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.float64)
     bad = ~np.isfinite(values)
     if bad.any():
-        raise upload_error("invalid-label", "labels must be finite numbers", first_rows(bad))
+        raise upload_error("invalid-label", "labels must be finite numbers", _rows(bad, offset))
     return values
 
 
-@dataclass(frozen=True)
-class ValidLabels:
-    table: pa.Table  # example_id, label (float64), user_id (string, nullable), example_key (int64)
-    rows: int
-    clipped: int
+def _user_ids(batch: pa.RecordBatch, n: int, offset: int) -> pa.Array:
+    if "user_id" not in batch.schema.names:
+        return pa.nulls(n, pa.string())
+    users = _text_column(batch, "user_id")
+    bad = _mask(
+        pc.or_kleene(
+            pc.greater(pc.binary_length(users), MAX_EXAMPLE_ID_BYTES),
+            pc.match_substring_regex(users, _CONTROL),
+        )
+    )
+    bad &= np.asarray(pc.is_valid(users).to_numpy(zero_copy_only=False), dtype=bool)
+    if bad.any():
+        raise upload_error(
+            "invalid-user-id",
+            f"user IDs are at most {MAX_EXAMPLE_ID_BYTES} bytes, without control characters",
+            _rows(bad, offset),
+        )
+    return users
 
 
-def validate_labels(table: pa.Table, spec: DatasetSpec) -> ValidLabels:
-    ids = example_ids(table)
-    values = _labels(table)
+def _check_values(values: np.ndarray, spec: DatasetSpec, offset: int) -> tuple[np.ndarray, int]:
     kind = spec.label_type
     if kind != "real":
         wrong = values != np.round(values)
@@ -106,36 +291,86 @@ def validate_labels(table: pa.Table, spec: DatasetSpec) -> ValidLabels:
         if kind == "binary":
             wrong |= ~np.isin(values, (0.0, 1.0))
         if wrong.any():
-            raise upload_error("wrong-label-type", f"labels must be valid {kind} values", first_rows(wrong))
+            raise upload_error(
+                "wrong-label-type", f"labels must be valid {kind} values", _rows(wrong, offset)
+            )
     outside = (values < spec.lo) | (values > spec.hi)
     clipped = int(outside.sum())
     if clipped and (spec.out_of_bounds == "reject" or kind in ("binary", "categorical")):
         raise upload_error(
             "out-of-bounds",
-            f"{clipped} labels lie outside the public bounds [{spec.lo:g}, {spec.hi:g}]",
-            first_rows(outside),
+            f"labels outside the public bounds [{spec.lo:g}, {spec.hi:g}]",
+            _rows(outside, offset),
         )
-    values = np.clip(values, spec.lo, spec.hi)
-    columns = {"example_id": ids, "label": pa.array(values, pa.float64())}
-    if "user_id" in table.column_names:
-        columns["user_id"] = pc.cast(table.column("user_id").combine_chunks(), pa.string())
-    else:
-        columns["user_id"] = pa.nulls(len(ids), pa.string())
-    columns["example_key"] = pa.array(_keys(ids), pa.int64())
-    return ValidLabels(pa.table(columns), len(ids), clipped)
+    return np.clip(values, spec.lo, spec.hi), clipped
 
 
-def validate_universe(table: pa.Table) -> pa.Table:
-    ids = example_ids(table)
-    return pa.table({"example_id": ids, "example_key": pa.array(_keys(ids), pa.int64())})
+# -- the whole upload ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ValidUpload:
+    path: Path  # validated rows (LABEL_SCHEMA or UNIVERSE_SCHEMA), to be merged or stored
+    rows: int
+    clipped: int
+    identities: IdentitySet
 
 
-def _keys(ids: pa.Array, chunk: int = 1_000_000) -> np.ndarray:
-    """Ledger keys of the IDs, hashed a chunk at a time (no full list of Python strings)."""
-    out = np.empty(len(ids), dtype=np.int64)
-    for start in range(0, len(ids), chunk):
-        part = ids.slice(start, chunk).to_pylist()
-        out[start : start + len(part)] = np.fromiter(
-            (example_key(e) for e in part), dtype=np.int64, count=len(part)
-        )
-    return out
+def validate_upload(path: Path, fmt: str, spec: DatasetSpec | None, out: Path) -> ValidUpload:
+    """Validate a labels upload (``spec`` given) or a universe (``spec`` None) completely, writing the
+    validated rows to ``out``. Raises a ``DomainError`` (and leaves nothing behind) on any problem."""
+    wanted = ("example_id", "label", "user_id") if spec is not None else ("example_id",)
+    schema = LABEL_SCHEMA if spec is not None else UNIVERSE_SCHEMA
+    rows = clipped = 0
+    try:
+        with pq.ParquetWriter(out, schema) as writer:
+            for batch in batches(path, fmt, wanted):
+                ids = _ids(batch, rows)
+                keys, checks = identities(ids)
+                columns: dict[str, pa.Array] = {"example_id": ids}
+                if spec is not None:
+                    values, clipped_here = _check_values(_labels(batch, rows), spec, rows)
+                    clipped += clipped_here
+                    columns["label"] = pa.array(values, pa.float64())
+                    columns["user_id"] = _user_ids(batch, len(ids), rows)
+                columns["example_key"] = pa.array(keys, pa.int64())
+                columns["example_check"] = pa.array(checks, pa.int64())
+                writer.write_table(pa.table(columns, schema=schema))
+                rows += len(ids)
+        found = IdentitySet.collect(lambda: identity_batches(out))
+        dup_keys, dup_checks = found.duplicates()
+        if dup_keys.size:
+            raise upload_error(
+                "duplicate-example-id",
+                f"{dup_keys.size} example IDs appear more than once",
+                _duplicate_rows(out, dup_keys, dup_checks),
+            )
+    except BaseException:
+        out.unlink(missing_ok=True)
+        raise
+    return ValidUpload(out, rows, clipped, found)
+
+
+def identity_batches(path: Path) -> Iterable[tuple[Keys, Keys]]:
+    """(ledger keys, checks) of a stored or validated file, a batch at a time. Files written before
+    checks existed get theirs computed from the IDs."""
+    file = pq.ParquetFile(path)
+    has_check = "example_check" in file.schema_arrow.names
+    columns = ["example_key", "example_check"] if has_check else ["example_id"]
+    for batch in file.iter_batches(batch_size=BATCH_ROWS * 4, columns=columns):
+        if has_check:
+            yield (
+                np.asarray(batch.column(0).to_numpy(), dtype=np.int64),
+                np.asarray(batch.column(1).to_numpy(), dtype=np.int64),
+            )
+        else:
+            yield identities(batch.column(0))
+
+
+def _duplicate_rows(path: Path, keys: Keys, checks: Keys) -> list[int]:
+    rows: list[int] = []
+    offset = 0
+    for k, c in identity_batches(path):
+        rows += _rows(matching_rows(k, c, keys, checks), offset)
+        offset += k.size
+        if len(rows) >= 10:
+            break
+    return rows[:10]

@@ -1,84 +1,45 @@
 """Creating a release, in the order the privacy invariants require.
 
-1. Validate everything that can be validated (dataset, recipient, ε and its split, loss, example set,
-   labels) — nothing below may fail for a reason the request could have shown.
-2. Insert the release row and charge the ledger **in one transaction**: there is never a release
-   without its charge, nor a charge without its release. A concurrent request with the same
+1. **Plan**: validate everything the request determines (``plan.py``) — nothing below may fail for a
+   reason the request could have shown.
+2. **Charge**: insert the release row and charge the ledger **in one transaction**: there is never a
+   release without its charge, nor a charge without its release. A concurrent request with the same
    Idempotency-Key loses on the unique constraint and gets the original release instead.
-3. Draw the noise (Algorithm 3) and write the output (bin indices, columnar) and the signed message.
-4. Mark the release ``complete`` with its ``PublishedMechanism``. A crash between 2 and 4 leaves it
-   ``charged``; on restart it is marked ``failed`` and keeps its charge, because noise may already
-   have been drawn.
+3. **Work** (``work.py``): draw the noise, write the output and the signed message, mark the release
+   ``complete`` with its ``PublishedMechanism`` — under a lease, so that a crash leaves the release
+   ``charged`` until a live process fails it (keeping its charge: noise may have been drawn).
+
+By default the request waits for step 3; with ``Prefer: respond-async`` it returns after step 2 and a
+worker finishes the release (poll ``GET /v1/releases/{id}``).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
+import contextlib
 import logging
 import uuid
-from dataclasses import asdict, dataclass
-from fractions import Fraction
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from labeldp.common.db import owned
 from labeldp.common.errors import DomainError
-from labeldp.mechanisms import (
-    LabelRelease,
-    LossName,
-    ParameterError,
-    PublishedMechanism,
-    Support,
-    default_prior_epsilon,
-    float_at_most,
-    optimal_mechanism,
-    release_labels,
-    split_epsilon,
-)
-from labels_party.budget.epsilon import MICRO, to_micro
-from labels_party.budget.ledger import BudgetExhaustedError, charge, lock_tenant, record_kept_charge
+from labeldp.mechanisms import PublishedMechanism, optimal_mechanism
+from labels_party.budget.epsilon import MICRO
+from labels_party.budget.ledger import BudgetExhaustedError, charge, lock_tenant
 from labels_party.datasets.service import get_dataset
-from labels_party.datasets.spec import DatasetSpec
-from labels_party.datasets.store import DatasetFiles
-from labels_party.delivery.message import Signer, write_message
 from labels_party.metrics import LabelsMetrics
-from labels_party.releases.examples import ExampleSet, example_set
-from labels_party.storage.orm import Recipient, Release, utcnow
+from labels_party.releases.plan import Plan, ReleaseRequest, plan_release
+from labels_party.releases.work import ReleaseWork, release_path
+from labels_party.storage.orm import Recipient, Release
 
 log = logging.getLogger("labeldp.labels.releases")
 
-
-@dataclass(frozen=True)
-class ReleaseRequest:
-    epsilon: float
-    loss: str | None  # None: the label type's default loss
-    recipient: str
-    epsilon_prior: float | None = None
-    example_ids: list[str] | None = None
-
-    def digest(self, dataset_id: str) -> str:
-        body = {"dataset": dataset_id, **asdict(self)}
-        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class Plan:
-    """A validated release: what will be charged and how the ε is split, before anything happens."""
-
-    spec: DatasetSpec
-    loss: LossName
-    support: Support
-    examples: ExampleSet
-    epsilon_micro: int  # charged to every example
-    epsilon: float  # the largest double not above the charge: what the mechanisms may spend
-    epsilon_prior: float
-    epsilon_randomize: float
+__all__ = ["Preview", "ReleaseRequest", "ReleaseService", "release_path"]
 
 
 @dataclass(frozen=True)
@@ -90,31 +51,12 @@ class Preview:
     expected_loss: float
 
 
-def release_path(data_dir: Path, release_id: str) -> Path:
-    return data_dir / "releases" / f"{release_id}.parquet"
-
-
-def _epsilon(request: ReleaseRequest, n: int, k: int) -> tuple[int, float, float, float]:
-    """(micro-ε charged, ε as spendable, ε₁, ε₂) with ε₁ + ε₂ <= ε <= the charge, exactly."""
-    try:
-        micro = to_micro(request.epsilon)
-        epsilon = float_at_most(Fraction(micro, MICRO))
-        prior = (
-            default_prior_epsilon(epsilon, n, k) if request.epsilon_prior is None else request.epsilon_prior
-        )
-        eps_prior, eps_randomize = split_epsilon(epsilon, prior)
-    except ParameterError as exc:
-        raise DomainError("invalid-epsilon", str(exc)) from exc
-    except ValueError as exc:
-        raise DomainError("invalid-epsilon", str(exc)) from exc
-    return micro, epsilon, eps_prior, eps_randomize
-
-
 class ReleaseService:
     def __init__(
-        self, sessions: sessionmaker[Session], data_dir: Path, signer: Signer, metrics: LabelsMetrics
+        self, sessions: sessionmaker[Session], data_dir: Path, work: ReleaseWork, metrics: LabelsMetrics
     ) -> None:
-        self.sessions, self.data_dir, self.signer, self.metrics = sessions, data_dir, signer, metrics
+        self.sessions, self.data_dir, self.work, self.metrics = sessions, data_dir, work, metrics
+        self.background = ThreadPoolExecutor(max_workers=2, thread_name_prefix="release")
 
     # -- reading -------------------------------------------------------------------------------------
     def get(self, tenant_id: str, release_id: str) -> Release:
@@ -136,22 +78,13 @@ class ReleaseService:
             raise DomainError("release-not-complete", f"release {release_id} is {release.status}", status=409)
         return release_path(self.data_dir, release_id)
 
-    # -- planning (validation, nothing spent) ---------------------------------------------------------
-    def _plan(self, session: Session, tenant_id: str, dataset_id: str, request: ReleaseRequest) -> Plan:
-        ds = get_dataset(session, tenant_id, dataset_id)
-        spec = DatasetSpec.model_validate(ds.spec)
-        loss = spec.loss(request.loss)
-        support = spec.support_for(loss)
-        examples = example_set(DatasetFiles(self.data_dir, ds.id), ds, spec, request.example_ids)
-        micro, epsilon, eps_prior, eps_randomize = _epsilon(request, examples.n, support.k)
-        return Plan(spec, loss, support, examples, micro, epsilon, eps_prior, eps_randomize)
-
+    # -- previews (free, tenant-only) ----------------------------------------------------------------
     def preview(self, tenant_id: str, dataset_id: str, request: ReleaseRequest) -> Preview:
         """What a release would look like, for the dataset owner only: the mechanism and its expected
         loss under the exact label histogram. Spends nothing and draws no noise; the result goes back
         to the tenant (who holds the labels anyway), never to a recipient."""
         with self.sessions() as session:
-            plan = self._plan(session, tenant_id, dataset_id, request)
+            plan = plan_release(session, self.data_dir, tenant_id, dataset_id, request)
         counts = plan.support.counts(plan.examples.labels)
         mechanism = optimal_mechanism(plan.support, counts, plan.epsilon_randomize, plan.loss)
         published = mechanism.describe(
@@ -173,10 +106,12 @@ class ReleaseService:
         dataset_id: str,
         request: ReleaseRequest,
         idempotency_key: str,
+        *,
+        wait: bool = True,
     ) -> tuple[Release, bool]:
         """The release and whether it was created now (False: an idempotent replay)."""
         try:
-            release, created = self._create(tenant_id, api_key_id, dataset_id, request, idempotency_key)
+            release, created = self._create(tenant_id, api_key_id, dataset_id, request, idempotency_key, wait)
         except BudgetExhaustedError:
             self.metrics.releases.labels("budget_exhausted").inc()
             raise
@@ -206,19 +141,49 @@ class ReleaseService:
         return existing
 
     def _create(
-        self, tenant_id: str, api_key_id: str | None, dataset_id: str, request: ReleaseRequest, key: str
+        self,
+        tenant_id: str,
+        api_key_id: str | None,
+        dataset_id: str,
+        request: ReleaseRequest,
+        key: str,
+        wait: bool,
     ) -> tuple[Release, bool]:
         digest = request.digest(dataset_id)
         with self.sessions() as session:
             existing = self._find(session, tenant_id, key)
             if existing is not None:
                 return self._replay(existing, digest), False
-            plan = self._plan(session, tenant_id, dataset_id, request)
+            plan = plan_release(session, self.data_dir, tenant_id, dataset_id, request)
             recipient = session.execute(
                 select(Recipient).where(Recipient.tenant_id == tenant_id, Recipient.name == request.recipient)
             ).scalar_one_or_none()
             if recipient is None:
                 raise DomainError("unknown-recipient", f"no registered recipient named {request.recipient!r}")
+        release = self._charge(tenant_id, api_key_id, dataset_id, key, digest, plan, recipient)
+        if release is None:  # lost the race for this Idempotency-Key
+            with self.sessions() as session:
+                existing = self._find(session, tenant_id, key)
+            if existing is None:
+                raise RuntimeError("an Idempotency-Key conflict without the conflicting release")
+            return self._replay(existing, digest), False
+        # Charged and committed: from here on the budget is spent whatever happens.
+        if not wait:
+            self.background.submit(self._finish_quietly, release.id, plan, recipient.name)
+            return release, True
+        return self.work.run(release.id, plan, recipient.name), True
+
+    def _charge(
+        self,
+        tenant_id: str,
+        api_key_id: str | None,
+        dataset_id: str,
+        key: str,
+        digest: str,
+        plan: Plan,
+        recipient: Recipient,
+    ) -> Release | None:
+        """Insert the release and charge every example in one transaction (None: the key was taken)."""
         release = Release(
             id=str(uuid.uuid4()),
             tenant_id=tenant_id,
@@ -235,6 +200,7 @@ class ReleaseService:
             universe_declared=plan.examples.universe_declared,
             api_key_id=api_key_id,
         )
+        self.work.claim(release)
         try:
             with self.sessions.begin() as session:
                 # Lock order: the tenant first. Inserting the release takes a key-share lock on the
@@ -252,11 +218,7 @@ class ReleaseService:
                     note=f"dataset {dataset_id}",
                 )
         except IntegrityError:
-            with self.sessions() as session:
-                existing = self._find(session, tenant_id, key)
-            if existing is None:
-                raise
-            return self._replay(existing, digest), False
+            return None
         log.info(
             "release charged",
             extra={
@@ -266,76 +228,12 @@ class ReleaseService:
                 "epsilon": plan.epsilon,
             },
         )
-        # Charged and committed: from here on the budget is spent whatever happens.
-        try:
-            published = self._privatize(release, plan, recipient.name)
-        except Exception as exc:
-            log.exception("release failed after its charge", extra={"release_id": release.id})
-            with self.sessions.begin() as session:
-                session.execute(
-                    update(Release)
-                    .where(Release.id == release.id)
-                    .values(status="failed", error=str(exc)[:2000])
-                )
-                record_kept_charge(
-                    session,
-                    tenant_id,
-                    release.id,
-                    plan.epsilon_micro,
-                    release.examples,
-                    f"release failed: {type(exc).__name__}",
-                )
-            raise
-        with self.sessions.begin() as session:
-            session.execute(
-                update(Release)
-                .where(Release.id == release.id)
-                .values(status="complete", mechanism=published.model_dump(mode="json"), completed_at=utcnow())
-            )
-        with self.sessions() as session:
-            done = session.get(Release, release.id)
-            assert done is not None
-            return done, True
+        return release
 
-    def _privatize(self, release: Release, plan: Plan, recipient: str) -> PublishedMechanism:
-        """Draw the noise, write the output (example_id, bin) and the signed message."""
-        result: LabelRelease = release_labels(
-            plan.examples.labels, plan.support, plan.epsilon, plan.loss, plan.epsilon_prior
-        )
-        published = result.published()
-        dtype = pa.uint8() if published.m <= 256 else pa.uint16()
-        table = pa.table({"example_id": plan.examples.ids, "bin": pa.array(result.bin_indices, dtype)})
-        DatasetFiles(self.data_dir, release.dataset_id).write(release_path(self.data_dir, release.id), table)
-        write_message(
-            self.data_dir,
-            self.signer,
-            release_id=release.id,
-            recipient=recipient,
-            label_type=plan.spec.label_type,
-            mechanism=published,
-            example_ids=plan.examples.ids,
-            bins=np.asarray(result.bin_indices),
-        )
-        return published
+    def _finish_quietly(self, release_id: str, plan: Plan, recipient: str) -> None:
+        # a failure is recorded on the release by ReleaseWork.run; nobody waits for it here
+        with contextlib.suppress(Exception):
+            self.work.run(release_id, plan, recipient)
 
-
-def recover_interrupted(sessions: sessionmaker[Session]) -> int:
-    """Mark releases a crash left ``charged`` as ``failed``; their charge stays, and the ledger says so."""
-    reason = "interrupted before completion; the charge is kept (noise may have been drawn)"
-    with sessions.begin() as session:
-        stuck = (
-            session.execute(select(Release).where(Release.status == "charged").with_for_update())
-            .scalars()
-            .all()
-        )
-        for release in stuck:
-            release.status, release.error = "failed", reason
-            record_kept_charge(
-                session,
-                release.tenant_id,
-                release.id,
-                release.epsilon_micro,
-                release.examples,
-                "server restart: " + reason,
-            )
-        return len(stuck)
+    def shutdown(self) -> None:
+        self.background.shutdown(wait=True)

@@ -12,7 +12,6 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
-    DateTime,
     Float,
     ForeignKey,
     Index,
@@ -23,6 +22,8 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from labeldp.common.db import UTCDateTime
 
 
 def utcnow() -> datetime:
@@ -40,7 +41,7 @@ class Tenant(Base):
     name: Mapped[str] = mapped_column(String(200), unique=True)
     # per-example budget in integer micro-ε; every change is also a ledger entry
     budget_micro: Mapped[int] = mapped_column(BigInteger)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class ApiKey(Base):
@@ -50,8 +51,8 @@ class ApiKey(Base):
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)  # SHA-256 of the bearer key
     prefix: Mapped[str] = mapped_column(String(16))  # shown in the ledger to say which key acted
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
 class LedgerEntry(Base):
@@ -67,7 +68,7 @@ class LedgerEntry(Base):
     examples: Mapped[int] = mapped_column(BigInteger, default=0)
     api_key_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     note: Mapped[str] = mapped_column(Text, default="")
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class ExampleSpendShard(Base):
@@ -97,7 +98,7 @@ class Recipient(Base):
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
     name: Mapped[str] = mapped_column(String(200))  # the features party's id (the message's recipient_id)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     grpc_address: Mapped[str | None] = mapped_column(String(300), nullable=True)
     tls_ca_pem: Mapped[str | None] = mapped_column(Text, nullable=True)
     fingerprint: Mapped[str | None] = mapped_column(String(80), nullable=True)
@@ -118,12 +119,13 @@ class Delivery(Base):
     detail: Mapped[str] = mapped_column(Text, default="")
     receipt_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
     wire_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
-    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
 class Dataset(Base):
     __tablename__ = "datasets"
+    __table_args__ = (UniqueConstraint("tenant_id", "name", name="uq_datasets_tenant_name"),)
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
@@ -133,7 +135,7 @@ class Dataset(Base):
     label_count: Mapped[int] = mapped_column(BigInteger, default=0)
     universe_version: Mapped[int] = mapped_column(Integer, default=0)
     universe_count: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class Release(Base):
@@ -160,9 +162,12 @@ class Release(Base):
     mechanism: Mapped[dict[str, object] | None] = mapped_column(JSON, nullable=True)
     examples_defaulted: Mapped[int] = mapped_column(BigInteger, default=0)  # universe IDs without a label
     universe_declared: Mapped[bool] = mapped_column(Boolean, default=False)
+    # the process privatizing a charged release, and until when its heartbeat vouches for it
+    owner: Mapped[str | None] = mapped_column(String(120), nullable=True)
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
 Index("ix_ledger_tenant_created", LedgerEntry.tenant_id, LedgerEntry.created_at)

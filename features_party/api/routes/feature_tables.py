@@ -2,13 +2,14 @@
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from features_party.api.deps import Caller, Services, Tables
 from features_party.api.schemas import FeatureTableOut
 from features_party.tables.validation import table_format
 from labeldp.common.errors import DomainError
+from labeldp.common.inputs import MAX_NAME_CHARS
 from labeldp.common.spool import spool_body
 
 router = APIRouter(prefix="/v1", tags=["features"])
@@ -18,9 +19,12 @@ def _columns(value: str | None) -> list[str]:
     return [c.strip() for c in (value or "").split(",") if c.strip()]
 
 
+TableName = Annotated[str, Path(min_length=1, max_length=MAX_NAME_CHARS, pattern=r"^[^\x00-\x1f\x7f]+$")]
+
+
 @router.put("/feature-tables/{name}", response_model=FeatureTableOut)
 async def put_feature_table(
-    name: str,
+    name: TableName,
     tenant: Caller,
     request: Request,
     response: Response,
@@ -52,5 +56,5 @@ def list_feature_tables(tenant: Caller, tables: Tables) -> list[FeatureTableOut]
 
 
 @router.get("/feature-tables/{name}", response_model=FeatureTableOut)
-def get_feature_table(name: str, tenant: Caller, tables: Tables) -> FeatureTableOut:
+def get_feature_table(name: TableName, tenant: Caller, tables: Tables) -> FeatureTableOut:
     return FeatureTableOut.of(tables.get(tenant, name))

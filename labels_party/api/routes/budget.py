@@ -17,7 +17,10 @@ def get_budget(
     dataset_id: str,
     caller: Caller,
     budget: Budget,
-    epsilon: Annotated[float, Query(gt=0, description="how many examples could still take this ε")] = 1.0,
+    epsilon: Annotated[
+        float,
+        Query(gt=0, le=1e6, allow_inf_nan=False, description="how many examples could still take this ε"),
+    ] = 1.0,
 ) -> BudgetOut:
     return BudgetOut.of(budget.for_dataset(caller.tenant_id, dataset_id, epsilon), epsilon)
 

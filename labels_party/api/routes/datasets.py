@@ -35,7 +35,8 @@ async def _spool(request: Request, svc: Services) -> tuple[Path, str]:
     """Stream the body to a temporary file (bounded memory), enforcing the size limit."""
     fmt = upload_format(request.headers.get("content-type"))
     settings = svc.settings
-    return await spool_body(request, settings.data_dir / "tmp", settings.max_upload_bytes, f".{fmt}"), fmt
+    spool = settings.data_dir / "tmp" / svc.instance.token  # this process's own folder: cleaned if it dies
+    return await spool_body(request, spool, settings.max_upload_bytes, f".{fmt}"), fmt
 
 
 @router.put("/datasets/{dataset_id}/labels", response_model=UploadOut)

@@ -19,19 +19,27 @@ def create_release(
     caller: Caller,
     releases: Releases,
     response: Response,
-    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+    idempotency_key: Annotated[str | None, Header(max_length=200, pattern=r"^[!-~]+$")] = None,
+    prefer: Annotated[str | None, Header(max_length=200)] = None,
 ) -> ReleaseOut:
     """Charge the budget, then privatize every label once. Needs an ``Idempotency-Key`` header:
-    the same key with the same body returns the original release and charges nothing."""
+    the same key with the same body returns the original release and charges nothing. With
+    ``Prefer: respond-async`` the answer is 202 right after the charge (status ``charged``); poll
+    ``GET /v1/releases/{id}`` until it is ``complete``."""
     if not idempotency_key:
         raise DomainError(
             "idempotency-key-required", "send an Idempotency-Key header with every release", status=400
         )
+    wait = "respond-async" not in (prefer or "").lower()
     release, created = releases.create(
-        caller.tenant_id, caller.api_key_id, dataset_id, body.request(), idempotency_key
+        caller.tenant_id, caller.api_key_id, dataset_id, body.request(), idempotency_key, wait=wait
     )
     if not created:
         response.status_code = 200
+    elif release.status == "charged":
+        response.status_code = 202
+        response.headers["Location"] = f"/v1/releases/{release.id}"
+        response.headers["Preference-Applied"] = "respond-async"
     return ReleaseOut.of(release)
 
 

@@ -1,0 +1,14 @@
+"""The limits a release request must respect, checked before anything is charged.
+
+- ε per release in [0.001, 30]: below 0.001 the labels are pure noise; above 30 every label is kept
+  with probability 1 − 10⁻¹³ anyway, and the optimizer's costs, which scale with e^ε, lose the
+  precision that tells bins apart (at ε ≈ 60 ties appear).
+- ε₁ (the prior's part) at least 10⁻⁶ when given explicitly: the prior's noise has scale 2/ε₁.
+- An explicit ``example_ids`` list of at most 1,000,000 IDs (larger subsets: upload a universe).
+- A dataset's support has at most 10,000 points (``labels_party.datasets.spec``).
+"""
+
+MIN_EPSILON = 0.001
+MAX_EPSILON = 30.0
+MIN_EPSILON_PRIOR = 1e-6
+MAX_LISTED_EXAMPLES = 1_000_000
