@@ -135,3 +135,72 @@ def test_join_report_and_tenant_isolation(features: Features) -> None:
     problem(other.get("/v1/feature-tables/users"), 404, "not-found")
     assert other.get("/v1/feature-tables").json() == []
     problem(c.post("/v1/joins", json={"release_id": "nope", "feature_table": "users"}), 404, "not-found")
+
+
+def parquet_bytes(table: pa.Table) -> bytes:
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("body", "ctype", "code"),
+    [
+        (b"example_id,ag\xe9\ne1,3\n", "text/csv", "unparseable-upload"),
+        (b"example_id,city\ne1,\xff\xfe\n", "text/csv", "unparseable-upload"),
+        (
+            parquet_bytes(pa.table({"example_id": ["a", "b"], "x": [[1], [2]]})),
+            "application/vnd.apache.parquet",
+            "unparseable-column",
+        ),
+        (
+            parquet_bytes(pa.table({"example_id": ["a", "b"], "x": [{"k": 1}, {"k": 2}]})),
+            "application/vnd.apache.parquet",
+            "unparseable-column",
+        ),
+        (
+            parquet_bytes(pa.table({"example_id": ["a", "b"], "x": pa.array([b"1", b"2"], pa.binary())})),
+            "application/vnd.apache.parquet",
+            "unparseable-column",
+        ),
+        (
+            parquet_bytes(pa.table({"example_id": pa.array([b"a", b"b"], pa.binary()), "x": [1, 2]})),
+            "application/vnd.apache.parquet",
+            "unparseable-column",
+        ),
+        (
+            parquet_bytes(
+                pa.table(
+                    {
+                        "example_id": ["a", "b"],
+                        "c": pa.array([b"ok", b"\xff"], pa.binary()).cast(pa.string(), safe=False),
+                    }
+                )
+            ),
+            "application/vnd.apache.parquet",
+            "unparseable-column",
+        ),
+        (b"example_id,x\n" + b"q" * 300 + b",1\n", "text/csv", "example-id-too-long"),
+    ],
+)
+def test_hostile_tables_are_refused_and_store_nothing(
+    features: Features, body: bytes, ctype: str, code: str
+) -> None:
+    c = features.client("ml")
+    problem(put(c, "t", body, ctype), 422, code)
+    assert c.get("/v1/feature-tables").json() == []
+    assert httpx.get(f"{features.base}/healthz").status_code == 200
+
+
+def test_uint64_features_are_numbers(features: Features) -> None:
+    c = features.client("ml")
+    table = pa.table({"example_id": ["a", "b"], "big": pa.array([2**64 - 1, 3], pa.uint64())})
+    r = put(c, "big", parquet_bytes(table), "application/vnd.apache.parquet")
+    assert r.status_code == 201 and r.json()["schema"] == {"big": "numeric"}
+
+
+def test_table_names_are_bounded(features: Features) -> None:
+    c = features.client("ml")
+    problem(put(c, "x" * 201, CSV), 422, "invalid-request")
+    problem(put(c, "bad%01name", CSV), 422, "invalid-request")
+    problem(c.get("/v1/feature-tables/" + "x" * 201), 422, "invalid-request")

@@ -25,6 +25,7 @@ WEEKS: dict[str, Any] = {"label_type": "count", "lo": 0, "hi": 52}
 class Api:
     base: str
     database_url: str
+    data_dir: Path
 
     def tenant(self, name: str, budget: str = "1.0") -> httpx.Client:
         _, key = tenant_key(self.database_url, name, budget)
@@ -35,7 +36,7 @@ class Api:
 def api(database_url: str, tmp_path: Path) -> Iterator[Api]:
     settings = LabelsSettings(data_dir=tmp_path / "data", database_url=database_url)
     with labels_server_thread(settings) as base:
-        yield Api(base, database_url)
+        yield Api(base, database_url, settings.data_dir)
 
 
 def problem(resp: httpx.Response, status: int, code: str) -> dict[str, Any]:

@@ -39,15 +39,62 @@ def table_format(content_type: str | None) -> str:
     return FORMATS[base]
 
 
+def _supported(kind: pa.DataType) -> bool:
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    return any(
+        check(kind)
+        for check in (
+            pa.types.is_boolean,
+            pa.types.is_integer,
+            pa.types.is_floating,
+            pa.types.is_string,
+            pa.types.is_large_string,
+            pa.types.is_null,
+        )
+    )
+
+
 def read(path: Path, fmt: str) -> pa.Table:
+    """Read an upload; Parquet columns of other types (lists, structs, binary, …) are refused from
+    the schema, before any data is decoded, and text must be valid UTF-8."""
     try:
         if fmt == "csv":
-            return pacsv.read_csv(
+            table = pacsv.read_csv(
                 path, convert_options=pacsv.ConvertOptions(column_types={"example_id": pa.string()})
             )
-        return pq.read_table(path)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as exc:
-        raise table_error("unparseable-upload", f"could not parse the {fmt} body: {exc}") from exc
+        else:
+            schema = pq.ParquetFile(path).schema_arrow
+            bad = [f.name for f in schema if not _supported(f.type)]
+            if bad:
+                raise table_error(
+                    "unparseable-column",
+                    f"columns {bad} have types that are not numbers or text",
+                    columns=bad,
+                )
+            table = pq.read_table(path)
+        table.column_names  # noqa: B018 - names are decoded lazily; invalid UTF-8 surfaces here
+    except (pa.ArrowException, UnicodeDecodeError, ValueError, OSError) as exc:
+        raise table_error("unparseable-upload", f"could not parse the {fmt} body: {exc}"[:500]) from exc
+    for field in table.schema:
+        if pa.types.is_binary(field.type) or pa.types.is_large_binary(
+            field.type
+        ):  # CSV text that is not UTF-8
+            raise table_error(
+                "unparseable-upload",
+                f"column {field.name!r} holds text that is not valid UTF-8",
+                columns=[field.name],
+            )
+        if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
+            try:
+                table.column(field.name).validate(full=True)
+            except pa.ArrowInvalid as exc:
+                raise table_error(
+                    "unparseable-column",
+                    f"column {field.name!r} holds text that is not valid UTF-8",
+                    columns=[field.name],
+                ) from exc
+    return table
 
 
 def _as_numeric(name: str, col: pa.ChunkedArray) -> pa.Array:
@@ -55,7 +102,7 @@ def _as_numeric(name: str, col: pa.ChunkedArray) -> pa.Array:
     if pa.types.is_dictionary(arr.type):
         arr = arr.cast(arr.type.value_type)
     if pa.types.is_boolean(arr.type) or pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type):
-        return pc.cast(arr, pa.float64())
+        return pc.cast(arr, pa.float64(), safe=False)  # uint64 beyond 2^53 rounds, it does not fail
     if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
         ok = np.asarray(
             pc.fill_null(pc.match_substring_regex(arr, _NUMBER), True).to_numpy(zero_copy_only=False),

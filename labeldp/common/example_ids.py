@@ -1,5 +1,6 @@
-"""The ``example_id`` column of any upload (labels, universes, feature tables): present, non-empty,
-unique. One implementation for both parties; failures name the first offending data rows."""
+"""The ``example_id`` column of any upload (labels, universes, feature tables): present, text, non-empty,
+at most 256 bytes, no control characters, unique. One set of rules for both parties; failures name the
+first offending data rows (never the IDs)."""
 
 from __future__ import annotations
 
@@ -8,30 +9,78 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from labeldp.common.errors import DomainError
+from labeldp.common.inputs import MAX_EXAMPLE_ID_BYTES
 
 MAX_REPORTED_ROWS = 10
+_CONTROL = r"[\x00-\x1f\x7f]"
 
 
-def first_rows(mask: np.ndarray) -> list[int]:
+def first_rows(mask: np.ndarray, offset: int = 0) -> list[int]:
     """1-based data row numbers (header excluded) of the first offending rows."""
-    return [int(i) + 1 for i in np.flatnonzero(mask)[:MAX_REPORTED_ROWS]]
+    return [int(i) + 1 + offset for i in np.flatnonzero(mask)[:MAX_REPORTED_ROWS]]
+
+
+def _mask(array: pa.Array) -> np.ndarray:
+    return np.asarray(pc.fill_null(array, True).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def as_text(col: pa.Array | pa.ChunkedArray, name: str) -> pa.Array:
+    """A text or integer column as valid UTF-8 strings (Parquet text is not checked on read)."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    if not (
+        pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type) or pa.types.is_integer(arr.type)
+    ):
+        raise DomainError(
+            "wrong-column-type", f"column {name!r} has type {arr.type}; it must be text", columns=[name]
+        )
+    arr = pc.cast(arr, pa.string())
+    try:
+        arr.validate(full=True)
+    except pa.ArrowInvalid as exc:
+        raise DomainError(
+            "unparseable-upload", f"column {name!r} holds text that is not valid UTF-8", columns=[name]
+        ) from exc
+    return arr
+
+
+def check_ids(ids: pa.Array, offset: int = 0) -> None:
+    """Every ID present and non-empty, at most 256 bytes, without control characters."""
+    empty = _mask(pc.or_kleene(pc.is_null(ids), pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(ids)), 0)))
+    if empty.any():
+        raise DomainError(
+            "missing-example-id",
+            "example_id must not be empty",
+            rows=first_rows(empty, offset),
+            columns=["example_id"],
+        )
+    too_long = _mask(pc.greater(pc.binary_length(ids), MAX_EXAMPLE_ID_BYTES))
+    if too_long.any():
+        raise DomainError(
+            "example-id-too-long",
+            f"example IDs are limited to {MAX_EXAMPLE_ID_BYTES} bytes",
+            rows=first_rows(too_long, offset),
+            columns=["example_id"],
+        )
+    control = _mask(pc.match_substring_regex(ids, _CONTROL))
+    if control.any():
+        raise DomainError(
+            "invalid-example-id",
+            "example IDs must not contain control characters",
+            rows=first_rows(control, offset),
+            columns=["example_id"],
+        )
 
 
 def example_ids(table: pa.Table) -> pa.Array:
+    """The validated, unique ``example_id`` column of a whole (in-memory) table."""
     if "example_id" not in table.column_names:
         raise DomainError(
             "missing-column", "the upload needs an example_id column", rows=[], columns=["example_id"]
         )
-    ids = pc.cast(table.column("example_id").combine_chunks(), pa.string())
-    empty = pc.or_kleene(pc.is_null(ids), pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(ids)), 0))
-    empty_np = np.asarray(pc.fill_null(empty, True).to_numpy(zero_copy_only=False), dtype=bool)
-    if empty_np.any():
-        raise DomainError(
-            "missing-example-id",
-            "example_id must not be empty",
-            rows=first_rows(empty_np),
-            columns=["example_id"],
-        )
+    ids = as_text(table.column("example_id"), "example_id")
+    check_ids(ids)
     counts = pa.table({"example_id": ids}).group_by("example_id").aggregate([("example_id", "count")])
     duplicated = counts.filter(pc.greater(counts.column("example_id_count"), 1)).column("example_id")
     if len(duplicated):

@@ -32,7 +32,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from labeldp.common.errors import DomainError
-from labeldp.common.example_ids import first_rows
+from labeldp.common.example_ids import as_text, check_ids, first_rows
 from labeldp.common.inputs import MAX_EXAMPLE_ID_BYTES
 from labels_party.budget.keys import Keys, identities
 from labels_party.datasets.identities import IdentitySet, matching_rows
@@ -166,6 +166,7 @@ def _parquet_batches(path: Path, wanted: tuple[str, ...]) -> Iterator[pa.RecordB
     try:
         file = pq.ParquetFile(path)
         schema = file.schema_arrow
+        schema.names  # noqa: B018 - names are decoded lazily; invalid UTF-8 surfaces here
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise _unparseable("parquet", exc) from exc
     _require(schema.names, wanted)
@@ -193,21 +194,7 @@ def batches(path: Path, fmt: str, wanted: tuple[str, ...]) -> Iterator[pa.Record
 
 # -- per-batch checks ---------------------------------------------------------------------------------
 def _rows(mask: np.ndarray, offset: int) -> list[int]:
-    return [r + offset for r in first_rows(mask)]
-
-
-def _text_column(batch: pa.RecordBatch, name: str) -> pa.Array:
-    col = batch.column(name)
-    if pa.types.is_dictionary(col.type):
-        col = col.dictionary_decode()
-    col = pc.cast(col, pa.string())
-    try:
-        col.validate(full=True)  # UTF-8 of text read from Parquet is not checked on read
-    except pa.ArrowInvalid as exc:
-        raise upload_error(
-            "unparseable-upload", f"column {name!r} holds text that is not valid UTF-8"
-        ) from exc
-    return col
+    return first_rows(mask, offset)
 
 
 def _mask(array: pa.Array) -> np.ndarray:
@@ -217,22 +204,8 @@ def _mask(array: pa.Array) -> np.ndarray:
 def _ids(batch: pa.RecordBatch, offset: int) -> pa.Array:
     if "example_id" not in batch.schema.names:
         raise upload_error("missing-column", "the upload needs an example_id column")
-    ids = _text_column(batch, "example_id")
-    empty = _mask(pc.or_kleene(pc.is_null(ids), pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(ids)), 0)))
-    if empty.any():
-        raise upload_error("missing-example-id", "example_id must not be empty", _rows(empty, offset))
-    too_long = _mask(pc.greater(pc.binary_length(ids), MAX_EXAMPLE_ID_BYTES))
-    if too_long.any():
-        raise upload_error(
-            "example-id-too-long",
-            f"example IDs are limited to {MAX_EXAMPLE_ID_BYTES} bytes",
-            _rows(too_long, offset),
-        )
-    control = _mask(pc.match_substring_regex(ids, _CONTROL))
-    if control.any():
-        raise upload_error(
-            "invalid-example-id", "example IDs must not contain control characters", _rows(control, offset)
-        )
+    ids = as_text(batch.column("example_id"), "example_id")
+    check_ids(ids, offset)
     return ids
 
 
@@ -265,7 +238,7 @@ def _labels(batch: pa.RecordBatch, offset: int) -> np.ndarray:
 def _user_ids(batch: pa.RecordBatch, n: int, offset: int) -> pa.Array:
     if "user_id" not in batch.schema.names:
         return pa.nulls(n, pa.string())
-    users = _text_column(batch, "user_id")
+    users = as_text(batch.column("user_id"), "user_id")
     bad = _mask(
         pc.or_kleene(
             pc.greater(pc.binary_length(users), MAX_EXAMPLE_ID_BYTES),

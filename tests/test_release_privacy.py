@@ -1,0 +1,154 @@
+"""Privacy regressions of the release path, caught through the labels party's real HTTP API.
+
+Each test here fails if the service breaks one invariant: released bins that do not follow the
+published mechanism (no noise, or noise at ε instead of ε₂); fresh noise on an idempotent replay;
+output written for a refused release; a mechanism spending more than was charged; a failure after the
+charge that forgets the charge or leaves output behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from labeldp.mechanisms import PublishedMechanism
+from tests.support.stats import ALPHA, chi_square_ok
+from tests.test_labels_api import Api, api, charges, csv, dataset, problem, release, upload, with_recipient
+
+__all__ = ["api"]
+N = 60_000
+
+
+def labelled(c: object, n: int = N, hi: int = 9) -> tuple[str, dict[str, int]]:
+    """A count dataset 0..hi with n labels spread over the support."""
+    ds = dataset(c, "counts", label_type="count", lo=0, hi=hi)  # type: ignore[arg-type]
+    truth = {f"e{i}": (i * 7) % (hi + 1) for i in range(n)}
+    assert upload(c, ds, csv(list(truth.items()))).status_code == 200  # type: ignore[arg-type]
+    return ds, truth
+
+
+def noisy(c: object, release_id: str) -> tuple[list[str], np.ndarray]:
+    data = c.get(f"/v1/releases/{release_id}/noisy-labels").content  # type: ignore[attr-defined]
+    table = pq.read_table(io.BytesIO(data))
+    return table.column("example_id").to_pylist(), np.asarray(table.column("bin").to_numpy(), dtype=np.int64)
+
+
+def test_released_bins_follow_the_published_mechanism(api: Api) -> None:
+    """Per true bin, the output bins are the published transition row (chi-square, α = 1e-6): fails if
+    the service writes the true bins, skips the noise, or randomizes at ε instead of ε₂."""
+    c = with_recipient(api.tenant("acme", "10"))
+    ds, truth = labelled(c)
+    r = release(c, ds, "chi", epsilon=6.0, epsilon_prior=2.0)  # ε₂ = 4: far from ε = 6 in keep rates
+    assert r.status_code == 201, r.text
+    mechanism = PublishedMechanism.model_validate(r.json()["mechanism"])
+    assert mechanism.m >= 3 and mechanism.epsilon_randomize < 4.01
+    ids, out = noisy(c, r.json()["id"])
+    support = np.asarray(mechanism.support)
+    true_bin = np.asarray(mechanism.support_bins)[np.searchsorted(support, [truth[i] for i in ids])]
+    matrix = mechanism.bin_transition()
+    for b in range(mechanism.m):
+        observed = np.bincount(out[true_bin == b], minlength=mechanism.m)
+        assert observed.sum() > 1000
+        ok, ratio = chi_square_ok(observed, matrix[b], alpha=ALPHA)
+        assert ok, f"true bin {b}: chi-square at {ratio:.2f} of its critical value"
+    keep = float(np.mean(out == true_bin))
+    assert abs(keep - matrix[0, 0]) < 0.02  # the keep rate of ε₂, not of ε (which would be far higher)
+
+
+def test_a_replay_returns_the_same_bytes_and_draws_nothing(api: Api) -> None:
+    c = with_recipient(api.tenant("acme", "10"))
+    ds, _ = labelled(c, 5000)
+    first = release(c, ds, "same-key", epsilon=1.0)
+    out_before = c.get(f"/v1/releases/{first.json()['id']}/noisy-labels").content
+    message = api.data_dir / "messages" / f"{first.json()['id']}.frames"
+    digest_before, mtime = hashlib.sha256(message.read_bytes()).hexdigest(), message.stat().st_mtime_ns
+    again = release(c, ds, "same-key", epsilon=1.0)
+    assert again.status_code == 200 and again.json() == first.json()
+    assert c.get(f"/v1/releases/{first.json()['id']}/noisy-labels").content == out_before
+    assert (
+        hashlib.sha256(message.read_bytes()).hexdigest() == digest_before
+        and message.stat().st_mtime_ns == mtime
+    )
+    assert len(charges(c)) == 1 and len(list((api.data_dir / "releases").iterdir())) == 1
+
+
+def test_a_refused_release_writes_nothing(api: Api) -> None:
+    c = with_recipient(api.tenant("acme", "1"))
+    ds, _ = labelled(c, 2000)
+    assert release(c, ds, "ok", epsilon=0.75).status_code == 201
+    before = sorted(p.name for p in (api.data_dir / "releases").iterdir())
+    messages = sorted(p.name for p in (api.data_dir / "messages").iterdir())
+    problem(release(c, ds, "too-much", epsilon=0.5), 409, "budget-exhausted")
+    assert sorted(p.name for p in (api.data_dir / "releases").iterdir()) == before
+    assert sorted(p.name for p in (api.data_dir / "messages").iterdir()) == messages
+    assert len(charges(c)) == 1
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 0.3, 0.333333, 1.0, 7.7, 30.0])
+def test_nothing_spends_more_than_was_charged(api: Api, epsilon: float) -> None:
+    c = with_recipient(api.tenant("acme", "100"))
+    ds, _ = labelled(c, 3000)
+    r = release(c, ds, f"e{epsilon}", epsilon=epsilon)
+    assert r.status_code == 201, r.text
+    body = r.json()
+    mechanism = PublishedMechanism.model_validate(body["mechanism"])
+    charged = Fraction(body["epsilon_charged_micro"], 1_000_000)
+    assert Fraction(mechanism.epsilon) <= charged
+    assert Fraction(mechanism.epsilon_prior) + Fraction(mechanism.epsilon_randomize) <= charged
+    assert 0 <= mechanism.implemented_epsilon <= mechanism.epsilon_randomize
+    entry = charges(c)[0]
+    assert entry["epsilon_micro"] == body["epsilon_charged_micro"] >= round(epsilon * 1e6)
+
+
+def test_a_failure_after_the_charge_keeps_the_charge_and_leaves_no_output(api: Api) -> None:
+    c = with_recipient(api.tenant("acme", "5"))
+    ds, _ = labelled(c, 2000)
+    releases_dir: Path = api.data_dir / "releases"
+    releases_dir.parent.mkdir(parents=True, exist_ok=True)
+    releases_dir.write_text("not a folder")  # the output cannot be written: the work after the charge fails
+    r = release(c, ds, "doomed", epsilon=1.0)
+    problem(r, 500, "internal-error")
+    (rel,) = c.get(f"/v1/datasets/{ds}/releases").json()
+    assert (rel["status"] == "failed" and "NotADirectoryError" in rel["error"]) or "FileExistsError" in rel[
+        "error"
+    ]
+    kinds = [e["kind"] for e in c.get("/v1/ledger").json()["items"] if e["release_id"] == rel["id"]]
+    assert kinds == ["charge", "charge_kept"]
+    assert not (api.data_dir / "messages" / f"{rel['id']}.frames").exists()
+    budget = c.get(f"/v1/datasets/{ds}/budget", params={"epsilon": 1.0}).json()
+    assert budget["max_spent"] == budget["min_spent"] == 1.0  # the charge stands: noise may have been drawn
+    problem(c.get(f"/v1/releases/{rel['id']}/noisy-labels"), 409, "release-not-complete")
+    releases_dir.unlink()
+    retry = release(c, ds, "doomed", epsilon=1.0)  # the same key answers the failed release, charging nothing
+    assert retry.status_code == 200 and retry.json()["status"] == "failed" and len(charges(c)) == 1
+
+
+def test_an_asynchronous_release_answers_after_the_charge(api: Api) -> None:
+    c = with_recipient(api.tenant("acme", "5"))
+    ds, _ = labelled(c, 20_000)
+    r = c.post(
+        f"/v1/datasets/{ds}/releases",
+        json={"epsilon": 1.0, "recipient": "publisher"},
+        headers={"Idempotency-Key": "async", "Prefer": "respond-async"},
+    )
+    assert r.status_code in (201, 202), r.text
+    if r.status_code == 202:
+        assert r.json()["status"] == "charged" and r.headers["Location"] == f"/v1/releases/{r.json()['id']}"
+        assert r.headers["Preference-Applied"] == "respond-async"
+    assert len(charges(c)) == 1  # charged before the answer
+    import time
+
+    deadline = time.monotonic() + 60
+    while (
+        c.get(f"/v1/releases/{r.json()['id']}").json()["status"] == "charged" and time.monotonic() < deadline
+    ):
+        time.sleep(0.05)
+    done = c.get(f"/v1/releases/{r.json()['id']}").json()
+    assert done["status"] == "complete" and done["mechanism"]["kind"] == "rr_on_bins"
+    assert release(c, ds, "async", epsilon=1.0).json()["id"] == done["id"]  # replay: the same release
