@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from features_party.storage.orm import ApiKey, Tenant
-from labeldp.common.apikeys import find_active_key, hash_key, new_key
+from labeldp.common.apikeys import find_active_key, issue_key
 
 
 @dataclass(frozen=True)
@@ -26,10 +26,7 @@ def create_tenant(session: Session, name: str) -> NewTenant:
     tenant = Tenant(id=str(uuid.uuid4()), name=name)
     session.add(tenant)
     session.flush()
-    key = new_key()
-    session.add(ApiKey(id=str(uuid.uuid4()), tenant_id=tenant.id, key_hash=hash_key(key), prefix=key[:10]))
-    session.flush()
-    return NewTenant(tenant.id, key)
+    return NewTenant(tenant.id, issue_key(session, ApiKey, tenant.id).api_key)
 
 
 def authenticate(session: Session, key: str) -> ApiKey | None:

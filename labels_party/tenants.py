@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from labeldp.common.apikeys import find_active_key, hash_key, new_key
+from labeldp.common.apikeys import find_active_key, issue_key
 from labels_party.budget.ledger import set_budget
 from labels_party.storage.orm import ApiKey, Tenant
 
@@ -29,14 +29,7 @@ def create_tenant(session: Session, name: str, budget_micro: int) -> NewTenant:
     session.add(tenant)
     session.flush()
     set_budget(session, tenant.id, budget_micro, api_key_id=None, note="initial budget")
-    return NewTenant(tenant.id, issue_key(session, tenant.id))
-
-
-def issue_key(session: Session, tenant_id: str) -> str:
-    key = new_key()
-    session.add(ApiKey(id=str(uuid.uuid4()), tenant_id=tenant_id, key_hash=hash_key(key), prefix=key[:10]))
-    session.flush()
-    return key
+    return NewTenant(tenant.id, issue_key(session, ApiKey, tenant.id).api_key)
 
 
 def authenticate(session: Session, key: str) -> ApiKey | None:

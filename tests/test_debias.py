@@ -72,3 +72,33 @@ def test_bad_noise_models_are_refused() -> None:
         BinsNoise.of([], 1.0)
     with pytest.raises(ValueError, match="epsilon"):
         BinsNoise.of([1.0, 2.0], 0.0)
+
+
+def test_rr_top_k_corrections_account_for_the_unreported_classes() -> None:
+    """Classes outside RR-Top-k's reported set land in a uniform bin: the class probabilities and the
+    0-1 error estimate use the prior's unreported mass π, and are unbiased with it (checked against
+    the truth within 5 standard errors, where ignoring π would be off by far more)."""
+    from labeldp.mechanisms import optimize_rr_top_k
+
+    prior = np.array([0.3, 0.25, 0.2, 0.1, 0.1, 0.05])
+    mech = optimize_rr_top_k(prior, 1.0)
+    assert 1 < mech.k < prior.size
+    published = mech.describe(prior=prior, epsilon_prior=0.1)
+    noise = BinsNoise.of_published(published)
+    pi = float(prior[[c for c in range(6) if c not in mech.top]].sum())
+    assert noise.outside_mass == pytest.approx(pi) and pi >= 0.25
+    n = 400_000
+    labels = np.repeat(np.arange(6), (prior * n).astype(int))
+    bins = mech.randomize(labels, rng=SeededRandom(9))
+    observed = np.bincount(bins, minlength=mech.k) / bins.size
+    estimated = noise.class_probabilities(observed[None, :])[0]
+    truth = prior[mech.top]
+    se = np.sqrt(observed * (1 - observed) / bins.size) / noise.a
+    assert np.all(np.abs(estimated - truth) <= 5 * se + 1e-9), (estimated, truth)
+    naive = np.clip((observed - noise.b) / noise.a, 0, None)
+    assert np.max(np.abs(naive / naive.sum() - truth)) > 10 * se.max()  # ignoring π is visibly wrong
+    predicted = np.zeros(bins.size, dtype=np.int64)  # always the most likely reported class
+    actual = float(np.mean(labels != mech.top[0]))
+    estimate = noise.zero_one_error(predicted, bins)
+    assert abs(estimate - actual) < 5 * np.sqrt(actual * (1 - actual) / bins.size) / noise.a
+    assert abs(estimate - pi / mech.k - actual) > 0.05  # the uncorrected estimate is biased by π/k

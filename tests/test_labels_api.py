@@ -378,3 +378,32 @@ def test_same_idempotency_key_concurrently_makes_one_release(api: Api) -> None:
     assert len({r.json()["id"] for r in results}) == 1
     assert len(charges(c)) == 1
     assert json.loads(c.get("/v1/ledger").text)["items"][-1]["kind"] == "charge"
+
+
+def test_previews_can_use_a_released_or_a_public_prior(api: Api) -> None:
+    """The default preview optimizes for the exact histogram (and says so); a preview can instead use
+    the noisy prior an earlier release published, or a public prior — free either way."""
+    c = with_recipient(api.tenant("acme", "5"))
+    ds = dataset(c, **WEEKS)
+    upload(c, ds, csv([(f"e{i}", (i * 7) % 53) for i in range(3000)]))
+    url = f"/v1/datasets/{ds}/releases:preview"
+    exact = c.post(url, json={"epsilon": 1.0, "recipient": "publisher"}).json()
+    assert exact["prior_source"] == "labels"
+    rel = release(c, ds, "r", epsilon=1.0).json()
+    released = c.post(
+        url, json={"epsilon": 1.0, "recipient": "publisher", "prior_release_id": rel["id"]}
+    ).json()
+    assert released["prior_source"] == "release"
+    assert released["mechanism"]["prior"] == pytest.approx(rel["mechanism"]["prior"], rel=1e-12)
+    uniform = [1.0] * 53
+    public = c.post(url, json={"epsilon": 1.0, "recipient": "publisher", "public_prior": uniform}).json()
+    assert public["prior_source"] == "public" and public["mechanism"]["prior"] == [1 / 53] * 53
+    problem(
+        c.post(url, json={"epsilon": 1, "recipient": "p", "public_prior": [1.0, 2.0]}), 422, "invalid-prior"
+    )
+    problem(c.post(url, json={"epsilon": 1, "recipient": "p", "prior_release_id": "nope"}), 404, "not-found")
+    other = dataset(c, "other", **WEEKS)
+    upload(c, other, csv([("x", 1)]))
+    body = {"epsilon": 1, "recipient": "p", "prior_release_id": rel["id"]}
+    problem(c.post(f"/v1/datasets/{other}/releases:preview", json=body), 422, "invalid-prior")
+    assert len(charges(c)) == 1  # only the release

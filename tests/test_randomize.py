@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from labeldp.mechanisms import RROnBins, SecureRandom, integer_grid, optimize_rr_on_bins
-from labeldp.mechanisms.randomized_response import KeepThreshold
+from labeldp.mechanisms.randomized_response import KeepThreshold, rr_draw
 from tests.support.seeded import SeededRandom
 from tests.support.stats import ALPHA, chi_square_ok, wilson
 
@@ -104,3 +104,22 @@ def test_values_of_maps_indices_to_bin_values() -> None:
     assert np.array_equal(mech.values_of(idx), mech.bin_values[idx])
     with pytest.raises(ValueError, match="indices"):
         mech.values_of(np.array([mech.m]))
+
+
+def test_tiny_epsilon_never_makes_keeping_less_likely_than_moving() -> None:
+    """With ε below about 1e-17 the 64-bit threshold cannot represent e^ε/(e^ε+m−1) without making
+    'keep' less likely than a given move (an infinite privacy loss the other way): the sampler draws a
+    uniform output instead, which is 0-DP, and says so."""
+    for eps in (1e-20, 1e-18, 1e-17, 3e-17, 1e-16, 1e-15, 1e-12):
+        for m in (2, 7, 1000, 65_535):
+            t = KeepThreshold.for_epsilon(eps, m)
+            assert t.uniform or t.threshold * m >= 2**64, (eps, m)
+            assert 0.0 <= t.implemented_epsilon <= eps
+            assert t.keep_probability >= t.move_probability
+    t = KeepThreshold.for_epsilon(1e-18, 1000)
+    assert t.uniform and t.implemented_epsilon == 0.0
+    labels = np.repeat(np.arange(0, 1000, 100), 20_000)  # ten very different true outputs
+    out = rr_draw(labels, t, SecureRandom())
+    for label in np.unique(labels):  # the same uniform distribution whatever the label
+        ok, ratio = chi_square_ok(np.bincount(out[labels == label] // 100, minlength=10), np.full(10, 0.1))
+        assert ok, (label, ratio)

@@ -213,9 +213,8 @@ class TrainedClassifier(Trained):
         full = np.zeros((proba.shape[0], self.noise.m))
         full[:, np.asarray(self.model.classes_, dtype=np.int64)] = proba
         if self.debias == "affine" and self.noise.m > 1:
-            # P(noisy bin = j | x) = a·P(bin = j | x) + b, so undo it and renormalize
-            full = np.clip((full - self.noise.b) / self.noise.a, 0.0, None)
-            full /= np.maximum(full.sum(axis=1, keepdims=True), 1e-12)
+            # P(noisy bin j | x) = a·q_j(x) + b·(1 − π) + π/k: undo it (docs/math.md §6)
+            full = self.noise.class_probabilities(full)
         return full
 
     def positive_probability(self, features: pa.Table) -> npt.NDArray[np.float64]:
@@ -269,8 +268,6 @@ def fit_classifier(
         "train_examples": float((~valid).sum()),
         "validation_examples": float(valid.sum()),
         "validation_error_vs_noisy_labels": float(np.mean(predicted != bins[valid])),
-        "validation_error_vs_true_labels_unbiased": float(
-            np.mean(noise.unbiased_loss(noise.bin_values[predicted], bins[valid], resolve_loss("zero_one")))
-        ),
+        "validation_error_vs_true_labels_unbiased": noise.zero_one_error(predicted, bins[valid]),
     }
     return trained

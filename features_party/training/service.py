@@ -216,5 +216,7 @@ def _predictions(trained: Trained, features: pa.Table) -> dict[str, Any]:
             "predictions": classes[np.argmax(proba, axis=1)].tolist(),
             "classes": classes.tolist(),
             "probabilities": proba.tolist(),
+            # RR-Top-k reports k of the classes: the rest share this mass (the release's noisy prior)
+            "unreported_probability": trained.noise.outside_mass,
         }
     return {"predictions": trained.predict(features).tolist()}

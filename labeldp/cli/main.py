@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -184,16 +185,16 @@ ExistOk = Annotated[
 ]
 
 
-def _hand_over_key(tenant_id: str, api_key: str, key_file: Path | None) -> None:
+def _hand_over_key(what: str, api_key: str, key_file: Path | None, verb: str = "created") -> None:
     if key_file is None:
-        typer.echo(f"tenant {tenant_id} created; API key (store it now, it is not shown again):")
+        typer.echo(f"{what} {verb}; API key (store it now, it is not shown again):")
         typer.echo(api_key)
         return
     key_file.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
         fh.write(api_key + "\n")
-    typer.echo(f"tenant {tenant_id} created; API key written to {key_file}")
+    typer.echo(f"{what} {verb}; API key written to {key_file}")
 
 
 @tenant_app.command("create")
@@ -217,7 +218,7 @@ def tenant_create(
             typer.echo(f"tenant {name} exists; its key is not shown again")
             return
         new = create_tenant(session, name, to_micro_floor(epsilon_per_example, name="epsilon_per_example"))
-    _hand_over_key(new.tenant_id, new.api_key, key_file)
+    _hand_over_key(f"tenant {new.tenant_id}", new.api_key, key_file)
 
 
 @tenant_app.command("set-budget")
@@ -240,6 +241,97 @@ def tenant_set_budget(
         budget = to_micro_floor(epsilon_per_example, name="epsilon_per_example")
         set_budget(session, tenant.id, budget, api_key_id=None, note=note or "set by labeldp CLI")
     typer.echo(f"tenant {name}: per-example budget is now {epsilon_per_example:g}")
+
+
+def _tenant_id(session: Session, tenant_model: Any, name: str) -> str:
+    from sqlalchemy import select
+
+    tenant = session.execute(select(tenant_model).where(tenant_model.name == name)).scalar_one_or_none()
+    if tenant is None:
+        raise ValueError(f"no tenant named {name!r}")
+    return str(tenant.id)
+
+
+def _key_commands(
+    party: typer.Typer,
+    transaction: Callable[[], AbstractContextManager[Session]],
+    models: Callable[[], tuple[Any, Any]],
+) -> None:
+    """``key create|list|revoke|rotate`` for one party's tenants (run where its database is)."""
+    keys = typer.Typer(help="A tenant's API keys: create, list, revoke, rotate.", no_args_is_help=True)
+    party.add_typer(keys, name="key")
+
+    @keys.command("create")
+    def key_create(tenant: str, key_file: KeyFile = None) -> None:
+        """Issue another API key for TENANT (shown once, stored only as a hash)."""
+        from labeldp.common.apikeys import issue_key
+
+        tenant_model, key_model = models()
+        with transaction() as session:
+            issued = issue_key(session, key_model, _tenant_id(session, tenant_model, tenant))
+        _hand_over_key(f"{tenant}: key {issued.key_id}", issued.api_key, key_file, verb="issued")
+
+    @keys.command("list")
+    def key_list(
+        tenant: str, as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False
+    ) -> None:
+        """TENANT's keys: id, prefix, created, revoked (never the keys themselves)."""
+        from labeldp.common.apikeys import keys_of
+
+        tenant_model, key_model = models()
+        with transaction() as session:
+            rows = [
+                {
+                    "id": k.id,
+                    "prefix": k.prefix,
+                    "created_at": k.created_at.isoformat(),
+                    "revoked_at": k.revoked_at.isoformat() if k.revoked_at else None,
+                }
+                for k in keys_of(session, key_model, _tenant_id(session, tenant_model, tenant))
+            ]
+        if as_json:
+            typer.echo(json.dumps(rows, indent=2))
+            return
+        for r in rows:
+            state = f"revoked {r['revoked_at']}" if r["revoked_at"] else "active"
+            typer.echo(f"{r['id']}  {r['prefix']}…  created {r['created_at']}  {state}")
+
+    @keys.command("revoke")
+    def key_revoke(key_id: str) -> None:
+        """Revoke one key by its id: its next request answers 401."""
+        from labeldp.common.apikeys import revoke_key
+
+        _, key_model = models()
+        with transaction() as session:
+            revoke_key(session, key_model, key_id)
+        typer.echo(f"key {key_id} revoked")
+
+    @keys.command("rotate")
+    def key_rotate(tenant: str, key_file: KeyFile = None) -> None:
+        """Issue a new key for TENANT and revoke all its other keys, in one transaction."""
+        from labeldp.common.apikeys import rotate_keys
+
+        tenant_model, key_model = models()
+        with transaction() as session:
+            issued, revoked = rotate_keys(session, key_model, _tenant_id(session, tenant_model, tenant))
+        _hand_over_key(
+            f"{tenant}: key {issued.key_id} ({revoked} revoked)", issued.api_key, key_file, verb="issued"
+        )
+
+
+def _labels_models() -> tuple[Any, Any]:
+    from labels_party.storage.orm import ApiKey, Tenant
+
+    return Tenant, ApiKey
+
+
+def _features_models() -> tuple[Any, Any]:
+    from features_party.storage.orm import ApiKey, Tenant
+
+    return Tenant, ApiKey
+
+
+_key_commands(labels_app, _labels_transaction, _labels_models)
 
 
 features_app = typer.Typer(
@@ -290,7 +382,7 @@ def features_tenant_create(name: str, key_file: KeyFile = None, exist_ok: ExistO
             typer.echo(f"tenant {name} exists; its key is not shown again")
             return
         new = create_tenant(session, name)
-    _hand_over_key(new.tenant_id, new.api_key, key_file)
+    _hand_over_key(f"tenant {new.tenant_id}", new.api_key, key_file)
 
 
 @keys_app.command("generate")
@@ -331,6 +423,8 @@ def keys_dev_ca(
     ):
         typer.echo(f"{label:28} {p}")
 
+
+_key_commands(features_app, _features_transaction, _features_models)
 
 labels_app.command("upload")(client_cli.labels_upload)
 labels_app.command("release")(client_cli.labels_release)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import select
@@ -47,3 +50,55 @@ def bearer_token(request: Request) -> str:
 
 def invalid_key() -> DomainError:
     return DomainError("unauthenticated", "the API key is not valid", status=401)
+
+
+class KeyRow(Protocol):
+    id: Any
+    tenant_id: Any
+    key_hash: Any
+    prefix: Any
+    created_at: Any
+    revoked_at: Any
+
+
+R = TypeVar("R", bound=KeyRow)
+
+
+@dataclass(frozen=True)
+class IssuedKey:
+    key_id: str
+    api_key: str  # the only time the plain key exists outside the caller
+
+
+def issue_key(session: Session, model: type[R], tenant_id: str) -> IssuedKey:
+    """A new key for the tenant; only its hash and a short prefix (to recognise it) are stored."""
+    key = new_key()
+    key_id = str(uuid.uuid4())
+    session.add(model(id=key_id, tenant_id=tenant_id, key_hash=hash_key(key), prefix=key[:10]))  # type: ignore[call-arg]
+    session.flush()
+    return IssuedKey(key_id, key)
+
+
+def keys_of(session: Session, model: type[R], tenant_id: str) -> list[R]:
+    statement = select(model).where(model.tenant_id == tenant_id).order_by(model.created_at)
+    return list(session.execute(statement).scalars())
+
+
+def revoke_key(session: Session, model: type[R], key_id: str) -> R:
+    """Revoke one key at once (its next request is a 401); ``ValueError`` for an unknown key."""
+    row = session.get(model, key_id)
+    if row is None:
+        raise ValueError(f"no API key {key_id}")
+    if row.revoked_at is None:
+        row.revoked_at = datetime.now(UTC)
+    return row
+
+
+def rotate_keys(session: Session, model: type[R], tenant_id: str) -> tuple[IssuedKey, int]:
+    """Issue a new key and revoke every other active key of the tenant, in one transaction."""
+    revoked = 0
+    for row in keys_of(session, model, tenant_id):
+        if row.revoked_at is None:
+            row.revoked_at = datetime.now(UTC)
+            revoked += 1
+    return issue_key(session, model, tenant_id), revoked

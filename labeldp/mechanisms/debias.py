@@ -10,6 +10,12 @@ for an observed bin ``o`` of an example whose binned true label is ``Φ(y)``:
 - ``ỹ_o = (ŷ_o − b·Σ_j ŷ_j)/a`` has ``E[ỹ_o | y] = Φ(y)`` (``unbiased`` targets);
 - ``ℓ̃(f, o) = [ℓ(f, ŷ_o) − b·Σ_j ℓ(f, ŷ_j)]/a`` has ``E[ℓ̃ | y] = ℓ(f, Φ(y))`` for any loss: the
   unbiased estimate of the loss against the binned true labels used in evaluation.
+
+RR-Top-k reports only ``k`` of the classes; a label outside them gets a uniform bin. With ``π`` the
+probability that a label is unreported, ``P(bin j | x) = a·q_j(x) + b·(1 − π) + π/k`` where ``q_j`` is
+the probability of the reported class ``j``; ``π`` is estimated by the unreported mass of the noisy
+prior the release carries (``outside_mass``). A 0-1 loss estimate then adds ``π/k``: for an unreported
+label the estimator above averages to ``(k − 1)/k`` while every prediction (a reported class) is wrong.
 """
 
 from __future__ import annotations
@@ -27,6 +33,10 @@ from labeldp.mechanisms.validation import ParameterError, check_epsilon, finite_
 Array = npt.NDArray[np.float64]
 
 
+def _zero_one(f: Array, y: Array) -> Array:
+    return np.not_equal(f, y).astype(np.float64)
+
+
 @dataclass(frozen=True)
 class BinsNoise:
     """The noise model of a release's bins: ``m`` bin values and the exact keep/move probabilities."""
@@ -35,6 +45,7 @@ class BinsNoise:
     epsilon: float
     keep: float  # P(output = true bin)
     move: float  # P(output = one particular other bin)
+    outside_mass: float = 0.0  # RR-Top-k: the noisy prior's mass of unreported classes (π)
 
     @classmethod
     def of(cls, bin_values: list[float] | tuple[float, ...] | Array, epsilon: float) -> BinsNoise:
@@ -46,7 +57,9 @@ class BinsNoise:
 
     @classmethod
     def of_published(cls, mechanism: PublishedMechanism) -> BinsNoise:
-        return cls.of(mechanism.bin_values, mechanism.epsilon_randomize)
+        noise = cls.of(mechanism.bin_values, mechanism.epsilon_randomize)
+        outside = float(sum(p for p, b in zip(mechanism.prior, mechanism.support_bins, strict=True) if b < 0))
+        return cls(noise.bin_values, noise.epsilon, noise.keep, noise.move, outside)
 
     @property
     def m(self) -> int:
@@ -62,6 +75,23 @@ class BinsNoise:
 
     def transition(self) -> Array:
         return self.a * np.eye(self.m) + self.b
+
+    def class_probabilities(self, noisy: Array) -> Array:
+        """``P(reported class j | x)`` from a model of ``P(output bin j | x)`` (rows), clipped at 0 and
+        scaled to the reported mass ``1 − π``."""
+        p = np.asarray(noisy, dtype=np.float64)
+        if self.m == 1:
+            return np.full_like(p, 1.0 - self.outside_mass)
+        self._check_invertible()
+        pi = self.outside_mass
+        q = np.clip((p - self.b * (1 - pi) - pi / self.m) / self.a, 0.0, None)
+        return q / np.maximum(q.sum(axis=1, keepdims=True), 1e-12) * (1 - pi)
+
+    def zero_one_error(self, predicted_bins: npt.NDArray[np.integer], bins: npt.NDArray[np.integer]) -> float:
+        """An estimate of the 0-1 error against the true labels: unbiased for labels inside the
+        reported classes, plus ``π/k`` for the unreported ones (see the module docstring)."""
+        inside = self.unbiased_loss(self.bin_values[predicted_bins], bins, _zero_one)
+        return float(np.mean(inside)) + (self.outside_mass / self.m if self.m > 1 else self.outside_mass)
 
     def _check_invertible(self) -> None:
         if self.m > 1 and not self.a > 0:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -182,14 +182,29 @@ class ReleaseOut(BaseModel):
         )
 
 
+class PreviewIn(ReleaseIn):
+    prior_release_id: str | None = Field(
+        None,
+        max_length=64,
+        description="use the noisy prior an earlier release of this dataset published (free post-processing)",
+    )
+    public_prior: list[float] | None = Field(
+        None, max_length=10_000, description="use a prior known from elsewhere: one mass per support point"
+    )
+
+
 class PreviewOut(BaseModel):
     epsilon: float
     epsilon_prior: float
     examples: int
+    prior_source: Literal["labels", "release", "public"] = Field(
+        description="labels: the exact histogram of the raw labels (tenant-only; choices tuned on it "
+        "depend on the labels); release: an earlier release's noisy prior; public: the given prior"
+    )
     m: int
     bin_values: list[float]
     bin_edges: list[tuple[float, float]]
-    expected_loss: float = Field(description="under the exact label histogram (tenant-only)")
+    expected_loss: float = Field(description="under the prior named by prior_source (tenant-only)")
     mechanism: PublishedMechanism
 
     @classmethod
@@ -198,6 +213,7 @@ class PreviewOut(BaseModel):
             epsilon=p.epsilon,
             epsilon_prior=p.epsilon_prior,
             examples=p.examples,
+            prior_source=p.prior_source,
             m=p.mechanism.m,
             bin_values=list(p.mechanism.bin_values),
             bin_edges=p.mechanism.bin_edges,

@@ -21,7 +21,9 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
+import numpy as np
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
@@ -42,13 +44,17 @@ log = logging.getLogger("labeldp.labels.releases")
 __all__ = ["Preview", "ReleaseRequest", "ReleaseService", "release_path"]
 
 
+PriorSource = Literal["labels", "release", "public"]
+
+
 @dataclass(frozen=True)
 class Preview:
     epsilon: float
     epsilon_prior: float
     examples: int
-    mechanism: PublishedMechanism  # optimized for the exact histogram: for the tenant's eyes only
-    expected_loss: float
+    prior_source: PriorSource
+    mechanism: PublishedMechanism  # optimized for the chosen prior; for the tenant's eyes only
+    expected_loss: float  # under that prior
 
 
 class ReleaseService:
@@ -79,24 +85,56 @@ class ReleaseService:
         return release_path(self.data_dir, release_id)
 
     # -- previews (free, tenant-only) ----------------------------------------------------------------
-    def preview(self, tenant_id: str, dataset_id: str, request: ReleaseRequest) -> Preview:
+    def preview(
+        self,
+        tenant_id: str,
+        dataset_id: str,
+        request: ReleaseRequest,
+        *,
+        prior_release_id: str | None = None,
+        public_prior: list[float] | None = None,
+    ) -> Preview:
         """What a release would look like, for the dataset owner only: the mechanism and its expected
-        loss under the exact label histogram. Spends nothing and draws no noise; the result goes back
-        to the tenant (who holds the labels anyway), never to a recipient."""
+        loss. Spends nothing and draws no noise, and the result never goes to a recipient.
+
+        By default the prior is the **exact** histogram of the labels — the tenant holds them anyway,
+        but choosing ε, the loss or the examples by looking at it makes those choices depend on the
+        raw labels. ``prior_release_id`` uses the noisy prior an earlier release of this dataset
+        published instead (post-processing: nothing new is learned from the labels), and
+        ``public_prior`` a prior the tenant knows from elsewhere (masses on the support)."""
+        if prior_release_id is not None and public_prior is not None:
+            raise DomainError("invalid-request", "give prior_release_id or public_prior, not both")
         with self.sessions() as session:
             plan = plan_release(session, self.data_dir, tenant_id, dataset_id, request)
-        counts = plan.support.counts(plan.examples.labels)
-        mechanism = optimal_mechanism(plan.support, counts, plan.epsilon_randomize, plan.loss)
+        source: PriorSource = "labels"
+        if prior_release_id is not None:
+            prior, source = self._released_prior(tenant_id, dataset_id, prior_release_id, plan), "release"
+        elif public_prior is not None:
+            prior, source = np.asarray(public_prior, dtype=np.float64), "public"
+            if prior.size != plan.support.k or np.any(prior < 0) or not prior.sum() > 0:
+                raise DomainError(
+                    "invalid-prior",
+                    f"public_prior needs {plan.support.k} non-negative masses with a positive sum",
+                )
+        else:
+            prior = plan.support.counts(plan.examples.labels).astype(np.float64)
+        mechanism = optimal_mechanism(plan.support, prior, plan.epsilon_randomize, plan.loss)
         published = mechanism.describe(
-            prior=counts, epsilon_prior=plan.epsilon_prior, epsilon_total=plan.epsilon
+            prior=prior, epsilon_prior=plan.epsilon_prior, epsilon_total=plan.epsilon
         )
-        return Preview(
-            plan.epsilon,
-            plan.epsilon_prior,
-            plan.examples.n,
-            published,
-            mechanism.expected_loss(plan.support.values, counts),
-        )
+        expected = mechanism.expected_loss(plan.support.values, prior)
+        return Preview(plan.epsilon, plan.epsilon_prior, plan.examples.n, source, published, expected)
+
+    def _released_prior(self, tenant_id: str, dataset_id: str, release_id: str, plan: Plan) -> np.ndarray:
+        release = self.get(tenant_id, release_id)
+        if release.dataset_id != dataset_id or release.mechanism is None:
+            raise DomainError(
+                "invalid-prior", f"release {release_id} is not a complete release of this dataset"
+            )
+        published = PublishedMechanism.model_validate(release.mechanism)
+        if not np.array_equal(np.asarray(published.support), plan.support.values):
+            raise DomainError("invalid-prior", f"release {release_id} used another support than this preview")
+        return np.asarray(published.prior, dtype=np.float64)
 
     # -- creating ------------------------------------------------------------------------------------
     def create(

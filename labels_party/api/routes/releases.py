@@ -7,7 +7,7 @@ from fastapi.responses import FileResponse
 
 from labeldp.common.errors import DomainError
 from labels_party.api.deps import Caller, Releases
-from labels_party.api.schemas import PreviewOut, ReleaseIn, ReleaseOut
+from labels_party.api.schemas import PreviewIn, PreviewOut, ReleaseIn, ReleaseOut
 
 router = APIRouter(prefix="/v1", tags=["releases"])
 
@@ -44,10 +44,18 @@ def create_release(
 
 
 @router.post("/datasets/{dataset_id}/releases:preview", response_model=PreviewOut)
-def preview_release(dataset_id: str, body: ReleaseIn, caller: Caller, releases: Releases) -> PreviewOut:
+def preview_release(dataset_id: str, body: PreviewIn, caller: Caller, releases: Releases) -> PreviewOut:
     """Free: the mechanism and expected loss a release would have under the exact histogram.
     Spends nothing, draws no noise, and is for the tenant's eyes only."""
-    return PreviewOut.of(releases.preview(caller.tenant_id, dataset_id, body.request()))
+    return PreviewOut.of(
+        releases.preview(
+            caller.tenant_id,
+            dataset_id,
+            body.request(),
+            prior_release_id=body.prior_release_id,
+            public_prior=body.public_prior,
+        )
+    )
 
 
 @router.get("/datasets/{dataset_id}/releases", response_model=list[ReleaseOut])
