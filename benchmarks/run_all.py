@@ -11,6 +11,7 @@ BENCHMARKS = (
     "bench_randomize",
     "bench_prior_split",
     "bench_utility",
+    "bench_limits",
     "bench_upload",
     "bench_ledger",
     "bench_delivery",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -31,3 +32,20 @@ def write_parquet_atomic(path: Path, table: pa.Table) -> None:
     finally:
         tmp.unlink(missing_ok=True)
     fsync_directory(path.parent)
+
+
+def parquet_batches(
+    file: pq.ParquetFile, batch_rows: int, columns: list[str] | None = None
+) -> Iterator[pa.RecordBatch]:
+    """Record batches of a Parquet file, one row group at a time. (A single ``iter_batches`` over a
+    file with many row groups keeps memory in proportion to the whole file; per row group it stays
+    in proportion to a batch.)"""
+    for group in range(file.num_row_groups):
+        yield from file.iter_batches(batch_size=batch_rows, row_groups=[group], columns=columns)
+        release_arrow_memory()
+
+
+def release_arrow_memory() -> None:
+    """Hand freed batch buffers back to the OS: Arrow's allocator otherwise keeps them, and a
+    10M-row upload would hold gigabytes it no longer uses."""
+    pa.default_memory_pool().release_unused()

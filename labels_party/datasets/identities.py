@@ -1,8 +1,9 @@
 """The set of example identities (ledger key, check) of one upload, held in bounded memory.
 
-Pairs are bucketed into 256 shards by the key's top byte — the same sharding as the ledger — and
-each shard is sorted on its own, so finding duplicates and testing membership never needs a sort
-index or a second copy of all pairs: 16 bytes per row, plus one small shard at a time.
+Pairs are placed into one preallocated array, grouped into 256 shards by the key's top byte (the
+ledger's sharding) with a counting sort, and each shard is then sorted in place on its own. Finding
+duplicates and testing membership never needs a sort index over everything or a second copy: 16 bytes
+per row, plus one small shard at a time.
 """
 
 from __future__ import annotations
@@ -22,66 +23,66 @@ def _shard_of(keys: Keys) -> npt.NDArray[np.intp]:
 
 
 class IdentitySet:
-    def __init__(self, keys: list[Keys], checks: list[Keys]) -> None:
-        self.keys, self.checks = keys, checks
+    def __init__(self, pairs: npt.NDArray[np.int64], bounds: npt.NDArray[np.int64]) -> None:
+        self.pairs = pairs  # (n, 2): key, check; shard s occupies rows bounds[s]:bounds[s+1], sorted
+        self.bounds = bounds
 
     @classmethod
     def collect(cls, batches: Callable[[], Iterable[tuple[Keys, Keys]]]) -> IdentitySet:
-        """Two passes over ``batches()``: count per shard, then fill preallocated shards and sort."""
+        """Two passes over ``batches()``: count per shard, then place every pair in its shard."""
         counts = np.zeros(SHARDS, dtype=np.int64)
         for keys, _ in batches():
             counts += np.bincount(_shard_of(keys), minlength=SHARDS)
-        shard_keys = [np.empty(int(c), dtype=np.int64) for c in counts]
-        shard_checks = [np.empty(int(c), dtype=np.int64) for c in counts]
-        filled = np.zeros(SHARDS, dtype=np.int64)
+        bounds = np.concatenate(([0], np.cumsum(counts)))
+        pairs = np.empty((int(bounds[-1]), 2), dtype=np.int64)
+        filled = bounds[:-1].copy()
         for keys, checks in batches():
             shard = _shard_of(keys)
             order = np.argsort(shard, kind="stable")
-            bounds = np.searchsorted(shard[order], np.arange(SHARDS + 1))
-            for index in np.flatnonzero(np.diff(bounds)):
-                part = order[bounds[index] : bounds[index + 1]]
+            cuts = np.searchsorted(shard[order], np.arange(SHARDS + 1))
+            for index in np.flatnonzero(np.diff(cuts)):
+                part = order[cuts[index] : cuts[index + 1]]
                 at = int(filled[index])
-                shard_keys[index][at : at + part.size] = keys[part]
-                shard_checks[index][at : at + part.size] = checks[part]
+                pairs[at : at + part.size, 0] = keys[part]
+                pairs[at : at + part.size, 1] = checks[part]
                 filled[index] += part.size
         for s in range(SHARDS):
-            by_identity = np.lexsort((shard_checks[s], shard_keys[s]))
-            shard_keys[s] = shard_keys[s][by_identity]
-            shard_checks[s] = shard_checks[s][by_identity]
-        return cls(shard_keys, shard_checks)
+            segment = pairs[bounds[s] : bounds[s + 1]]
+            segment[:] = segment[np.lexsort((segment[:, 1], segment[:, 0]))]
+        return cls(pairs, bounds)
 
     def __len__(self) -> int:
-        return int(sum(k.size for k in self.keys))
+        return int(self.pairs.shape[0])
 
     def duplicates(self) -> tuple[Keys, Keys]:
-        """The identities that occur more than once."""
-        dup_keys, dup_checks = [], []
-        for k, c in zip(self.keys, self.checks, strict=True):
-            if k.size < 2:
-                continue
-            same = (k[1:] == k[:-1]) & (c[1:] == c[:-1])
-            if same.any():
-                dup_keys.append(k[1:][same])
-                dup_checks.append(c[1:][same])
-        if not dup_keys:
+        """The identities that occur more than once (shards are sorted, so twins are neighbours)."""
+        found = []
+        for s in range(SHARDS):
+            segment = self.pairs[self.bounds[s] : self.bounds[s + 1]]
+            if segment.shape[0] > 1:
+                same = np.all(segment[1:] == segment[:-1], axis=1)
+                if same.any():
+                    found.append(segment[1:][same])
+        if not found:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        return np.concatenate(dup_keys), np.concatenate(dup_checks)
+        both = np.concatenate(found)
+        return both[:, 0].copy(), both[:, 1].copy()
 
     def contains(self, keys: Keys, checks: Keys) -> npt.NDArray[np.bool_]:
         """Which of the given identities are in the set (exact on both halves)."""
         out = np.zeros(keys.size, dtype=bool)
         shard = _shard_of(keys)
         for s in np.unique(shard):
-            rows = np.flatnonzero(shard == s)
-            sk, sc = self.keys[s], self.checks[s]
-            if not sk.size:
+            segment = self.pairs[self.bounds[s] : self.bounds[s + 1]]
+            if not segment.shape[0]:
                 continue
+            rows = np.flatnonzero(shard == s)
+            sk, sc = segment[:, 0], segment[:, 1]
             left = np.searchsorted(sk, keys[rows], side="left")
             right = np.searchsorted(sk, keys[rows], side="right")
             single = right - left == 1
             hit = np.zeros(rows.size, dtype=bool)
-            idx = left[single]
-            hit[single] = sc[idx] == checks[rows][single]
+            hit[single] = sc[left[single]] == checks[rows][single]
             for j in np.flatnonzero(right - left > 1):  # equal ledger keys: compare every check
                 hit[j] = bool(np.any(sc[left[j] : right[j]] == checks[rows[j]]))
             out[rows] = hit

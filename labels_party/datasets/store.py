@@ -16,7 +16,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from labeldp.common.files import fsync_directory, write_parquet_atomic
+from labeldp.common.files import (
+    fsync_directory,
+    parquet_batches,
+    release_arrow_memory,
+    write_parquet_atomic,
+)
 from labels_party.budget.keys import identities
 from labels_party.datasets.identities import IdentitySet
 
@@ -93,14 +98,16 @@ def merge_labels(existing: Path | None, upload: Path, replaced: IdentitySet, out
     rows = 0
     with pq.ParquetWriter(out, LABEL_SCHEMA) as writer:
         if existing is not None:
-            for batch in pq.ParquetFile(existing).iter_batches(batch_size=MERGE_BATCH_ROWS):
+            for batch in parquet_batches(pq.ParquetFile(existing), MERGE_BATCH_ROWS):
                 full, keys, checks = _with_checks(batch)
                 kept = full.filter(pa.array(~replaced.contains(keys, checks)))
                 writer.write_table(
                     pa.Table.from_batches([kept]).select(LABEL_SCHEMA.names).cast(LABEL_SCHEMA)
                 )
                 rows += kept.num_rows
-        for batch in pq.ParquetFile(upload).iter_batches(batch_size=MERGE_BATCH_ROWS):
+                release_arrow_memory()
+        for batch in parquet_batches(pq.ParquetFile(upload), MERGE_BATCH_ROWS):
             writer.write_table(pa.Table.from_batches([batch]).cast(LABEL_SCHEMA))
             rows += batch.num_rows
+            release_arrow_memory()
     return rows

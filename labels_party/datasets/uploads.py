@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 
 from labeldp.common.errors import DomainError
 from labeldp.common.example_ids import as_text, check_ids, first_rows
+from labeldp.common.files import parquet_batches, release_arrow_memory
 from labeldp.common.inputs import MAX_EXAMPLE_ID_BYTES
 from labels_party.budget.keys import Keys, identities
 from labels_party.datasets.identities import IdentitySet, matching_rows
@@ -47,7 +48,7 @@ CONTENT_TYPES = {
     "application/x-parquet": "parquet",
 }
 BATCH_ROWS = 65_536
-CSV_BLOCK_BYTES = 8 * 2**20
+CSV_BLOCK_BYTES = 2 * 2**20  # about 90,000 rows of IDs and labels per batch
 MAX_NDJSON_LINE_BYTES = 64 * 2**10
 _NUMBER = r"^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$"
 _CONTROL = r"[\x00-\x1f\x7f]"
@@ -85,7 +86,7 @@ def _require(present: Iterable[str], wanted: tuple[str, ...]) -> None:
 
 
 def _csv_batches(path: Path, wanted: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
-    read = pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES)
+    read = pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES, use_threads=False)  # no read-ahead: bounded memory
     try:
         header = pacsv.open_csv(path, read_options=read).schema.names
     except (pa.ArrowException, UnicodeDecodeError, ValueError, OSError) as exc:
@@ -179,7 +180,7 @@ def _parquet_batches(path: Path, wanted: tuple[str, ...]) -> Iterator[pa.RecordB
         if not any(check(kind) for check in allowed):
             raise upload_error("wrong-column-type", f"column {name!r} has type {kind}, which is not accepted")
     try:
-        yield from file.iter_batches(batch_size=BATCH_ROWS, columns=present)
+        yield from parquet_batches(file, BATCH_ROWS, present)
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise _unparseable("parquet", exc) from exc
 
@@ -308,6 +309,7 @@ def validate_upload(path: Path, fmt: str, spec: DatasetSpec | None, out: Path) -
                 columns["example_check"] = pa.array(checks, pa.int64())
                 writer.write_table(pa.table(columns, schema=schema))
                 rows += len(ids)
+                release_arrow_memory()
         found = IdentitySet.collect(lambda: identity_batches(out))
         dup_keys, dup_checks = found.duplicates()
         if dup_keys.size:
@@ -328,7 +330,8 @@ def identity_batches(path: Path) -> Iterable[tuple[Keys, Keys]]:
     file = pq.ParquetFile(path)
     has_check = "example_check" in file.schema_arrow.names
     columns = ["example_key", "example_check"] if has_check else ["example_id"]
-    for batch in file.iter_batches(batch_size=BATCH_ROWS * 4, columns=columns):
+    for batch in parquet_batches(file, BATCH_ROWS * 4, columns):
+        release_arrow_memory()
         if has_check:
             yield (
                 np.asarray(batch.column(0).to_numpy(), dtype=np.int64),
