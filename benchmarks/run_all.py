@@ -12,6 +12,7 @@ BENCHMARKS = (
     "bench_prior_split",
     "bench_utility",
     "bench_limits",
+    "bench_user_level",
     "bench_upload",
     "bench_ledger",
     "bench_delivery",

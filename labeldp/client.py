@@ -142,8 +142,17 @@ class LabelsClient(ApiClient):
         loss: str,
         idempotency_key: str,
         epsilon_prior: float | None = None,
+        *,
+        privacy_unit: str = "example",
+        contribution_bound: int | str | None = None,
     ) -> dict[str, Any]:
-        body: dict[str, Any] = {"epsilon": epsilon, "recipient": recipient, "loss": loss}
+        """``epsilon`` is per example, or per user when ``privacy_unit`` is ``user`` (then with a
+        ``contribution_bound``: τ, ``auto`` or ``private``)."""
+        body: dict[str, Any] = {"recipient": recipient, "loss": loss}
+        if privacy_unit == "user":
+            body.update(privacy_unit="user", epsilon_user=epsilon, contribution_bound=contribution_bound)
+        else:
+            body["epsilon"] = epsilon
         if epsilon_prior is not None:
             body["epsilon_prior"] = epsilon_prior
         return dict(
@@ -158,8 +167,9 @@ class LabelsClient(ApiClient):
     def deliver(self, release_id: str) -> dict[str, Any]:
         return dict(self.call("POST", f"/v1/releases/{release_id}/deliveries"))
 
-    def budget(self, dataset_id: str, epsilon: float) -> dict[str, Any]:
-        return dict(self.call("GET", f"/v1/datasets/{dataset_id}/budget", params={"epsilon": epsilon}))
+    def budget(self, dataset_id: str, epsilon: float, epsilon_user: float | None = None) -> dict[str, Any]:
+        params = {"epsilon": epsilon, "epsilon_user": epsilon if epsilon_user is None else epsilon_user}
+        return dict(self.call("GET", f"/v1/datasets/{dataset_id}/budget", params=params))
 
     def noisy_labels(self, release_id: str) -> bytes:
         return bytes(self.call("GET", f"/v1/releases/{release_id}/noisy-labels"))

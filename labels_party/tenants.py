@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from labeldp.common.apikeys import find_active_key, issue_key
-from labels_party.budget.ledger import set_budget
+from labels_party.budget.ledger import set_budget, set_user_budget
 from labels_party.storage.orm import ApiKey, Tenant
 
 
@@ -19,8 +19,11 @@ class NewTenant:
     api_key: str  # the only time the plain key exists outside the caller
 
 
-def create_tenant(session: Session, name: str, budget_micro: int) -> NewTenant:
-    """Create a tenant with a per-example budget (recorded in the ledger) and its first key."""
+def create_tenant(
+    session: Session, name: str, budget_micro: int, user_budget_micro: int | None = None
+) -> NewTenant:
+    """Create a tenant with a per-example (and optionally a per-user) budget, recorded in the ledger,
+    and its first key."""
     if not name.strip():
         raise ValueError("tenant name must not be empty")
     if session.execute(select(Tenant).where(Tenant.name == name)).scalar_one_or_none() is not None:
@@ -29,6 +32,10 @@ def create_tenant(session: Session, name: str, budget_micro: int) -> NewTenant:
     session.add(tenant)
     session.flush()
     set_budget(session, tenant.id, budget_micro, api_key_id=None, note="initial budget")
+    if user_budget_micro is not None:
+        set_user_budget(
+            session, tenant.id, user_budget_micro, api_key_id=None, note="initial per-user budget"
+        )
     return NewTenant(tenant.id, issue_key(session, ApiKey, tenant.id).api_key)
 
 

@@ -99,6 +99,18 @@ def test_upload_release_deliver_and_train_from_the_cli(tmp_path: Path, files: di
             "labels", "release", "--dataset", "prices", "--epsilon", "1.5", "--recipient", "publisher", *L
         )
         assert code == 1 and "409 budget-exhausted" in err
+        # a user-level release (no user_id column: every example is its own user, so τ = 1 keeps all)
+        code, out, err = run(
+            "labels", "release", "--dataset", "prices", "--privacy-unit", "user", "--epsilon-user", "0.5",
+            "--contribution-bound", "1", "--recipient", "publisher", *L,
+        )  # fmt: skip
+        assert code == 0, err
+        assert f"user-level: ε = 0.5 per user over {N:,} users, τ = 1 (1)" in out
+        code, _, err = run(
+            "labels", "release", "--dataset", "prices", "--privacy-unit", "user", "--epsilon", "0.5",
+            "--contribution-bound", "1", "--recipient", "publisher", *L,
+        )  # fmt: skip
+        assert code == 2 and "--epsilon-user" in err
 
         code, out, err = run("features", "upload", str(files["features"]), "--table", "diamonds", *F)
         assert code == 0, err

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from sqlalchemy import create_engine, text
 
-from labeldp.datasets import diamond_prices
+from labeldp.datasets import diamond_prices, synthetic_users
 from labeldp.demo.world import MISSING_EVERY, TEST_EVERY
 from tests.support import postgres
 
@@ -87,13 +87,44 @@ def test_demo_runs_both_parties_end_to_end_and_cleans_up(tmp_path: Path) -> None
     assert '"release charged"' in logs or "release charged" in logs
 
 
-def test_demo_runs_the_labels_party_on_postgresql(tmp_path: Path, postgres_server: str) -> None:
+def check_user_level_report(out: Path, epsilon_user: float) -> dict[str, Any]:
+    """A user-level run over the demo's synthetic users: every click listed, at most τ per user with
+    label information, every user charged ε_user, and the model still far better than the mean."""
+    report: dict[str, Any] = json.loads((out / "report.json").read_text())
+    n = diamond_prices().table.num_rows
+    train = np.arange(n) % TEST_EVERY != 0
+    users = synthetic_users(n)[train]
+    counts = np.unique(users, return_counts=True)[1]
+    privacy = report["privacy"]
+    tau = privacy["contribution_bound"]
+    assert privacy["unit"] == "user" and privacy["contribution_bound_asked"] == "auto" and tau >= 1
+    assert privacy["users"] == counts.size and report["examples_released"] == int(train.sum())
+    assert privacy["examples_capped"] == int(np.maximum(counts - tau, 0).sum()) > 0
+    assert report["mechanism"]["privacy_unit"] == "user" and report["mechanism"]["epsilon"] == epsilon_user
+    # auto: τ is known only after the noise, so every click was charged the worst case, ε_user
+    budget = report["budget"]
+    assert budget["spent_max"] == budget["spent_min"] == epsilon_user
+    assert budget["users"]["users"] == counts.size and budget["users"]["spent"]["max"] == epsilon_user
+    assert report["model_metrics"]["examples_capped"] > 0
+    rmse = report["test_rmse"]
+    assert rmse["non_private"] < rmse["rr_on_bins_private"] < rmse["predict_mean"]
+    assert rmse["rr_on_bins_private"] < rmse["laplace_baseline"]
+    return report
+
+
+def test_demo_runs_the_labels_party_on_postgresql_with_a_user_level_release(
+    tmp_path: Path, postgres_server: str
+) -> None:
     url = postgres.create_database(postgres_server, "demo")
     out = tmp_path / "out"
-    done = demo("--out", str(out), "--postgres", url)
+    done = demo(
+        "--out", str(out), "--postgres", url, "--privacy-unit", "user", "--epsilon-user", "4",
+        "--contribution-bound", "auto",
+    )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "on PostgreSQL" in done.stdout
-    report = check_report(out, 1.0)
+    assert "on PostgreSQL" in done.stdout and "releasing at ε = 4 per user" in done.stdout
+    assert "user-level:" in done.stdout and "privacy unit: user" in done.stdout
+    report = check_user_level_report(out, 4.0)
     engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
     with engine.connect() as c:
         status = c.execute(text("SELECT status FROM releases WHERE id = :id"), {"id": report["release_id"]})

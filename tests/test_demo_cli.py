@@ -76,6 +76,24 @@ def test_labels_tenant_set_budget_is_a_ledger_entry(tmp_path: Path, monkeypatch:
     engine.dispose()
     assert tenant.budget_micro == 2_500_000
     assert [(e.kind, e.epsilon_micro, e.note) for e in entries][-1] == ("budget_set", 2_500_000, "q4")
+    # the per-user budget: set, lifted, and a clear error for a contradictory request
+    per_user = runner.invoke(app, ["labels", "tenant", "set-budget", "acme", "--epsilon-per-user", "3"])
+    assert per_user.exit_code == 0 and "per-user budget is now 3" in per_user.output
+    lifted = runner.invoke(app, ["labels", "tenant", "set-budget", "acme", "--no-per-user-limit"])
+    assert lifted.exit_code == 0 and "not limited" in lifted.output
+    both = runner.invoke(
+        app, ["labels", "tenant", "set-budget", "acme", "--epsilon-per-user", "1", "--no-per-user-limit"]
+    )
+    assert both.exit_code == 2
+    with session_factory(engine)() as s:
+        tenant = s.execute(select(Tenant)).scalar_one()
+        kinds = [
+            (e.kind, e.epsilon_micro)
+            for e in s.execute(select(LedgerEntry).order_by(LedgerEntry.id)).scalars()
+        ]
+    engine.dispose()
+    assert tenant.user_budget_micro is None
+    assert kinds[-2:] == [("user_budget_set", 3_000_000), ("user_budget_set", 0)]
 
 
 def test_tenant_create_can_write_the_key_to_a_file_and_tolerate_an_existing_tenant(

@@ -99,6 +99,8 @@ def test_one_huge_example_id_is_refused_at_upload(api: Api) -> None:
     ds = dataset(c)
     before = c.get(f"/v1/datasets/{ds}").json()
     body = b"example_id,label\n" + b"x" * (12 * 2**20) + b",1\n"
+    problem(upload(c, ds, body), 422, "row-too-long")  # longer than a read block: refused as a row
+    body = b"example_id,label\n" + b"x" * (2**20) + b",1\n"
     problem(upload(c, ds, body), 422, "example-id-too-long")
     problem(upload(c, ds, b"example_id\n" + b"y" * 300 + b"\n", what="universe"), 422, "example-id-too-long")
     still_up(api, c, ds, before)

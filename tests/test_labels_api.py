@@ -27,8 +27,8 @@ class Api:
     database_url: str
     data_dir: Path
 
-    def tenant(self, name: str, budget: str = "1.0") -> httpx.Client:
-        _, key = tenant_key(self.database_url, name, budget)
+    def tenant(self, name: str, budget: str = "1.0", per_user: str | None = None) -> httpx.Client:
+        _, key = tenant_key(self.database_url, name, budget, per_user)
         return httpx.Client(base_url=self.base, headers={"Authorization": f"Bearer {key}"}, timeout=60)
 
 
@@ -199,6 +199,14 @@ def test_release_lifecycle_and_stored_output(api: Api) -> None:
         "min_spent": 1.0,
         "epsilon_asked": 1.0,
         "can_take": 500,
+        # every example is its own user (no user_id): an example-level release charged each ε once
+        "users": {
+            "per_user_budget": None,
+            "users": 500,
+            "spent": {"p50": 1.0, "p90": 1.0, "p99": 1.0, "max": 1.0},
+            "epsilon_user_asked": 1.0,
+            "can_take": None,
+        },
     }
 
 

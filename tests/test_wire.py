@@ -116,3 +116,43 @@ def test_single_byte_changes_are_always_rejected() -> None:
         except Exception:  # a parse error or a WireError: either way nothing verifies
             rejected += 1
     assert rejected == trials
+
+
+def test_a_user_level_message_carries_the_capped_code_and_its_accounting() -> None:
+    """Over-cap examples travel with the code m (one past the last bin; a 256-bin user-level release
+    needs uint16 for it); the header states τ, τ_p, ε_τ and ε per example, and the receiver gets the
+    same published mechanism back. An example-level message may not use the code m."""
+    from dataclasses import replace
+
+    from labeldp.mechanisms import PublishedMechanism
+    from tests.support.messages import identity_bins
+
+    example_level = identity_bins(256)  # ε₁ = 0.05, ε₂ = 0.95
+    published = PublishedMechanism.model_validate(
+        {
+            **example_level.model_dump(),
+            "epsilon": 1.95,  # ε₁ + τ·ε₂
+            "privacy_unit": "user",
+            "contribution_bound": 2,
+            "prior_contribution_bound": 2,
+            "epsilon_example": 0.975,  # ε₁/τ_p + ε₂
+        }
+    )
+    base = release([f"u{i}" for i in range(1200)], mechanism=published)
+    codes = np.asarray(base.bins).copy()
+    codes[::3] = 256  # every third example over the bound
+    rel = replace(base, bins=codes)
+    me = Identity.generate()
+    frames = build_frames(rel, me)
+    header = pb.ReleaseHeader.FromString(frames[0].header.header)
+    assert header.bin_encoding == pb.BIN_ENCODING_UINT16_LE  # 257 codes
+    assert header.mechanism.contribution_bound == 2 and header.mechanism.prior_contribution_bound == 2
+    assert header.mechanism.epsilon_example == published.epsilon_example
+    _, bins = receive(frames, me)
+    assert np.array_equal(bins, codes) and int((bins == 256).sum()) == 400
+    verified = check_header(frames[0], pinned(me), RECEIVER, int(time.time() * 1000))
+    assert verified.mechanism == published
+    # the same code in an example-level message is out of range
+    plain = release([f"e{i}" for i in range(10)], num_bins=3)
+    frames = build_frames(replace(plain, bins=np.full(10, 3)), me)
+    assert code_of(lambda: receive(frames, me)) == "invalid_argument"

@@ -149,6 +149,21 @@ def regressor(model: ModelKind, loss: str, encoder: Encoder) -> Any:
     return Ridge(alpha=1.0)
 
 
+def join_informative(release: pa.Table, features: pa.Table, noise: BinsNoise) -> tuple[pa.Table, int]:
+    """The release joined to the features, without the examples over a user-level release's bound
+    (bin code ``m``: their noisy label carries no information, so training on it would only add
+    noise); and how many of the joined examples were such."""
+    joined = release.join(features, keys="example_id", join_type="inner")
+    informative = pc.less(joined.column("bin"), noise.m)
+    kept = joined.filter(informative)
+    if kept.num_rows < 10:
+        raise TrainingError(
+            f"only {kept.num_rows} examples with label information are in both the release and the "
+            "feature table"
+        )
+    return kept, joined.num_rows - kept.num_rows
+
+
 def fit(
     release: pa.Table,
     features: pa.Table,
@@ -168,9 +183,7 @@ def fit(
         raise TrainingError(
             "unbiased targets can be negative, which Poisson regression cannot fit; use affine"
         )
-    joined = release.join(features, keys="example_id", join_type="inner")
-    if joined.num_rows < 10:
-        raise TrainingError(f"only {joined.num_rows} examples are in both the release and the feature table")
+    joined, capped = join_informative(release, features, noise)
     bins = np.asarray(joined.column("bin").to_numpy(), dtype=np.int64)
     noisy = noise.bin_values[bins]
     valid = validation_mask(joined.column("example_id").combine_chunks(), validation_fraction)
@@ -194,6 +207,7 @@ def fit(
         predictions = np.maximum(predictions, 1e-9)
     ell = resolve_loss(loss)
     trained.metrics = {
+        "examples_capped": float(capped),
         "train_examples": float((~valid).sum()),
         "validation_examples": float(valid.sum()),
         "validation_loss_vs_noisy_labels": float(np.mean(ell(predictions, noisy[valid]))),
@@ -236,9 +250,7 @@ def fit_classifier(
     """Binary and categorical releases: learn P(reported class | x) on the noisy classes."""
     if debias == "unbiased":
         raise TrainingError("classifiers support debias none or affine")
-    joined = release.join(features, keys="example_id", join_type="inner")
-    if joined.num_rows < 10:
-        raise TrainingError(f"only {joined.num_rows} examples are in both the release and the feature table")
+    joined, capped = join_informative(release, features, noise)
     bins = np.asarray(joined.column("bin").to_numpy(), dtype=np.int64)
     valid = validation_mask(joined.column("example_id").combine_chunks(), validation_fraction)
     if valid.all() or not valid.any():
@@ -265,6 +277,7 @@ def fit_classifier(
     predicted = np.argmax(proba, axis=1)
 
     trained.metrics = {
+        "examples_capped": float(capped),
         "train_examples": float((~valid).sum()),
         "validation_examples": float(valid.sum()),
         "validation_error_vs_noisy_labels": float(np.mean(predicted != bins[valid])),

@@ -93,8 +93,19 @@ def labels_upload(
 
 def labels_release(
     dataset: Annotated[str, typer.Option(help="Dataset name or id.")],
-    epsilon: Annotated[float, typer.Option(help="ε charged to every released example.")],
     recipient: Annotated[str, typer.Option(help="A registered recipient (features party) name.")],
+    epsilon: Annotated[
+        float | None, typer.Option(help="Example-level: ε charged to every released example.")
+    ] = None,
+    privacy_unit: Annotated[
+        str, typer.Option(help="example (default) or user: protect all of a user's labels together.")
+    ] = "example",
+    epsilon_user: Annotated[
+        float | None, typer.Option(help="User-level: ε charged to every user in the release.")
+    ] = None,
+    contribution_bound: Annotated[
+        str | None, typer.Option(help="User-level: τ (examples per user that count), auto or private.")
+    ] = None,
     url: LabelsUrl = "http://127.0.0.1:8400",
     api_key: LabelsKey = "",
     loss: Annotated[str, typer.Option(help="squared, absolute, poisson or zero_one.")] = "squared",
@@ -113,7 +124,17 @@ def labels_release(
     """Create a release (charges the budget first), optionally deliver it; prints the release id."""
     key = idempotency_key or str(uuid.uuid4())
     with _errors(api_key, "LABELDP_API_KEY"), LabelsClient(url, api_key) as client:
-        rel = client.release(client.dataset_id(dataset), epsilon, recipient, loss, key, epsilon_prior)
+        amount, bound = _privacy_unit(privacy_unit, epsilon, epsilon_user, contribution_bound)
+        rel = client.release(
+            client.dataset_id(dataset),
+            amount,
+            recipient,
+            loss,
+            key,
+            epsilon_prior,
+            privacy_unit=privacy_unit,
+            contribution_bound=bound,
+        )
         answer: dict[str, Any] = {"release": rel}
         if deliver:
             answer["delivery"] = client.deliver(rel["id"])
@@ -122,11 +143,39 @@ def labels_release(
             f"release {rel['id']}: {rel['examples']:,} examples at ε = {rel['epsilon']:g} "
             f"(ε₁ = {rel['epsilon_prior']:.3g}), bins [{bins}] (idempotency key {key})"
         )
+        if rel.get("privacy_unit") == "user":
+            mech = rel.get("mechanism") or {}
+            line += (
+                f"\nuser-level: ε = {rel['epsilon_user']:g} per user over {rel['users']:,} users, "
+                f"τ = {mech.get('contribution_bound')} ({rel['contribution_bound']}), "
+                f"{rel['examples_capped'] or 0:,} examples over the bound carry no label information"
+            )
         if deliver:
             line += (
                 f"\ndelivered to {recipient}: {answer['delivery']['wire_bytes']:,} bytes, receipt verified"
             )
         _show(answer, as_json, line)
+
+
+def _privacy_unit(
+    unit: str, epsilon: float | None, epsilon_user: float | None, bound: str | None
+) -> tuple[float, int | str | None]:
+    """The ε to send and the contribution bound, checked locally (a wrong mix is exit 2)."""
+    if unit == "example":
+        if epsilon is None or epsilon_user is not None or bound is not None:
+            raise ValueError("an example-level release takes --epsilon (not --epsilon-user or a bound)")
+        return epsilon, None
+    if unit != "user":
+        raise ValueError("--privacy-unit is example or user")
+    if epsilon_user is None or bound is None or epsilon is not None:
+        raise ValueError("a user-level release takes --epsilon-user and --contribution-bound (not --epsilon)")
+    return epsilon_user, bound if bound in ("auto", "private") else _positive_int(bound)
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError("--contribution-bound is a positive integer, auto or private")
+    return int(text)
 
 
 def features_upload(

@@ -35,6 +35,15 @@ def demo(
     epsilon: Annotated[
         float, typer.Option(help="ε of the release (charged to every released example).")
     ] = 1.0,
+    privacy_unit: Annotated[
+        str, typer.Option(help="example, or user: a user-level release over synthetic users.")
+    ] = "example",
+    epsilon_user: Annotated[
+        float | None, typer.Option(help="With --privacy-unit user: ε per user (instead of --epsilon).")
+    ] = None,
+    contribution_bound: Annotated[
+        str, typer.Option(help="With --privacy-unit user: τ, auto or private.")
+    ] = "auto",
     postgres: Annotated[
         str | None, typer.Option(help="Run the labels party on this PostgreSQL URL instead of SQLite.")
     ] = None,
@@ -87,7 +96,15 @@ def demo(
                 grpc_address,
                 ca.read_text() if ca else None,
             )
-        run_demo(dataset, epsilon, out, postgres_url=postgres, remote=remote)
+        if privacy_unit not in ("example", "user"):
+            raise ValueError("--privacy-unit is example or user")
+        bound: int | str | None = None
+        if privacy_unit == "user":
+            epsilon = epsilon_user if epsilon_user is not None else epsilon
+            bound = contribution_bound if not contribution_bound.isdigit() else int(contribution_bound)
+        elif epsilon_user is not None:
+            raise ValueError("--epsilon-user needs --privacy-unit user")
+        run_demo(dataset, epsilon, out, postgres_url=postgres, remote=remote, contribution_bound=bound)
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from exc
@@ -203,6 +220,10 @@ def tenant_create(
     epsilon_per_example: Annotated[
         float, typer.Option(help="Per-example privacy budget ε (a tenant setting).")
     ],
+    epsilon_per_user: Annotated[
+        float | None,
+        typer.Option(help="Per-user privacy budget ε over all releases (default: recorded, not limited)."),
+    ] = None,
     key_file: KeyFile = None,
     exist_ok: ExistOk = False,
 ) -> None:
@@ -217,30 +238,58 @@ def tenant_create(
         if exist_ok and session.execute(select(Tenant).where(Tenant.name == name)).first() is not None:
             typer.echo(f"tenant {name} exists; its key is not shown again")
             return
-        new = create_tenant(session, name, to_micro_floor(epsilon_per_example, name="epsilon_per_example"))
+        per_user = (
+            None if epsilon_per_user is None else to_micro_floor(epsilon_per_user, name="epsilon_per_user")
+        )
+        new = create_tenant(
+            session, name, to_micro_floor(epsilon_per_example, name="epsilon_per_example"), per_user
+        )
     _hand_over_key(f"tenant {new.tenant_id}", new.api_key, key_file)
 
 
 @tenant_app.command("set-budget")
 def tenant_set_budget(
     name: str,
-    epsilon_per_example: Annotated[float, typer.Option(help="New per-example privacy budget ε.")],
+    epsilon_per_example: Annotated[
+        float | None, typer.Option(help="New per-example privacy budget ε.")
+    ] = None,
+    epsilon_per_user: Annotated[
+        float | None, typer.Option(help="New per-user privacy budget ε (over all releases).")
+    ] = None,
+    no_per_user_limit: Annotated[
+        bool, typer.Option("--no-per-user-limit", help="Lift the per-user budget (spend is still recorded).")
+    ] = False,
     note: Annotated[str, typer.Option(help="Why (recorded in the ledger).")] = "",
 ) -> None:
-    """Change a tenant's per-example budget; the change is recorded as a ledger entry."""
+    """Change a tenant's per-example and/or per-user budget; each change is a ledger entry."""
     from sqlalchemy import select
 
     from labels_party.budget.epsilon import to_micro_floor
-    from labels_party.budget.ledger import set_budget
+    from labels_party.budget.ledger import set_budget, set_user_budget
     from labels_party.storage.orm import Tenant
 
-    with _labels_transaction() as session:
+    with _labels_transaction() as session:  # (turns a ValueError into a clear exit 2)
+        if epsilon_per_example is None and epsilon_per_user is None and not no_per_user_limit:
+            raise ValueError("give --epsilon-per-example, --epsilon-per-user or --no-per-user-limit")
+        if epsilon_per_user is not None and no_per_user_limit:
+            raise ValueError("give --epsilon-per-user or --no-per-user-limit, not both")
         tenant = session.execute(select(Tenant).where(Tenant.name == name)).scalar_one_or_none()
         if tenant is None:
             raise ValueError(f"no tenant named {name!r}")
-        budget = to_micro_floor(epsilon_per_example, name="epsilon_per_example")
-        set_budget(session, tenant.id, budget, api_key_id=None, note=note or "set by labeldp CLI")
-    typer.echo(f"tenant {name}: per-example budget is now {epsilon_per_example:g}")
+        why = note or "set by labeldp CLI"
+        if epsilon_per_example is not None:
+            budget = to_micro_floor(epsilon_per_example, name="epsilon_per_example")
+            set_budget(session, tenant.id, budget, api_key_id=None, note=why)
+            typer.echo(f"tenant {name}: per-example budget is now {epsilon_per_example:g}")
+        if epsilon_per_user is not None or no_per_user_limit:
+            per_user = (
+                None
+                if no_per_user_limit
+                else to_micro_floor(epsilon_per_user or 0.0, name="epsilon_per_user")
+            )
+            set_user_budget(session, tenant.id, per_user, api_key_id=None, note=why)
+            shown = "not limited" if per_user is None else f"{epsilon_per_user:g}"
+            typer.echo(f"tenant {name}: per-user budget is now {shown}")
 
 
 def _tenant_id(session: Session, tenant_model: Any, name: str) -> str:

@@ -8,7 +8,9 @@ published mechanism, then streams the chunks through the same hash; nothing is d
 matches.
 
 Chunks carry the example IDs as a zstd-compressed Arrow string column (so framing costs almost
-nothing on the wire) and the bins packed as uint8 (m <= 256) or little-endian uint16. Both parties
+nothing on the wire) and the bin codes packed as uint8 (at most 256 codes) or little-endian uint16:
+``0..m-1`` are the mechanism's bins, and a user-level release adds the code ``m`` for examples over
+the contribution bound (listed, but carrying no label information). Both parties
 keep frames on disk in one format: length-prefixed records (``write_records`` / ``read_records``).
 """
 
@@ -85,6 +87,9 @@ def mechanism_to_proto(published: PublishedMechanism) -> MechanismFields:
             support_bins=published.support_bins,
             privacy_unit=published.privacy_unit,
             contribution_bound=published.contribution_bound or 0,
+            prior_contribution_bound=published.prior_contribution_bound or 0,
+            epsilon_bound=published.epsilon_bound,
+            epsilon_example=published.epsilon_example or 0.0,
         ),
         prior=pb.NoisyPrior(support=published.support, masses=published.prior),
         epsilon_total=published.epsilon,
@@ -131,6 +136,9 @@ def mechanism_from_header(header: pb.ReleaseHeader) -> PublishedMechanism:
             bin_values=tuple(m.bin_values),
             privacy_unit=m.privacy_unit or "example",
             contribution_bound=m.contribution_bound or None,
+            prior_contribution_bound=m.prior_contribution_bound or None,
+            epsilon_bound=m.epsilon_bound,
+            epsilon_example=m.epsilon_example or None,
         )
     except ValidationError as exc:
         first = exc.errors()[0]
@@ -194,7 +202,7 @@ def build_frames(release: ReleaseMessage, identity: Identity) -> list[pb.Release
     if len(ids) != len(release.bins):
         raise ValueError("example_ids and bins must have the same length")
     fields = mechanism_to_proto(release.mechanism)
-    encoding = encoding_for(release.mechanism.m)
+    encoding = encoding_for(release.mechanism.bin_codes)
     chunks = [
         pb.Chunk(
             index=i,
@@ -313,8 +321,8 @@ def check_header(
     if header.expires_at_unix_ms <= now_unix_ms:
         raise WireError("failed_precondition", "the release has expired")
     mechanism = mechanism_from_header(header)
-    if header.bin_encoding != encoding_for(mechanism.m):
-        raise WireError("invalid_argument", "the bin encoding does not match the number of bins")
+    if header.bin_encoding != encoding_for(mechanism.bin_codes):
+        raise WireError("invalid_argument", "the bin encoding does not match the number of bin codes")
     return VerifiedHeader(header, mechanism)
 
 
@@ -381,6 +389,7 @@ def decode_chunk(data: bytes, header: pb.ReleaseHeader) -> tuple[pa.Array, npt.N
     bins = np.frombuffer(chunk.bins, dtype=dtype).astype(np.int64)
     if len(ids) != chunk.examples or bins.size != chunk.examples:
         raise WireError("invalid_argument", f"chunk {chunk.index} is malformed")
-    if bins.size and int(bins.max()) >= len(header.mechanism.bin_values):
+    codes = len(header.mechanism.bin_values) + (1 if header.mechanism.privacy_unit == "user" else 0)
+    if bins.size and int(bins.max()) >= codes:
         raise WireError("invalid_argument", f"chunk {chunk.index} has a bin index out of range")
     return ids, bins

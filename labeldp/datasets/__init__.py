@@ -95,3 +95,13 @@ def load(name: str) -> LabelDataset:
     if name not in LOADERS:
         raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(LOADERS)}")
     return LOADERS[name]()
+
+
+def synthetic_users(n: int, *, exponent: float = 1.8, most: int = 500, seed: int = 0) -> np.ndarray:
+    """A user index for each of ``n`` examples, with a heavy-tailed (Zipf) number of examples per
+    user capped at ``most`` — the shipped datasets have no user IDs, so the demo and the benchmarks
+    assign synthetic ones (a simulation, not privacy-relevant randomness)."""
+    rng = np.random.default_rng(seed)
+    counts = np.minimum(rng.zipf(exponent, n), most)
+    users = np.repeat(np.arange(n), counts)[:n]  # at most n users are needed for n examples
+    return np.asarray(rng.permutation(users), dtype=np.int64)

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -106,8 +107,18 @@ def _local_model(
     return np.asarray(model.predict(X[test]), dtype=np.float64)
 
 
-def run_flow(conn: Connection, world: World, epsilon: float, workdir: Path, console: Console) -> Report:
+def run_flow(
+    conn: Connection,
+    world: World,
+    epsilon: float,
+    workdir: Path,
+    console: Console,
+    contribution_bound: int | str | None = None,
+) -> Report:
+    """The whole two-party flow; with ``contribution_bound`` the release is user-level (``epsilon``
+    per user) over the world's synthetic users."""
     report = Report(world.dataset.name, world.run_id, epsilon)
+    user_level = contribution_bound is not None
     steps = Steps(console, report)
     labels = LabelsClient(conn.labels_url, conn.labels_key)
     features = FeaturesClient(conn.features_url, conn.features_key)
@@ -137,8 +148,17 @@ def run_flow(conn: Connection, world: World, epsilon: float, workdir: Path, cons
                 f"(the release's universe); publisher: {ft['rows']:,} rows × {len(ft['schema'])} features"
             )
 
-        with steps.step("release", f"releasing at ε = {epsilon:g} (budget charged before any noise)"):
-            rel = labels.release(ds["id"], epsilon, publisher, LOSS, idempotency_key=f"demo-{world.run_id}")
+        unit = f"ε = {epsilon:g} per user" if user_level else f"ε = {epsilon:g}"
+        with steps.step("release", f"releasing at {unit} (budget charged before any noise)"):
+            rel = labels.release(
+                ds["id"],
+                epsilon,
+                publisher,
+                LOSS,
+                idempotency_key=f"demo-{world.run_id}",
+                privacy_unit="user" if user_level else "example",
+                contribution_bound=contribution_bound,
+            )
             bins = rel["bins"] or []
             mech = PublishedMechanism.model_validate(rel["mechanism"])
             steps.say(
@@ -146,6 +166,14 @@ def run_flow(conn: Connection, world: World, epsilon: float, workdir: Path, cons
                 f"ε₂ = {mech.epsilon_randomize:.3f} for randomization; {len(bins)} bins: "
                 + ", ".join(f"{b:,.1f}" for b in bins)
             )
+            if user_level:
+                steps.say(
+                    f"user-level: {rel['users']:,} users, τ = {mech.contribution_bound} "
+                    f"({rel['contribution_bound']}); each user spends ε₁ + τ·ε₂ <= {epsilon:g}, each "
+                    f"example at most {mech.epsilon_per_example:.3f}; {rel['examples_capped']:,} clicks "
+                    "over the bound are listed without label information"
+                )
+            noisy = pq.read_table(io.BytesIO(labels.noisy_labels(rel["id"])))
 
         with steps.step("deliver", "delivering the signed message over gRPC"):
             sent = labels.deliver(rel["id"])
@@ -187,8 +215,15 @@ def run_flow(conn: Connection, world: World, epsilon: float, workdir: Path, cons
             # the baselines are trained on exactly the examples the private model saw: released and matched
             trained_on = world.train & world.has_features
             non_private = _local_model(world, ft["schema"], trained_on, world.y[trained_on], world.test)
-            lap = laplace_labels(world.dataset, epsilon, world.y[trained_on])
-            laplace_model = _local_model(world, ft["schema"], trained_on, lap, world.test)
+            lap_on, lap_eps = trained_on, epsilon
+            if user_level:  # the same kept examples, each at ε_user/τ: a user spends ε_user in all
+                capped = set(
+                    noisy.filter(pc.equal(noisy.column("bin"), mech.m)).column("example_id").to_pylist()
+                )
+                lap_on = trained_on & np.array([i not in capped for i in world.ids])
+                lap_eps = epsilon / (mech.contribution_bound or 1)
+            lap = laplace_labels(world.dataset, lap_eps, world.y[lap_on])
+            laplace_model = _local_model(world, ft["schema"], lap_on, lap, world.test)
 
             def rmse(pred: np.ndarray) -> float:
                 return float(np.sqrt(np.mean((pred - y_test) ** 2)))
@@ -201,8 +236,7 @@ def run_flow(conn: Connection, world: World, epsilon: float, workdir: Path, cons
             }
 
         with steps.step("budget", "reading the budget and the noisy labels back"):
-            budget = labels.budget(ds["id"], epsilon)
-            noisy = pq.read_table(io.BytesIO(labels.noisy_labels(rel["id"])))
+            budget = labels.budget(ds["id"], mech.epsilon_per_example, epsilon)
 
     report.values.update(
         {
@@ -225,6 +259,16 @@ def run_flow(conn: Connection, world: World, epsilon: float, workdir: Path, cons
                 "spent_min": budget["min_spent"],
                 "left": budget["per_example_budget"] - budget["max_spent"],
                 "examples_that_can_take_another_release": budget["can_take"],
+                "users": budget["users"],
+            },
+            "privacy": {
+                "unit": mech.privacy_unit,
+                "epsilon": epsilon,
+                "epsilon_per_example": mech.epsilon_per_example,
+                "contribution_bound": mech.contribution_bound,
+                "contribution_bound_asked": rel.get("contribution_bound"),
+                "users": rel.get("users"),
+                "examples_capped": rel.get("examples_capped"),
             },
         }
     )
@@ -246,14 +290,29 @@ def print_report(console: Console, report: Report) -> None:
         f"budget: ε {b['spent_max']:g} spent per example, {b['left']:g} left of {b['per_example']:g} "
         f"({b['examples_that_can_take_another_release']:,} examples can take another ε = {report.epsilon:g})"
     )
+    p = v["privacy"]
+    if p["unit"] == "user":
+        u = b["users"]
+        console.print(
+            f"privacy unit: user — ε = {p['epsilon']:g} per user over {p['users']:,} users, τ = "
+            f"{p['contribution_bound']} ({p['contribution_bound_asked']}), at most "
+            f"{p['epsilon_per_example']:.3f} per example; {p['examples_capped']:,} clicks over the bound; "
+            f"per-user spend p50 {u['spent'].get('p50', 0):g}, max {u['spent'].get('max', 0):g}"
+        )
     console.print(f"bins chosen ({len(v['bins'])}): " + ", ".join(f"{x:,.1f}" for x in v["bins"]))
     table = Table(title=f"test error against the true labels ({v['test_examples']:,} held-out examples)")
     table.add_column("model")
     table.add_column(f"RMSE ({units})", justify="right")
     table.add_column("labels it was trained on")
+    per = "per user" if p["unit"] == "user" else ""
+    lap = (
+        f"Laplace at ε = {report.epsilon:g}/τ on the kept clicks, clipped"
+        if p["unit"] == "user"
+        else f"Laplace noise at ε = {report.epsilon:g}, clipped"
+    )
     rows = (
-        ("RR-on-Bins (labeldp)", "rr_on_bins_private", f"one ε = {report.epsilon:g} release, debiased"),
-        ("Laplace baseline", "laplace_baseline", f"Laplace noise at ε = {report.epsilon:g}, clipped"),
+        ("RR-on-Bins (labeldp)", "rr_on_bins_private", f"one ε = {report.epsilon:g} {per} release, debiased"),
+        ("Laplace baseline", "laplace_baseline", lap),
         ("non-private", "non_private", "the true labels (no privacy)"),
         ("constant (mean)", "predict_mean", "none: predicts the mean label"),
     )

@@ -65,14 +65,17 @@ def run_demo(
     postgres_url: str | None = None,
     remote: Remote | None = None,
     console: Console | None = None,
+    contribution_bound: int | str | None = None,
 ) -> dict[str, object]:
+    """Run the demo; with ``contribution_bound`` (τ, auto or private) the release is user-level with
+    ``epsilon`` per user, over synthetic users with a heavy-tailed number of clicks each."""
     if dataset not in SPECS:
         raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(SPECS)}")
     if not 0 < epsilon <= 100:
         raise ValueError("epsilon must be a finite number > 0 (and at most 100)")
     console = console or Console(width=None if Console().is_terminal else 110)
     started = time.monotonic()
-    world = split(load(dataset))
+    world = split(load(dataset), with_users=contribution_bound is not None)
     console.print(
         f"[bold]labeldp demo[/]: {world.dataset.description}\n"
         f"run {world.run_id}: the advertiser holds {int(world.train.sum()):,} clicks' labels, the publisher "
@@ -95,7 +98,7 @@ def run_demo(
             console.print("[bold cyan][0][/] starting both services on loopback")
             parties = local_parties(work, out / "logs", world.run_id, epsilon, postgres_url, say)
         with parties as conn:
-            report = run_flow(conn, world, epsilon, work, console)
+            report = run_flow(conn, world, epsilon, work, console, contribution_bound)
         figures = draw(world, report, out)
     report.timings_s["total"] = round(time.monotonic() - started, 1)
     print_report(console, report)

@@ -28,8 +28,10 @@ def draw(world: World, report: Report, out: Path) -> list[Path]:
     released = report.noisy
     position = {eid: i for i, eid in enumerate(world.ids)}
     rows = np.fromiter((position[e] for e in released.column("example_id").to_pylist()), dtype=np.int64)
-    y = world.y[rows]
-    noisy = np.asarray(mech.bin_values)[np.asarray(released.column("bin").to_numpy(), dtype=np.int64)]
+    codes = np.asarray(released.column("bin").to_numpy(), dtype=np.int64)
+    informative = codes < mech.m  # user-level: clicks over the bound carry no label (code m)
+    y = world.y[rows][informative]
+    noisy = np.asarray(mech.bin_values)[codes[informative]]
     true_prior = ds.support.counts(y) / y.size
     paths = [out / "mechanism.png", out / "loss_vs_epsilon.png", out / "budget.png"]
     plot_mechanism(

@@ -2,7 +2,8 @@
 
 The advertiser holds labels for its clicks (the training examples): it uploads only the non-default
 labels (conversions) and declares every click as the release's universe, so the message lists every
-click whatever its label. The publisher holds features for nearly all of those clicks (1% are missing,
+click whatever its label. For a user-level run it uploads every click with its (synthetic) user.
+The publisher holds features for nearly all of those clicks (1% are missing,
 as with real logging, so the join's match rate is below 100%) and for a held-out test set whose true
 labels the demo keeps to score the models; neither service ever sees them.
 """
@@ -18,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from labeldp.datasets import LabelDataset
+from labeldp.datasets import LabelDataset, synthetic_users
 
 TEST_EVERY = 5  # every 5th example is held out for testing (deterministic, no random generator)
 MISSING_EVERY = 100  # 1 in 100 training examples has no features at the publisher
@@ -43,6 +44,7 @@ class World:
     y: np.ndarray  # true labels
     test: np.ndarray  # held out: features at the publisher, labels only in the demo
     has_features: np.ndarray  # the publisher logged features for this example
+    users: np.ndarray | None = None  # user-level runs: a synthetic user index per example
 
     @property
     def train(self) -> np.ndarray:
@@ -63,10 +65,15 @@ class World:
             "universe": folder / "advertiser-clicks.parquet",
             "features": folder / "publisher-features.parquet",
         }
-        pq.write_table(
-            pa.table({"example_id": self.ids[converted], "label": pa.array(y[converted], label_type)}),
-            files["labels"],
-        )
+        if self.users is None:
+            columns = {"example_id": self.ids[converted], "label": pa.array(y[converted], label_type)}
+        else:  # user-level: every click with its user (unlabelled clicks would be users of their own)
+            columns = {
+                "example_id": self.ids[train],
+                "label": pa.array(y[train], label_type),
+                "user_id": pa.array([f"{self.run_id}-user-{u}" for u in self.users[train]]),
+            }
+        pq.write_table(pa.table(columns), files["labels"])
         pq.write_table(pa.table({"example_id": self.ids[train]}), files["universe"])
         keep = self.has_features | self.test
         features = self.dataset.features.filter(pa.array(keep))
@@ -74,13 +81,15 @@ class World:
         return files
 
 
-def split(dataset: LabelDataset, run_id: str | None = None) -> World:
+def split(dataset: LabelDataset, run_id: str | None = None, *, with_users: bool = False) -> World:
     """A fresh run id prefixes the example IDs, so every demo run releases new examples (the budget
-    ledger would rightly refuse to charge the same examples forever)."""
+    ledger would rightly refuse to charge the same examples forever). ``with_users``: assign synthetic
+    users with a heavy-tailed number of clicks each (the datasets have none)."""
     run_id = run_id or secrets.token_hex(3)
     n = dataset.table.num_rows
     index = np.arange(n)
     ids = np.array([f"{run_id}-click-{i:07d}" for i in range(n)], dtype=object)
     test = index % TEST_EVERY == 0
     has_features = index % MISSING_EVERY != 1
-    return World(dataset, run_id, ids, dataset.labels, test, has_features)
+    users = synthetic_users(n) if with_users else None
+    return World(dataset, run_id, ids, dataset.labels, test, has_features, users)

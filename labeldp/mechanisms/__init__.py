@@ -16,7 +16,7 @@ from labeldp.mechanisms.baselines import (
 )
 from labeldp.mechanisms.classification import RRTopK, optimize_rr_top_k
 from labeldp.mechanisms.debias import BinsNoise
-from labeldp.mechanisms.epsilon import float_at_most, split_epsilon
+from labeldp.mechanisms.epsilon import UserBudget, float_at_most, split_epsilon
 from labeldp.mechanisms.factory import (
     LOSSES_BY_LABEL_TYPE,
     LabelType,
@@ -30,7 +30,7 @@ from labeldp.mechanisms.optimize import optimize_rr_on_bins
 from labeldp.mechanisms.prior import default_prior_epsilon, noisy_counts, private_prior
 from labeldp.mechanisms.published import PrivacyUnit, PublishedMechanism
 from labeldp.mechanisms.randomized_response import randomized_response
-from labeldp.mechanisms.release import LabelRelease, release_classes, release_labels
+from labeldp.mechanisms.release import LabelRelease, release_classes, release_labels, release_user_labels
 from labeldp.mechanisms.rng import SecureRandom
 from labeldp.mechanisms.rr_on_bins import RROnBins
 from labeldp.mechanisms.support import (
@@ -40,12 +40,22 @@ from labeldp.mechanisms.support import (
     log_grid,
     uniform_grid,
 )
+from labeldp.mechanisms.user_level import (
+    BoundRule,
+    UserSplit,
+    choose_contribution_bound,
+    contribution_ranks,
+    examples_per_user,
+    plan_user_split,
+    private_contribution_bound,
+)
 from labeldp.mechanisms.validation import ParameterError
 
 __all__ = [
     "LOSSES_BY_LABEL_TYPE",
     "LOSS_NAMES",
     "BinsNoise",
+    "BoundRule",
     "LabelRelease",
     "LabelType",
     "Loss",
@@ -59,10 +69,15 @@ __all__ = [
     "RRTopK",
     "SecureRandom",
     "Support",
+    "UserBudget",
+    "UserSplit",
     "check_loss",
+    "choose_contribution_bound",
+    "contribution_ranks",
     "default_prior_epsilon",
     "discrete_laplace",
     "discrete_staircase",
+    "examples_per_user",
     "explicit_support",
     "exponential_mechanism",
     "float_at_most",
@@ -74,10 +89,13 @@ __all__ = [
     "optimal_mechanism",
     "optimize_rr_on_bins",
     "optimize_rr_top_k",
+    "plan_user_split",
+    "private_contribution_bound",
     "private_prior",
     "randomized_response",
     "release_classes",
     "release_labels",
+    "release_user_labels",
     "resolve_loss",
     "rr_over_support",
     "split_epsilon",

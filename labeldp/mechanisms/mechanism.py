@@ -20,7 +20,8 @@ from labeldp.mechanisms.support import Support
 from labeldp.mechanisms.validation import ParameterError, finite_vector
 
 if TYPE_CHECKING:
-    from labeldp.mechanisms.published import PrivacyUnit, PublishedMechanism
+    from labeldp.mechanisms.epsilon import UserBudget
+    from labeldp.mechanisms.published import PublishedMechanism
     from labeldp.mechanisms.rng import SecureRandom
 
 MechanismKind = Literal["rr_on_bins", "rr_top_k"]
@@ -77,8 +78,7 @@ class Mechanism(Protocol):
         prior: ArrayLike,
         epsilon_prior: float,
         epsilon_total: float | None = None,
-        privacy_unit: PrivacyUnit = "example",
-        contribution_bound: int | None = None,
+        user: UserBudget | None = None,
     ) -> PublishedMechanism:
         """The mechanism as both parties see it (``PublishedMechanism``)."""
 

@@ -42,17 +42,27 @@ def default_prior_epsilon(epsilon: float, n: int, k: int) -> float:
 
 
 def noisy_counts(
-    labels: ArrayLike, support: Support | ArrayLike, epsilon: float, *, rng: SecureRandom | None = None
+    labels: ArrayLike,
+    support: Support | ArrayLike,
+    epsilon: float,
+    *,
+    contribution_bound: int = 1,
+    rng: SecureRandom | None = None,
 ) -> IntArray:
-    """Histogram counts on the support plus exact discrete Laplace noise of scale ``2/epsilon``."""
+    """Histogram counts on the support plus exact discrete Laplace noise of scale ``2τ/epsilon``.
+
+    ``contribution_bound`` τ: the most labels one protected unit (a user) has among ``labels``;
+    changing all of them moves ``2τ`` units of count (1 for example-level privacy)."""
     eps = check_epsilon(epsilon)
+    if int(contribution_bound) != contribution_bound or contribution_bound < 1:
+        raise ParameterError("contribution_bound must be a positive integer", "contribution_bound")
     sup = as_support(support)
     y = finite_vector(labels, "labels", allow_empty=True)
     counts = sup.counts(y)
-    scale = Fraction(HISTOGRAM_SENSITIVITY) / Fraction(eps)
+    scale = Fraction(HISTOGRAM_SENSITIVITY * int(contribution_bound)) / Fraction(eps)
     if scale > MAX_NOISE_SCALE:  # the noise would not fit a 64-bit count
         raise ParameterError(
-            f"epsilon {eps!r} is too small for the prior's noise (scale 2/epsilon)", "epsilon"
+            f"epsilon {eps!r} is too small for the prior's noise (scale 2τ/epsilon)", "epsilon"
         )
     return counts + sample_discrete_laplace(scale, sup.k, rng or SecureRandom())
 
@@ -66,7 +76,15 @@ def normalize_counts(counts: IntArray) -> FloatArray:
 
 
 def private_prior(
-    labels: ArrayLike, support: Support | ArrayLike, epsilon: float, *, rng: SecureRandom | None = None
+    labels: ArrayLike,
+    support: Support | ArrayLike,
+    epsilon: float,
+    *,
+    contribution_bound: int = 1,
+    rng: SecureRandom | None = None,
 ) -> FloatArray:
-    """An ε-DP estimate of the label distribution on the public support (Algorithm 4)."""
-    return normalize_counts(noisy_counts(labels, support, epsilon, rng=rng))
+    """An ε-DP estimate of the label distribution on the public support (Algorithm 4); ε per user
+    when each user has at most ``contribution_bound`` of the labels."""
+    return normalize_counts(
+        noisy_counts(labels, support, epsilon, contribution_bound=contribution_bound, rng=rng)
+    )

@@ -13,6 +13,7 @@ from a (pinned but buggy or hostile) sender is refused before anything is stored
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Literal, Self
 
 import numpy as np
@@ -20,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from labeldp.mechanisms._types import ArrayLike, FloatArray
 from labeldp.mechanisms.classification import RRTopK
-from labeldp.mechanisms.epsilon import within
+from labeldp.mechanisms.epsilon import UserBudget, user_level_cost, within
 from labeldp.mechanisms.losses import REGRESSION_LOSSES, LossName, resolve_loss
 from labeldp.mechanisms.mechanism import Mechanism, MechanismKind
 from labeldp.mechanisms.randomized_response import KeepThreshold
@@ -29,7 +30,8 @@ from labeldp.mechanisms.support import MAX_SUPPORT_SIZE, explicit_support
 from labeldp.mechanisms.validation import ParameterError, finite_vector
 
 PrivacyUnit = Literal["example", "user"]
-MAX_BINS = 65_535  # bin indices travel as uint16 on the wire
+MAX_BINS = 65_534  # bin codes (the bins, plus the capped code) travel as uint16 on the wire
+MAX_CONTRIBUTION_BOUND = 1_000_000
 _PRIOR_SUM_TOLERANCE = 1e-9
 
 
@@ -60,7 +62,26 @@ class PublishedMechanism(BaseModel):
     )
     privacy_unit: PrivacyUnit = Field("example", description="whose privacy ε protects: an example or a user")
     contribution_bound: int | None = Field(
-        None, ge=1, description="user-level releases: at most this many examples per user carry information"
+        None,
+        ge=1,
+        le=MAX_CONTRIBUTION_BOUND,
+        description="user-level: at most this many examples per user are randomized (τ); the others "
+        "carry no label information and arrive with the capped bin code m",
+    )
+    prior_contribution_bound: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_CONTRIBUTION_BOUND,
+        description="user-level: examples per user in the prior's histogram (τ_p; noise scale 2τ_p/ε₁)",
+    )
+    epsilon_bound: float = Field(
+        0.0, ge=0, description="user-level: ε spent choosing the contribution bound privately (ε_τ)"
+    )
+    epsilon_example: float | None = Field(
+        None,
+        gt=0,
+        description="user-level: the most ε one example's label is exposed to (ε₁/τ_p + ε₂); "
+        "example-level releases: epsilon",
     )
 
     @model_validator(mode="after")
@@ -74,8 +95,17 @@ class PublishedMechanism(BaseModel):
         prior = np.asarray(self.prior)
         if np.any(prior < 0) or abs(float(prior.sum()) - 1.0) > _PRIOR_SUM_TOLERANCE * max(k, 1):
             raise ValueError("prior must be non-negative and sum to 1")
-        if not within((self.epsilon_prior, self.epsilon_randomize), self.epsilon):
-            raise ValueError("epsilon_prior + epsilon_randomize must not exceed epsilon")
+        if self.privacy_unit == "user":
+            self._check_user_level()
+        else:
+            if not within((self.epsilon_prior, self.epsilon_randomize), self.epsilon):
+                raise ValueError("epsilon_prior + epsilon_randomize must not exceed epsilon")
+            user_fields = (self.contribution_bound, self.prior_contribution_bound, self.epsilon_example)
+            if any(f is not None for f in user_fields) or self.epsilon_bound:
+                raise ValueError(
+                    "contribution_bound, prior_contribution_bound, epsilon_bound and epsilon_example "
+                    "belong to user-level releases only"
+                )
         if self.implemented_epsilon > self.epsilon_randomize:
             raise ValueError("implemented_epsilon must not exceed epsilon_randomize")
         bins = np.asarray(self.support_bins, dtype=np.int64)
@@ -85,9 +115,24 @@ class PublishedMechanism(BaseModel):
             self._check_rr_on_bins(bins, m)
         else:
             self._check_rr_top_k(bins, support, m)
-        if (self.privacy_unit == "user") != (self.contribution_bound is not None):
-            raise ValueError("a contribution_bound is given exactly for user-level releases")
         return self
+
+    def _check_user_level(self) -> None:
+        tau, tau_prior = self.contribution_bound, self.prior_contribution_bound
+        if tau is None or tau_prior is None or self.epsilon_example is None:
+            raise ValueError(
+                "a user-level release states contribution_bound, prior_contribution_bound and epsilon_example"
+            )
+        cost = user_level_cost(self.epsilon_bound, self.epsilon_prior, self.epsilon_randomize, tau)
+        if cost > Fraction(self.epsilon):
+            raise ValueError(
+                "epsilon_bound + epsilon_prior + contribution_bound·epsilon_randomize exceeds epsilon"
+            )
+        exposure = Fraction(self.epsilon_prior) / tau_prior + Fraction(self.epsilon_randomize)
+        if Fraction(self.epsilon_example) < exposure:
+            raise ValueError(
+                "epsilon_example is below epsilon_prior/prior_contribution_bound + epsilon_randomize"
+            )
 
     def _check_rr_on_bins(self, bins: np.ndarray, m: int) -> None:
         if self.loss not in REGRESSION_LOSSES:
@@ -115,6 +160,22 @@ class PublishedMechanism(BaseModel):
     @property
     def m(self) -> int:
         return len(self.bin_values)
+
+    @property
+    def capped_bin(self) -> int | None:
+        """The bin code of examples over the contribution bound (user-level releases): ``m``, one past
+        the last real bin. They carry no label information; models must not train on them."""
+        return self.m if self.privacy_unit == "user" else None
+
+    @property
+    def bin_codes(self) -> int:
+        """How many distinct bin codes the release's outputs use (the bins, plus the capped code)."""
+        return self.m + (1 if self.privacy_unit == "user" else 0)
+
+    @property
+    def epsilon_per_example(self) -> float:
+        """The most ε one example's label is exposed to in this release."""
+        return self.epsilon_example if self.epsilon_example is not None else self.epsilon
 
     @property
     def threshold(self) -> KeepThreshold:
@@ -160,8 +221,7 @@ def publish(
     prior: ArrayLike,
     epsilon_prior: float,
     epsilon_total: float | None,
-    privacy_unit: PrivacyUnit,
-    contribution_bound: int | None,
+    user: UserBudget | None = None,
 ) -> PublishedMechanism:
     """``Mechanism.describe``: the mechanism, its noisy prior and the ε split as a published object."""
     p = finite_vector(prior, "prior")
@@ -169,6 +229,8 @@ def publish(
         raise ParameterError("prior must have one mass per support point", "prior")
     if np.any(p < 0) or not p.sum() > 0:
         raise ParameterError("prior must be non-negative with a positive sum", "prior")
+    if user is not None:
+        epsilon_total = user.epsilon_user if epsilon_total is None else epsilon_total
     if epsilon_total is None:  # the smallest double not below ε₁ + ε₂
         exact = epsilon_prior + mechanism.epsilon
         epsilon_total = (
@@ -186,8 +248,17 @@ def publish(
             prior=tuple((p / p.sum()).tolist()),
             support_bins=tuple(mechanism.support_bins.tolist()),
             bin_values=tuple(mechanism.bin_values.tolist()),
-            privacy_unit=privacy_unit,
-            contribution_bound=contribution_bound,
+            **(_user_fields(user) if user is not None else {}),
         )
     except ValueError as exc:
         raise ParameterError(f"cannot publish this mechanism: {exc}", "mechanism") from exc
+
+
+def _user_fields(user: UserBudget) -> dict[str, object]:
+    return {
+        "privacy_unit": "user",
+        "contribution_bound": user.contribution_bound,
+        "prior_contribution_bound": user.prior_contribution_bound,
+        "epsilon_bound": user.epsilon_bound,
+        "epsilon_example": user.epsilon_example,
+    }

@@ -9,21 +9,33 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from labeldp.mechanisms._types import ArrayLike, FloatArray, IntArray
-from labeldp.mechanisms.epsilon import split_epsilon
+from labeldp.mechanisms.epsilon import UserBudget, float_at_most, split_epsilon
 from labeldp.mechanisms.factory import mechanism_kind, optimal_mechanism
-from labeldp.mechanisms.losses import Loss, LossFn, check_labels_for_loss, resolve_loss
+from labeldp.mechanisms.losses import Loss, LossFn, LossName, check_labels_for_loss, resolve_loss
 from labeldp.mechanisms.mechanism import Mechanism
 from labeldp.mechanisms.optimize import optimize_rr_on_bins
 from labeldp.mechanisms.prior import default_prior_epsilon, private_prior
-from labeldp.mechanisms.published import PrivacyUnit, PublishedMechanism
+from labeldp.mechanisms.published import PublishedMechanism
 from labeldp.mechanisms.randomized_response import class_labels
 from labeldp.mechanisms.rng import SecureRandom
 from labeldp.mechanisms.support import Support, as_support, explicit_support
+from labeldp.mechanisms.user_level import (
+    DEFAULT_BOUND_QUANTILE,
+    DEFAULT_MAX_BOUND,
+    BoundRule,
+    choose_contribution_bound,
+    contribution_ranks,
+    examples_per_user,
+    plan_user_split,
+    private_contribution_bound,
+)
 from labeldp.mechanisms.validation import ParameterError, check_epsilon, finite_vector
 
 
@@ -39,21 +51,24 @@ class LabelRelease:
     epsilon_prior: float
     epsilon_randomize: float
     epsilon: float
+    user: UserBudget | None = None  # user-level releases: how each user's ε was spent
+
+    @property
+    def capped(self) -> npt.NDArray[np.bool_]:
+        """Which examples were over the contribution bound (code ``m``: no label information)."""
+        return np.asarray(self.bin_indices == self.mechanism.m)
 
     @property
     def noisy_labels(self) -> FloatArray:
-        """The output value of each label's bin (for classes: the reported class)."""
-        return self.mechanism.values_of(self.bin_indices)
+        """The output value of each label's bin (for classes: the reported class); NaN when capped."""
+        capped = self.capped
+        out = np.full(self.bin_indices.size, np.nan)
+        out[~capped] = self.mechanism.values_of(self.bin_indices[~capped])
+        return out
 
-    def published(
-        self, privacy_unit: PrivacyUnit = "example", contribution_bound: int | None = None
-    ) -> PublishedMechanism:
+    def published(self) -> PublishedMechanism:
         return self.mechanism.describe(
-            prior=self.prior,
-            epsilon_prior=self.epsilon_prior,
-            epsilon_total=self.epsilon,
-            privacy_unit=privacy_unit,
-            contribution_bound=contribution_bound,
+            prior=self.prior, epsilon_prior=self.epsilon_prior, epsilon_total=self.epsilon, user=self.user
         )
 
     def __iter__(self) -> Iterator[Any]:
@@ -82,13 +97,7 @@ def release_labels(
     eps = check_epsilon(epsilon)
     sup = as_support(support)
     loss_spec = resolve_loss(loss)
-    if mechanism_kind(loss_spec.name) == "rr_top_k":
-        y = class_labels(labels, sup.k).astype(np.float64)
-        if y.size == 0:
-            raise ParameterError("labels must not be empty", "labels")
-    else:
-        y = finite_vector(labels, "labels")
-        check_labels_for_loss(y, loss_spec, "labels")
+    y = _checked_labels(labels, sup, loss_spec)
     eps_prior = default_prior_epsilon(eps, y.size, sup.k) if epsilon_prior is None else epsilon_prior
     eps_prior, eps_randomize = split_epsilon(eps, eps_prior)
     stream = rng or SecureRandom()
@@ -99,6 +108,76 @@ def release_labels(
         mechanism = optimize_rr_on_bins(sup, prior, eps_randomize, loss_spec)
     bins = mechanism.randomize(y, rng=stream)
     return LabelRelease(mechanism, prior, bins, eps_prior, eps_randomize, eps)
+
+
+def _checked_labels(labels: ArrayLike, support: Support, loss: Loss) -> FloatArray:
+    if mechanism_kind(loss.name) == "rr_top_k":
+        y = class_labels(labels, support.k).astype(np.float64)
+        if y.size == 0:
+            raise ParameterError("labels must not be empty", "labels")
+        return y
+    y = finite_vector(labels, "labels")
+    check_labels_for_loss(y, loss, "labels")
+    return y
+
+
+def release_user_labels(
+    labels: ArrayLike,
+    user_keys: ArrayLike,
+    example_keys: ArrayLike,
+    support: Support | ArrayLike,
+    epsilon_user: float,
+    loss: LossName,
+    contribution_bound: int | BoundRule,
+    *,
+    salt: int,
+    epsilon_prior: float | None = None,
+    epsilon_bound: float | None = None,
+    bound_quantile: float = DEFAULT_BOUND_QUANTILE,
+    max_bound: int = DEFAULT_MAX_BOUND,
+    rng: SecureRandom | None = None,
+) -> LabelRelease:
+    """Privatize ``labels`` with ``epsilon_user`` per user (``labeldp.mechanisms.user_level``).
+
+    ``contribution_bound`` is τ, or ``"auto"`` (the τ that minimizes the expected loss under the noisy
+    prior), or ``"private"`` (an ``epsilon_bound``-DP ``bound_quantile`` of the per-user counts). A
+    given τ is also the prior's bound (τ_p = τ, noise scale 2τ/ε₁); a chosen one is not known when
+    the prior is drawn (and must not be: auto chooses it *from* the prior), so the prior's histogram
+    keeps one example per user (τ_p = 1, scale 2/ε₁). Examples over the bound get the code ``m`` in
+    ``bin_indices`` and are never randomized.
+    """
+    eps_user = check_epsilon(epsilon_user, "epsilon_user")
+    sup = as_support(support)
+    loss_spec = resolve_loss(loss)
+    y = _checked_labels(labels, sup, loss_spec)
+    users = np.asarray(user_keys, dtype=np.int64)
+    if users.shape != y.shape:
+        raise ParameterError("user_keys must have one key per label", "user_keys")
+    ranks = contribution_ranks(users, np.asarray(example_keys, dtype=np.int64), salt)
+    counts = examples_per_user(users)
+    split = plan_user_split(
+        eps_user, contribution_bound, counts, sup.k, epsilon_prior=epsilon_prior, epsilon_bound=epsilon_bound
+    )
+    stream = rng or SecureRandom()
+    tau = split.bound
+    if contribution_bound == "private":
+        tau = private_contribution_bound(
+            counts, split.epsilon_bound, quantile=bound_quantile, max_bound=max_bound, rng=stream
+        )
+    in_prior = ranks < split.prior_bound
+    prior = private_prior(
+        y[in_prior], sup, split.epsilon_prior, contribution_bound=split.prior_bound, rng=stream
+    )
+    if tau is None:  # auto: post-processing of the noisy prior and the (non-label) counts
+        left = Fraction(eps_user) - Fraction(split.epsilon_bound) - Fraction(split.epsilon_prior)
+        tau = choose_contribution_bound(counts, sup, prior, float_at_most(left), loss).bound
+    budget = split.for_bound(tau)
+    eps_prior, eps_randomize = budget.epsilon_prior, budget.epsilon_randomize
+    mechanism = optimal_mechanism(sup, prior, eps_randomize, loss)
+    kept = ranks < tau
+    bins = np.full(y.size, mechanism.m, dtype=np.int64)
+    bins[kept] = mechanism.randomize(y[kept], rng=stream)
+    return LabelRelease(mechanism, prior, bins, eps_prior, eps_randomize, eps_user, budget)
 
 
 def release_classes(

@@ -17,7 +17,8 @@ from labeldp.mechanisms.support import Support
 from labeldp.mechanisms.validation import ParameterError, check_epsilon, finite_vector
 
 if TYPE_CHECKING:
-    from labeldp.mechanisms.published import PrivacyUnit, PublishedMechanism
+    from labeldp.mechanisms.epsilon import UserBudget
+    from labeldp.mechanisms.published import PublishedMechanism
 
 
 @dataclass(frozen=True, eq=False)
@@ -105,12 +106,11 @@ class RROnBins:
         prior: ArrayLike,
         epsilon_prior: float,
         epsilon_total: float | None = None,
-        privacy_unit: PrivacyUnit = "example",
-        contribution_bound: int | None = None,
+        user: UserBudget | None = None,
     ) -> PublishedMechanism:
         from labeldp.mechanisms.published import publish
 
-        return publish(self, prior, epsilon_prior, epsilon_total, privacy_unit, contribution_bound)
+        return publish(self, prior, epsilon_prior, epsilon_total, user)
 
     def __repr__(self) -> str:
         return (

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from labeldp.common.inputs import ExampleId, Name, Pem
-from labeldp.mechanisms import LossName, PublishedMechanism
+from labeldp.mechanisms import LossName, PrivacyUnit, PublishedMechanism
 from labels_party.budget.epsilon import as_float
 from labels_party.budget.service import DatasetBudget
 from labels_party.datasets.spec import DatasetSpec
-from labels_party.releases.limits import MAX_EPSILON, MAX_LISTED_EXAMPLES, MIN_EPSILON, MIN_EPSILON_PRIOR
+from labels_party.releases.limits import (
+    MAX_BOUND,
+    MAX_EPSILON,
+    MAX_LISTED_EXAMPLES,
+    MIN_EPSILON,
+    MIN_EPSILON_PRIOR,
+)
 from labels_party.releases.service import Preview, ReleaseRequest
 from labels_party.storage.orm import Dataset, Delivery, LedgerEntry, Recipient, Release
 
@@ -114,8 +120,29 @@ class UploadOut(BaseModel):
 class ReleaseIn(BaseModel):
     model_config = ConfigDict(allow_inf_nan=False)
 
-    epsilon: float = Field(
-        ge=MIN_EPSILON, le=MAX_EPSILON, description="total ε charged to every example in the release"
+    privacy_unit: PrivacyUnit = Field(
+        "example",
+        description="example: ε protects each example's label; user: ε_user protects all of a user's labels",
+    )
+    epsilon: float | None = Field(
+        None,
+        ge=MIN_EPSILON,
+        le=MAX_EPSILON,
+        description="example-level: total ε charged to every example in the release",
+    )
+    epsilon_user: float | None = Field(
+        None, ge=MIN_EPSILON, le=MAX_EPSILON, description="user-level: total ε charged to every user"
+    )
+    contribution_bound: Annotated[int, Field(ge=1, le=MAX_BOUND)] | Literal["auto", "private"] | None = Field(
+        None,
+        description="user-level: τ, the most examples per user that carry information; auto: the τ with "
+        "the least expected loss under the noisy prior; private: an ε-DP quantile of examples per user",
+    )
+    epsilon_bound: float | None = Field(
+        None,
+        ge=MIN_EPSILON_PRIOR,
+        description="user-level, contribution_bound private: the part of epsilon_user spent choosing τ "
+        "(default a tenth)",
     )
     epsilon_prior: float | None = Field(
         None,
@@ -135,8 +162,35 @@ class ReleaseIn(BaseModel):
         description="release only these IDs (default: all)",
     )
 
+    @model_validator(mode="after")
+    def _one_unit(self) -> Self:
+        if self.privacy_unit == "example":
+            if self.epsilon is None:
+                raise ValueError("an example-level release needs epsilon")
+            if self.epsilon_user is not None or self.contribution_bound is not None or self.epsilon_bound:
+                raise ValueError("epsilon_user, contribution_bound and epsilon_bound need privacy_unit user")
+        else:
+            if self.epsilon_user is None or self.contribution_bound is None:
+                raise ValueError("a user-level release needs epsilon_user and contribution_bound")
+            if self.epsilon is not None:
+                raise ValueError("a user-level release states epsilon_user, not epsilon")
+            if self.epsilon_bound is not None and self.contribution_bound != "private":
+                raise ValueError("epsilon_bound is for contribution_bound private only")
+        return self
+
     def request(self) -> ReleaseRequest:
-        return ReleaseRequest(self.epsilon, self.loss, self.recipient, self.epsilon_prior, self.example_ids)
+        epsilon = self.epsilon if self.privacy_unit == "example" else self.epsilon_user
+        assert epsilon is not None  # _one_unit
+        return ReleaseRequest(
+            epsilon,
+            self.loss,
+            self.recipient,
+            self.epsilon_prior,
+            self.example_ids,
+            self.privacy_unit,
+            self.contribution_bound,
+            self.epsilon_bound,
+        )
 
 
 class ReleaseOut(BaseModel):
@@ -144,8 +198,17 @@ class ReleaseOut(BaseModel):
     dataset_id: str
     status: str
     recipient_id: str
-    epsilon: float
+    privacy_unit: PrivacyUnit
+    epsilon: float = Field(
+        description="ε charged to each charged example (user-level: the most any can spend)"
+    )
     epsilon_charged_micro: int
+    epsilon_user: float | None = Field(description="user-level: ε charged to every user in the release")
+    contribution_bound: str | None = Field(description="user-level: τ as asked (a number, auto or private)")
+    users: int | None = Field(description="user-level: how many users the release covers")
+    examples_capped: int | None = Field(
+        description="user-level, once complete: examples over the bound (listed, no label information)"
+    )
     epsilon_prior: float
     loss: str
     examples: int
@@ -166,8 +229,13 @@ class ReleaseOut(BaseModel):
             dataset_id=r.dataset_id,
             status=r.status,
             recipient_id=r.recipient_id,
+            privacy_unit="user" if r.privacy_unit == "user" else "example",
             epsilon=as_float(r.epsilon_micro),
             epsilon_charged_micro=r.epsilon_micro,
+            epsilon_user=as_float(r.epsilon_user_micro) if r.epsilon_user_micro is not None else None,
+            contribution_bound=r.contribution_bound,
+            users=r.users,
+            examples_capped=r.examples_capped,
             epsilon_prior=r.epsilon_prior,
             loss=r.loss,
             examples=r.examples,
@@ -222,6 +290,16 @@ class PreviewOut(BaseModel):
         )
 
 
+class UserBudgetOut(BaseModel):
+    per_user_budget: float | None = Field(description="None: per-user spend is recorded, not limited")
+    users: int = Field(
+        description="users the dataset's examples belong to (an example without user_id is one)"
+    )
+    spent: dict[str, float] = Field(description="per-user spend over these users: p50, p90, p99, max")
+    epsilon_user_asked: float
+    can_take: int | None = Field(description="users that could still take epsilon_user (None: no limit)")
+
+
 class BudgetOut(BaseModel):
     per_example_budget: float
     examples: int
@@ -229,9 +307,11 @@ class BudgetOut(BaseModel):
     min_spent: float
     epsilon_asked: float
     can_take: int
+    users: UserBudgetOut
 
     @classmethod
-    def of(cls, b: DatasetBudget, epsilon: float) -> BudgetOut:
+    def of(cls, b: DatasetBudget, epsilon: float, epsilon_user: float) -> BudgetOut:
+        u = b.users
         return cls(
             per_example_budget=as_float(b.budget_micro),
             examples=b.summary.examples,
@@ -239,6 +319,13 @@ class BudgetOut(BaseModel):
             min_spent=as_float(b.summary.min_spent_micro),
             epsilon_asked=epsilon,
             can_take=b.summary.can_take,
+            users=UserBudgetOut(
+                per_user_budget=as_float(b.user_budget_micro) if b.user_budget_micro is not None else None,
+                users=u.users,
+                spent={name: as_float(v) for name, v in u.spent_quantiles_micro.items()},
+                epsilon_user_asked=epsilon_user,
+                can_take=u.can_take,
+            ),
         )
 
 
@@ -249,6 +336,8 @@ class LedgerEntryOut(BaseModel):
     epsilon: float
     epsilon_micro: int
     examples: int
+    users: int = Field(description="charges: how many users were charged")
+    user_epsilon: float | None = Field(description="charges: the most any one user was charged")
     api_key_id: str | None
     note: str
     created_at: datetime
@@ -262,6 +351,8 @@ class LedgerEntryOut(BaseModel):
             epsilon=as_float(e.epsilon_micro),
             epsilon_micro=e.epsilon_micro,
             examples=e.examples,
+            users=e.users or 0,
+            user_epsilon=as_float(e.user_epsilon_micro) if e.user_epsilon_micro is not None else None,
             api_key_id=e.api_key_id,
             note=e.note,
             created_at=e.created_at,

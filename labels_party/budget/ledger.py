@@ -8,11 +8,14 @@ other (on PostgreSQL). Every call appends a ``LedgerEntry``; nothing is ever del
 Per-example spend lives in ``ExampleSpendShard`` rows: 256 shards per tenant by the top byte of the
 example key, each a pair of sorted int64 arrays (keys, micro-ε spent). A charge reads the shards it
 touches, checks and adds with exact int64 arithmetic, and writes them back; a million examples cost
-a few megabytes of I/O rather than a million row and index updates.
+a few megabytes of I/O rather than a million row and index updates. Per-user spend lives in
+``UserSpendShard`` rows of the same shape, and a charge checks and updates both under the same lock
+in the same transaction: examples and users are charged together or not at all.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,7 +24,7 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
 from labeldp.common.errors import DomainError
-from labels_party.storage.orm import ExampleSpendShard, LedgerEntry, Tenant
+from labels_party.storage.orm import ExampleSpendShard, LedgerEntry, SpendShard, Tenant, UserSpendShard
 
 Keys = npt.NDArray[np.int64]
 SHARDS = 256
@@ -46,6 +49,41 @@ class BudgetExhaustedError(DomainError):
             examples_requested=requested,
         )
         self.lacking, self.requested = lacking, requested
+
+
+class UserBudgetExhaustedError(DomainError):
+    """The charge would take ``lacking`` of the ``requested`` users over the per-user budget (409)."""
+
+    def __init__(self, lacking: int, requested: int, most_micro: int, budget_micro: int) -> None:
+        super().__init__(
+            "user-budget-exhausted",
+            f"{lacking} of {requested} users lack budget for this release (up to ε = {most_micro / 1e6:g} "
+            f"per user; per-user budget {budget_micro / 1e6:g})",
+            status=409,
+            users_lacking_budget=lacking,
+            users_requested=requested,
+        )
+        self.lacking, self.requested = lacking, requested
+
+
+@dataclass(frozen=True)
+class UserCharge:
+    """What a release charges each of its users: distinct user keys and micro-ε each (the same
+    ``ε_user`` for a user-level release; ``ε × examples`` of the user for an example-level one)."""
+
+    keys: Keys
+    amounts: Keys
+
+    @staticmethod
+    def of_examples(user_keys: Keys, epsilon_micro: int) -> UserCharge:
+        """Group privacy: an example-level release costs a user ε for each of its examples in it."""
+        keys, counts = np.unique(np.asarray(user_keys, dtype=np.int64), return_counts=True)
+        return UserCharge(keys, counts.astype(np.int64) * epsilon_micro)
+
+    @staticmethod
+    def each(user_keys: Keys, epsilon_micro: int) -> UserCharge:
+        keys = np.unique(np.asarray(user_keys, dtype=np.int64))
+        return UserCharge(keys, np.full(keys.size, epsilon_micro, dtype=np.int64))
 
 
 def lock_tenant(session: Session, tenant_id: str) -> Tenant:
@@ -95,14 +133,16 @@ class _Shard:
         return out
 
 
-def _load(session: Session, tenant_id: str, keys: Keys) -> list[_Shard]:
+def _load(
+    session: Session, tenant_id: str, keys: Keys, model: SpendShard = ExampleSpendShard
+) -> list[_Shard]:
     ordered, bounds = _by_shard(keys)
     touched = [s for s in range(SHARDS) if bounds[s + 1] > bounds[s]]
     stored: dict[int, tuple[Keys, Keys]] = {}
     if touched:
         rows = session.execute(
-            select(ExampleSpendShard.shard, ExampleSpendShard.keys, ExampleSpendShard.spent).where(
-                ExampleSpendShard.tenant_id == tenant_id, ExampleSpendShard.shard.in_(touched)
+            select(model.shard, model.keys, model.spent).where(
+                model.tenant_id == tenant_id, model.shard.in_(touched)
             )
         )
         stored = {row.shard: (_decode(row.keys), _decode(row.spent)) for row in rows}
@@ -117,7 +157,12 @@ def _load(session: Session, tenant_id: str, keys: Keys) -> list[_Shard]:
     return shards
 
 
-def _save(session: Session, tenant_id: str, changed: list[tuple[_Shard, Keys, Keys]]) -> None:
+def _save(
+    session: Session,
+    tenant_id: str,
+    changed: list[tuple[_Shard, Keys, Keys]],
+    model: SpendShard = ExampleSpendShard,
+) -> None:
     """Write back (shard, new keys, new spend): updates for stored shards, inserts for new ones."""
     rows = [
         (sh.stored, {"tenant_id": tenant_id, "shard": sh.index, "keys": _encode(k), "spent": _encode(v)})
@@ -126,9 +171,34 @@ def _save(session: Session, tenant_id: str, changed: list[tuple[_Shard, Keys, Ke
     updates = [row for stored, row in rows if stored]
     inserts = [row for stored, row in rows if not stored]
     if updates:  # ORM bulk UPDATE by primary key (tenant_id, shard)
-        session.execute(update(ExampleSpendShard), updates)
+        session.execute(update(model), updates)
     if inserts:
-        session.execute(insert(ExampleSpendShard), inserts)
+        session.execute(insert(model), inserts)
+
+
+def _added(shards: list[_Shard], amount_of: Callable[[_Shard], Keys]) -> list[tuple[_Shard, Keys, Keys]]:
+    """Each shard's new (keys, spend) after adding ``amount_of(shard)`` to its query keys."""
+    changed = []
+    for sh in shards:
+        amounts = amount_of(sh)
+        spent = sh.spent.copy()
+        spent[sh.position[sh.found]] += amounts[sh.found]
+        new = ~sh.found
+        changed.append(
+            (
+                sh,
+                np.insert(sh.keys, sh.position[new], sh.query[new]),
+                np.insert(spent, sh.position[new], amounts[new]),
+            )
+        )
+    return changed
+
+
+def _aligned(users: UserCharge) -> Callable[[_Shard], Keys]:
+    """The amount of each of a shard's query keys, looked up in the charge."""
+    order = np.argsort(users.keys)
+    keys, amounts = users.keys[order], users.amounts[order]
+    return lambda sh: amounts[np.searchsorted(keys, sh.query)]
 
 
 # -- ledger operations ---------------------------------------------------------------------------
@@ -150,14 +220,18 @@ def charge(
     keys: Keys,
     epsilon_micro: int,
     *,
+    users: UserCharge | None = None,
     release_id: str | None,
     api_key_id: str | None,
     note: str = "",
 ) -> LedgerEntry:
-    """Charge ``epsilon_micro`` to every example in ``keys``, or raise ``BudgetExhaustedError``
-    having changed nothing. The caller commits (together with whatever the charge pays for)."""
+    """Charge ``epsilon_micro`` to every example in ``keys`` and ``users.amounts`` to each user, or
+    raise ``BudgetExhaustedError`` / ``UserBudgetExhaustedError`` having changed nothing. The caller
+    commits (together with whatever the charge pays for)."""
     if epsilon_micro <= 0:
         raise ValueError("epsilon_micro must be positive")
+    if users is not None and (users.keys.shape != users.amounts.shape or np.any(users.amounts <= 0)):
+        raise ValueError("a user charge needs one positive amount per user")
     tenant = lock_tenant(session, tenant_id)
     shards = _load(session, tenant_id, keys)
     requested = sum(sh.query.size for sh in shards)
@@ -165,25 +239,31 @@ def charge(
     lacking = requested if limit < 0 else sum(int(np.count_nonzero(sh.current > limit)) for sh in shards)
     if lacking:
         raise BudgetExhaustedError(lacking, requested, epsilon_micro, tenant.budget_micro)
-    changed = []
-    for sh in shards:
-        spent = sh.spent.copy()
-        spent[sh.position[sh.found]] += epsilon_micro
-        new = ~sh.found
-        changed.append(
-            (
-                sh,
-                np.insert(sh.keys, sh.position[new], sh.query[new]),
-                np.insert(spent, sh.position[new], epsilon_micro),
+    user_changes: list[tuple[_Shard, Keys, Keys]] = []
+    most = None
+    if users is not None and users.keys.size:
+        user_shards = _load(session, tenant_id, users.keys, UserSpendShard)
+        amount_of = _aligned(users)
+        most = int(users.amounts.max())
+        if tenant.user_budget_micro is not None:
+            over = sum(
+                int(np.count_nonzero(sh.current + amount_of(sh) > tenant.user_budget_micro))
+                for sh in user_shards
             )
-        )
-    _save(session, tenant_id, changed)
+            if over:
+                raise UserBudgetExhaustedError(over, int(users.keys.size), most, tenant.user_budget_micro)
+        user_changes = _added(user_shards, amount_of)
+    _save(session, tenant_id, _added(shards, lambda sh: np.full(sh.query.size, epsilon_micro, np.int64)))
+    if user_changes:
+        _save(session, tenant_id, user_changes, UserSpendShard)
     return _append(
         session,
         tenant_id,
         "charge",
         epsilon_micro,
         requested,
+        users=int(users.keys.size) if users is not None else 0,
+        user_epsilon_micro=most,
         release_id=release_id,
         api_key_id=api_key_id,
         note=note,
@@ -211,6 +291,25 @@ def set_budget(
     _append(session, tenant_id, "budget_set", budget_micro, 0, api_key_id=api_key_id, note=note)
 
 
+def set_user_budget(
+    session: Session, tenant_id: str, budget_micro: int | None, *, api_key_id: str | None, note: str = ""
+) -> None:
+    """Set (or, with None, lift) the tenant's per-user budget; the change is a ledger entry."""
+    if budget_micro is not None and budget_micro < 0:
+        raise ValueError("budget must be >= 0")
+    tenant = lock_tenant(session, tenant_id)
+    tenant.user_budget_micro = budget_micro
+    _append(
+        session,
+        tenant_id,
+        "user_budget_set",
+        budget_micro if budget_micro is not None else 0,
+        0,
+        api_key_id=api_key_id,
+        note=note or ("per-user budget lifted" if budget_micro is None else ""),
+    )
+
+
 @dataclass(frozen=True)
 class SpendSummary:
     examples: int
@@ -233,13 +332,39 @@ def spend_summary(session: Session, tenant_id: str, keys: Keys, epsilon_micro: i
     return SpendSummary(int(current.size), int(current.max()), int(current.min()), can_take)
 
 
-def spend_of_tenant(session: Session, tenant_id: str) -> tuple[Keys, Keys]:
-    """Every (key, micro-ε spent) pair of the tenant's examples that were ever charged."""
-    rows = session.execute(
-        select(ExampleSpendShard.keys, ExampleSpendShard.spent).where(
-            ExampleSpendShard.tenant_id == tenant_id
-        )
-    ).all()
+@dataclass(frozen=True)
+class UserSpendSummary:
+    users: int
+    spent_quantiles_micro: dict[str, int]  # p50, p90, p99, max over the users
+    can_take: int | None  # how many could still take the asked per-user ε (None: no per-user budget)
+
+
+def user_spend_summary(
+    session: Session, tenant_id: str, user_keys: Keys, epsilon_micro: int
+) -> UserSpendSummary:
+    """Spend over a set of users (e.g. a dataset's): quantiles only, never one user's spend by key."""
+    tenant = session.get(Tenant, tenant_id)
+    if tenant is None:
+        raise UnknownTenantError(tenant_id)
+    shards = _load(session, tenant_id, user_keys, UserSpendShard)
+    current = np.concatenate([sh.current for sh in shards]) if shards else _EMPTY
+    if not current.size:
+        return UserSpendSummary(0, {}, None)
+    quantiles = {
+        name: int(np.quantile(current, q, method="higher"))
+        for name, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))
+    }
+    can_take = None
+    if tenant.user_budget_micro is not None:
+        can_take = int(np.count_nonzero(current + epsilon_micro <= tenant.user_budget_micro))
+    return UserSpendSummary(int(current.size), quantiles, can_take)
+
+
+def spend_of_tenant(
+    session: Session, tenant_id: str, model: SpendShard = ExampleSpendShard
+) -> tuple[Keys, Keys]:
+    """Every (key, micro-ε spent) pair of the tenant's examples (or users) that were ever charged."""
+    rows = session.execute(select(model.keys, model.spent).where(model.tenant_id == tenant_id)).all()
     if not rows:
         return _EMPTY, _EMPTY
     return np.concatenate([_decode(r.keys) for r in rows]), np.concatenate([_decode(r.spent) for r in rows])

@@ -10,9 +10,10 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from labels_party.budget.epsilon import to_micro
-from labels_party.budget.ledger import SpendSummary, spend_summary
+from labels_party.budget.ledger import SpendSummary, UserSpendSummary, spend_summary, user_spend_summary
 from labels_party.datasets.service import get_dataset
 from labels_party.datasets.store import DatasetFiles
+from labels_party.releases.examples import covered_examples
 from labels_party.storage.orm import LedgerEntry, Tenant
 
 
@@ -20,6 +21,8 @@ from labels_party.storage.orm import LedgerEntry, Tenant
 class DatasetBudget:
     budget_micro: int  # the tenant's per-example budget
     summary: SpendSummary
+    user_budget_micro: int | None  # the tenant's per-user budget (None: not limited)
+    users: UserSpendSummary
 
 
 @dataclass(frozen=True)
@@ -32,17 +35,22 @@ class BudgetService:
     def __init__(self, sessions: sessionmaker[Session], data_dir: Path) -> None:
         self.sessions, self.data_dir = sessions, data_dir
 
-    def for_dataset(self, tenant_id: str, dataset_id: str, epsilon: float) -> DatasetBudget:
-        """Spend over the examples a release of the dataset would cover, and how many of them could
-        still take ``epsilon``."""
+    def for_dataset(
+        self, tenant_id: str, dataset_id: str, epsilon: float, epsilon_user: float
+    ) -> DatasetBudget:
+        """Spend over the examples (and users) a release of the dataset would cover, and how many of
+        them could still take ``epsilon`` (``epsilon_user``)."""
         with self.sessions() as session:
             ds = get_dataset(session, tenant_id, dataset_id)
             tenant = session.get(Tenant, tenant_id)
             assert tenant is not None  # the caller's key resolved to it
             files = DatasetFiles(self.data_dir, ds.id)
-            keys = np.asarray(files.covered_keys(ds.labels_version, ds.universe_version), dtype=np.int64)
+            keys, users = covered_examples(files, ds)
             return DatasetBudget(
-                tenant.budget_micro, spend_summary(session, tenant_id, keys, to_micro(epsilon))
+                tenant.budget_micro,
+                spend_summary(session, tenant_id, keys, to_micro(epsilon)),
+                tenant.user_budget_micro,
+                user_spend_summary(session, tenant_id, np.unique(users), to_micro(epsilon_user)),
             )
 
     def ledger(self, tenant_id: str, limit: int, offset: int) -> LedgerPage:

@@ -85,12 +85,22 @@ def _require(present: Iterable[str], wanted: tuple[str, ...]) -> None:
             )
 
 
+def _csv_error(exc: Exception) -> DomainError:
+    if isinstance(exc, pa.ArrowInvalid) and "straddl" in str(exc):  # a row longer than a read block
+        return upload_error(
+            "row-too-long",
+            f"a CSV row is longer than {CSV_BLOCK_BYTES // 2**20} MiB; example and user IDs are at most "
+            f"{MAX_EXAMPLE_ID_BYTES} bytes",
+        )
+    return _unparseable("csv", exc)
+
+
 def _csv_batches(path: Path, wanted: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
     read = pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES, use_threads=False)  # no read-ahead: bounded memory
     try:
         header = pacsv.open_csv(path, read_options=read).schema.names
     except (pa.ArrowException, UnicodeDecodeError, ValueError, OSError) as exc:
-        raise _unparseable("csv", exc) from exc
+        raise _csv_error(exc) from exc
     _require(header, wanted)
     present = [c for c in wanted if c in header]
     convert = pacsv.ConvertOptions(
@@ -99,7 +109,7 @@ def _csv_batches(path: Path, wanted: tuple[str, ...]) -> Iterator[pa.RecordBatch
     try:
         yield from pacsv.open_csv(path, read_options=read, convert_options=convert)
     except (pa.ArrowException, UnicodeDecodeError, ValueError, OSError) as exc:
-        raise _unparseable("csv", exc) from exc
+        raise _csv_error(exc) from exc
 
 
 def _scalar(value: object) -> bool:
@@ -253,7 +263,8 @@ def _user_ids(batch: pa.RecordBatch, n: int, offset: int) -> pa.Array:
             f"user IDs are at most {MAX_EXAMPLE_ID_BYTES} bytes, without control characters",
             _rows(bad, offset),
         )
-    return users
+    # an empty user_id (an empty CSV cell) means "no user": the example is its own user
+    return pc.if_else(pc.equal(users, ""), pa.scalar(None, pa.string()), users)
 
 
 def _check_values(values: np.ndarray, spec: DatasetSpec, offset: int) -> tuple[np.ndarray, int]:

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from labeldp.common.errors import DomainError
+from labels_party.budget.keys import user_keys
 from labels_party.datasets.spec import DatasetSpec
 from labels_party.datasets.store import DatasetFiles
 from labels_party.storage.orm import Dataset
@@ -19,6 +20,7 @@ class ExampleSet:
     ids: pa.Array
     keys: np.ndarray  # ledger keys, aligned with ids
     labels: np.ndarray
+    user_keys: np.ndarray  # the user of each example (its own key when it has no user_id)
     defaulted: int  # universe IDs without a label, which took the default label
     universe_declared: bool
 
@@ -31,7 +33,8 @@ def example_set(files: DatasetFiles, ds: Dataset, spec: DatasetSpec, subset: lis
     """The IDs a release covers (the declared universe, else the labelled IDs) with their labels.
 
     With a universe, the message lists every ID in it, labelled or not, so it does not reveal which
-    examples have labels (privacy invariant 4); missing labels take the dataset's default label.
+    examples have labels (privacy invariant 4); missing labels take the dataset's default label, and
+    examples without a label (or without a ``user_id``) are each their own user.
     """
     labels = files.read_labels(ds.labels_version)
     universe = files.read_universe(ds.universe_version)
@@ -50,9 +53,11 @@ def example_set(files: DatasetFiles, ds: Dataset, spec: DatasetSpec, subset: lis
     position = pc.index_in(ids, value_set=labels.column("example_id"))
     has_label = np.asarray(pc.is_valid(position).to_numpy(zero_copy_only=False), dtype=bool)
     values = np.empty(len(ids), dtype=np.float64)
+    users = pa.nulls(len(ids), pa.string())
     if has_label.any():
         idx = np.asarray(pc.drop_null(position).to_numpy(zero_copy_only=False), dtype=np.int64)
         values[has_label] = np.asarray(labels.column("label").to_numpy(), dtype=np.float64)[idx]
+        users = pc.take(labels.column("user_id"), position)
     missing = int((~has_label).sum())
     if missing:
         if spec.default_label is None:
@@ -62,4 +67,21 @@ def example_set(files: DatasetFiles, ds: Dataset, spec: DatasetSpec, subset: lis
             )
         values[~has_label] = spec.default_label
     keys = np.asarray(base.column("example_key").to_numpy(), dtype=np.int64)
-    return ExampleSet(ids, keys, values, missing, universe is not None)
+    return ExampleSet(ids, keys, values, user_keys(users, keys), missing, universe is not None)
+
+
+def covered_examples(files: DatasetFiles, ds: Dataset) -> tuple[np.ndarray, np.ndarray]:
+    """(ledger keys, user keys) of the examples a full release of the dataset would cover; reads
+    no label."""
+    labels = files.read_labels(ds.labels_version).select(["example_id", "example_key", "user_id"])
+    universe = files.read_universe(ds.universe_version)
+    base = universe if universe is not None else labels
+    keys = np.asarray(base.column("example_key").to_numpy(), dtype=np.int64)
+    users = _users_of(base.column("example_id").combine_chunks(), labels)
+    return keys, user_keys(users, keys)
+
+
+def _users_of(ids: pa.Array, labels: pa.Table) -> pa.Array:
+    """The ``user_id`` of each ID (null when it has no label row or no user)."""
+    position = pc.index_in(ids, value_set=labels.column("example_id"))
+    return pc.take(labels.column("user_id"), position)

@@ -2,47 +2,77 @@
 
 Everything the request determines is checked here: the dataset and its spec, the loss (and so the
 mechanism), the examples and their labels, and the exact ε split — so that nothing after the charge
-can fail for a reason the request could have shown (privacy invariant 7).
+can fail for a reason the request could have shown (privacy invariant 7). A user-level release also
+fixes here, before any noise, what every example and every user is charged.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
+import secrets
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
 from sqlalchemy.orm import Session
 
 from labeldp.common.errors import DomainError
 from labeldp.mechanisms import (
+    BoundRule,
     LossName,
     ParameterError,
+    PrivacyUnit,
     Support,
+    UserSplit,
+    contribution_ranks,
     default_prior_epsilon,
+    examples_per_user,
     float_at_most,
+    plan_user_split,
     split_epsilon,
 )
 from labels_party.budget.epsilon import MICRO, to_micro
+from labels_party.budget.ledger import UserCharge
 from labels_party.datasets.service import get_dataset
 from labels_party.datasets.spec import DatasetSpec
 from labels_party.datasets.store import DatasetFiles
 from labels_party.releases.examples import ExampleSet, example_set
-from labels_party.releases.limits import MAX_EPSILON, MIN_EPSILON, MIN_EPSILON_PRIOR
+from labels_party.releases.limits import MAX_BOUND, MAX_EPSILON, MIN_EPSILON, MIN_EPSILON_PRIOR
 
 
 @dataclass(frozen=True)
 class ReleaseRequest:
-    epsilon: float
+    epsilon: float  # per example, or per user for a user-level release
     loss: str | None  # None: the label type's default loss
     recipient: str
     epsilon_prior: float | None = None
     example_ids: list[str] | None = None
+    privacy_unit: PrivacyUnit = "example"
+    contribution_bound: int | BoundRule | None = None  # user-level: τ, "auto" or "private"
+    epsilon_bound: float | None = None  # user-level, private bound: ε spent choosing τ
 
     def digest(self, dataset_id: str) -> str:
         body = {"dataset": dataset_id, **asdict(self)}
+        if self.privacy_unit == "example":  # the digest of example-level requests predates these
+            for name in ("privacy_unit", "contribution_bound", "epsilon_bound"):
+                body.pop(name)
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class UserPlan:
+    """What a user-level release fixes before its charge: the split, the salt that orders each user's
+    examples, and which examples are charged how much."""
+
+    split: UserSplit
+    bound: int | BoundRule  # as asked
+    salt: int
+    epsilon_user_micro: int
+    charged: np.ndarray  # bool per example: charged (given τ: the kept ones; chosen τ: all)
+    users: int
 
 
 @dataclass(frozen=True)
@@ -57,7 +87,19 @@ class Plan:
     epsilon_micro: int  # charged to every example
     epsilon: float  # the largest double not above the charge: what the mechanisms may spend
     epsilon_prior: float
-    epsilon_randomize: float
+    epsilon_randomize: float  # user-level: for a given τ, else an upper bound (τ = 1)
+    user: UserPlan | None = None
+
+    @property
+    def charged_keys(self) -> np.ndarray:
+        """The ledger keys of the examples this release charges."""
+        return self.examples.keys if self.user is None else self.examples.keys[self.user.charged]
+
+    def user_charge(self) -> UserCharge:
+        """Every user in the release: ε_user each (user-level), or ε per example (group privacy)."""
+        if self.user is not None:
+            return UserCharge.each(self.examples.user_keys, self.user.epsilon_user_micro)
+        return UserCharge.of_examples(self.examples.user_keys, self.epsilon_micro)
 
 
 def split(request: ReleaseRequest, n: int, k: int) -> tuple[int, float, float, float]:
@@ -78,6 +120,43 @@ def split(request: ReleaseRequest, n: int, k: int) -> tuple[int, float, float, f
     return micro, epsilon, eps_prior, eps_randomize
 
 
+def split_for_users(request: ReleaseRequest, examples: ExampleSet, k: int) -> tuple[UserPlan, int, float]:
+    """(the user plan, micro-ε charged per charged example, ε_user as spendable)."""
+    if not MIN_EPSILON <= request.epsilon <= MAX_EPSILON:
+        raise DomainError("invalid-epsilon", f"epsilon_user must lie in [{MIN_EPSILON}, {MAX_EPSILON}]")
+    if request.contribution_bound is None:
+        raise DomainError(
+            "invalid-request", "a user-level release needs a contribution_bound (τ, auto or private)"
+        )
+    if isinstance(request.contribution_bound, int) and not 1 <= request.contribution_bound <= MAX_BOUND:
+        raise DomainError("invalid-request", f"contribution_bound must lie in [1, {MAX_BOUND}]")
+    if request.epsilon_prior is not None and not request.epsilon_prior >= MIN_EPSILON_PRIOR:
+        raise DomainError("invalid-epsilon", f"epsilon_prior must be at least {MIN_EPSILON_PRIOR}")
+    user_micro = to_micro(request.epsilon)
+    epsilon_user = float_at_most(Fraction(user_micro, MICRO))
+    counts = examples_per_user(examples.user_keys)
+    try:
+        plan = plan_user_split(
+            epsilon_user,
+            request.contribution_bound,
+            counts,
+            k,
+            epsilon_prior=request.epsilon_prior,
+            epsilon_bound=request.epsilon_bound,
+        )
+    except ParameterError as exc:
+        raise DomainError("invalid-epsilon", str(exc)) from exc
+    salt = secrets.randbits(64)
+    if plan.bound is not None:
+        ranks = contribution_ranks(examples.user_keys, examples.keys, salt)
+        charged = ranks < plan.bound
+    else:
+        charged = np.ones(examples.n, dtype=bool)
+    example_micro = math.ceil(plan.max_example_exposure * MICRO)
+    users = UserPlan(plan, request.contribution_bound, salt, user_micro, charged, int(counts.size))
+    return users, example_micro, epsilon_user
+
+
 def plan_release(
     session: Session, data_dir: Path, tenant_id: str, dataset_id: str, request: ReleaseRequest
 ) -> Plan:
@@ -86,5 +165,25 @@ def plan_release(
     loss = spec.loss(request.loss)
     support = spec.support_for(loss)
     examples = example_set(DatasetFiles(data_dir, ds.id), ds, spec, request.example_ids)
+    if request.privacy_unit == "user":
+        users, example_micro, epsilon_user = split_for_users(request, examples, support.k)
+        eps_prior = users.split.epsilon_prior
+        eps_randomize = users.split.for_bound(users.split.bound or 1).epsilon_randomize
+        return Plan(
+            dataset_id,
+            spec,
+            loss,
+            support,
+            examples,
+            example_micro,
+            epsilon_user,
+            eps_prior,
+            eps_randomize,
+            users,
+        )
+    if request.contribution_bound is not None or request.epsilon_bound is not None:
+        raise DomainError(
+            "invalid-request", "contribution bounds belong to user-level releases (privacy_unit user)"
+        )
     micro, epsilon, eps_prior, eps_randomize = split(request, examples.n, support.k)
     return Plan(dataset_id, spec, loss, support, examples, micro, epsilon, eps_prior, eps_randomize)

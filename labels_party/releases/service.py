@@ -2,8 +2,9 @@
 
 1. **Plan**: validate everything the request determines (``plan.py``) — nothing below may fail for a
    reason the request could have shown.
-2. **Charge**: insert the release row and charge the ledger **in one transaction**: there is never a
-   release without its charge, nor a charge without its release. A concurrent request with the same
+2. **Charge**: insert the release row and charge the ledger — every example and every user it
+   covers — **in one transaction**: there is never a release without its charge, nor a charge
+   without its release. A concurrent request with the same
    Idempotency-Key loses on the unique constraint and gets the original release instead.
 3. **Work** (``work.py``): draw the noise, write the output and the signed message, mark the release
    ``complete`` with its ``PublishedMechanism`` — under a lease, so that a crash leaves the release
@@ -237,6 +238,10 @@ class ReleaseService:
             examples_defaulted=plan.examples.defaulted,
             universe_declared=plan.examples.universe_declared,
             api_key_id=api_key_id,
+            privacy_unit="user" if plan.user else "example",
+            epsilon_user_micro=plan.user.epsilon_user_micro if plan.user else None,
+            contribution_bound=str(plan.user.bound) if plan.user else None,
+            users=plan.user.users if plan.user else None,
         )
         self.work.claim(release)
         try:
@@ -249,8 +254,9 @@ class ReleaseService:
                 charge(
                     session,
                     tenant_id,
-                    plan.examples.keys,
+                    plan.charged_keys,
                     plan.epsilon_micro,
+                    users=plan.user_charge(),
                     release_id=release.id,
                     api_key_id=api_key_id,
                     note=f"dataset {dataset_id}",

@@ -24,7 +24,7 @@ from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from labeldp.common.instance import Instance
-from labeldp.mechanisms import PublishedMechanism, release_labels
+from labeldp.mechanisms import PublishedMechanism, release_labels, release_user_labels
 from labels_party.budget.ledger import record_kept_charge
 from labels_party.datasets.store import DatasetFiles
 from labels_party.delivery.message import Signer, message_path, write_message
@@ -90,7 +90,7 @@ class ReleaseWork:
         re-raised. Returns the release as it ended."""
         try:
             with self.heartbeat(release_id):
-                published = self._privatize(release_id, plan, recipient)
+                published, capped = self._privatize(release_id, plan, recipient)
         except Exception as exc:
             log.exception("release failed after its charge", extra={"release_id": release_id})
             self._fail(
@@ -102,7 +102,12 @@ class ReleaseWork:
             result: CursorResult[Any] = session.execute(  # type: ignore[assignment]
                 update(Release)
                 .where(Release.id == release_id, Release.status == "charged")
-                .values(status="complete", mechanism=published.model_dump(mode="json"), completed_at=utcnow())
+                .values(
+                    status="complete",
+                    mechanism=published.model_dump(mode="json"),
+                    examples_capped=capped if plan.user else None,
+                    completed_at=utcnow(),
+                )
             )
             done = result.rowcount
         if not done:  # recovered by another process while this one was stalled: its record stands
@@ -113,13 +118,29 @@ class ReleaseWork:
             assert ended is not None
             return ended
 
-    def _privatize(self, release_id: str, plan: Plan, recipient: str) -> PublishedMechanism:
-        """Draw the noise, write the output (example_id, bin) and the signed message."""
-        result = release_labels(
-            plan.examples.labels, plan.support, plan.epsilon, plan.loss, plan.epsilon_prior
-        )
+    def _privatize(self, release_id: str, plan: Plan, recipient: str) -> tuple[PublishedMechanism, int]:
+        """Draw the noise, write the output (example_id, bin code) and the signed message. Examples
+        over a user-level release's bound have the code ``m`` (no label information)."""
+        if plan.user is None:
+            result = release_labels(
+                plan.examples.labels, plan.support, plan.epsilon, plan.loss, plan.epsilon_prior
+            )
+        else:
+            split = plan.user.split
+            result = release_user_labels(
+                plan.examples.labels,
+                plan.examples.user_keys,
+                plan.examples.keys,
+                plan.support,
+                plan.epsilon,
+                plan.loss,
+                plan.user.bound,
+                salt=plan.user.salt,
+                epsilon_prior=split.epsilon_prior,
+                epsilon_bound=split.epsilon_bound if plan.user.bound == "private" else None,
+            )
         published = result.published()
-        dtype = pa.uint8() if published.m <= 256 else pa.uint16()
+        dtype = pa.uint8() if published.bin_codes <= 256 else pa.uint16()
         table = pa.table({"example_id": plan.examples.ids, "bin": pa.array(result.bin_indices, dtype)})
         DatasetFiles(self.data_dir, plan.dataset_id).write(release_path(self.data_dir, release_id), table)
         write_message(
@@ -132,7 +153,7 @@ class ReleaseWork:
             example_ids=plan.examples.ids,
             bins=np.asarray(result.bin_indices),
         )
-        return published
+        return published, int(result.capped.sum())
 
     def _fail(self, release_id: str, error: str, note: str) -> bool:
         """Mark a charged release failed and record that its charge stands — once, whoever gets there

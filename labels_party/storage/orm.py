@@ -41,6 +41,8 @@ class Tenant(Base):
     name: Mapped[str] = mapped_column(String(200), unique=True)
     # per-example budget in integer micro-ε; every change is also a ledger entry
     budget_micro: Mapped[int] = mapped_column(BigInteger)
+    # per-user budget in micro-ε (None: per-user spend is recorded but not limited)
+    user_budget_micro: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
@@ -66,6 +68,8 @@ class LedgerEntry(Base):
     release_id: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True)
     epsilon_micro: Mapped[int] = mapped_column(BigInteger)
     examples: Mapped[int] = mapped_column(BigInteger, default=0)
+    users: Mapped[int] = mapped_column(BigInteger, default=0)  # users charged (charges since 0007)
+    user_epsilon_micro: Mapped[int | None] = mapped_column(BigInteger, nullable=True)  # most any user paid
     api_key_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     note: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
@@ -87,6 +91,22 @@ class ExampleSpendShard(Base):
     shard: Mapped[int] = mapped_column(Integer, primary_key=True)
     keys: Mapped[bytes] = mapped_column(LargeBinary)
     spent: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class UserSpendShard(Base):
+    """Micro-ε spent per (tenant, user), stored like ``ExampleSpendShard``. Users are keyed by a 64-bit
+    hash of their ``user_id`` (an example without one is its own user, keyed by its example key), so
+    one person's spend accumulates across every dataset and release of the tenant."""
+
+    __tablename__ = "user_spend_shards"
+
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
+    shard: Mapped[int] = mapped_column(Integer, primary_key=True)
+    keys: Mapped[bytes] = mapped_column(LargeBinary)
+    spent: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+SpendShard = type[ExampleSpendShard] | type[UserSpendShard]
 
 
 class Recipient(Base):
@@ -162,6 +182,12 @@ class Release(Base):
     mechanism: Mapped[dict[str, object] | None] = mapped_column(JSON, nullable=True)
     examples_defaulted: Mapped[int] = mapped_column(BigInteger, default=0)  # universe IDs without a label
     universe_declared: Mapped[bool] = mapped_column(Boolean, default=False)
+    # user-level releases: the ε per user, the bound as asked ("3", "auto", "private"), how many users
+    privacy_unit: Mapped[str] = mapped_column(String(16), default="example")
+    epsilon_user_micro: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    contribution_bound: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    users: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    examples_capped: Mapped[int | None] = mapped_column(BigInteger, nullable=True)  # set on completion
     # the process privatizing a charged release, and until when its heartbeat vouches for it
     owner: Mapped[str | None] = mapped_column(String(120), nullable=True)
     lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)

@@ -24,14 +24,17 @@ from labels_party.storage.db import make_engine, migrate, session_factory
 from labels_party.tenants import create_tenant
 
 
-def tenant_key(database_url: str, name: str, budget: str = "1") -> tuple[str, str]:
+def tenant_key(
+    database_url: str, name: str, budget: str = "1", per_user: str | None = None
+) -> tuple[str, str]:
     """Create a tenant directly in the database (what `labeldp labels tenant create` does);
     returns (tenant id, bearer key)."""
     engine = make_engine(database_url)
     try:
         migrate(engine)
         with session_factory(engine).begin() as s:
-            new = create_tenant(s, name, to_micro_floor(budget))
+            user_budget = None if per_user is None else to_micro_floor(per_user)
+            new = create_tenant(s, name, to_micro_floor(budget), user_budget)
     finally:
         engine.dispose()
     return new.tenant_id, new.api_key

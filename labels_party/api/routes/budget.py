@@ -21,8 +21,14 @@ def get_budget(
         float,
         Query(gt=0, le=1e6, allow_inf_nan=False, description="how many examples could still take this ε"),
     ] = 1.0,
+    epsilon_user: Annotated[
+        float,
+        Query(gt=0, le=1e6, allow_inf_nan=False, description="how many users could still take this ε"),
+    ] = 1.0,
 ) -> BudgetOut:
-    return BudgetOut.of(budget.for_dataset(caller.tenant_id, dataset_id, epsilon), epsilon)
+    """Spend over the dataset's examples and users (quantiles; never one user's spend or label)."""
+    answer = budget.for_dataset(caller.tenant_id, dataset_id, epsilon, epsilon_user)
+    return BudgetOut.of(answer, epsilon, epsilon_user)
 
 
 @router.get("/ledger", response_model=LedgerPageOut)
