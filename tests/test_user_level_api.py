@@ -95,6 +95,25 @@ def test_auto_and_private_bounds_finish_and_charge_the_worst_case_per_example(ap
     assert entries[0]["epsilon"] == 4.0 and entries[1]["epsilon"] == 3.6
 
 
+def test_a_user_level_replay_charges_once_and_a_preview_states_the_unit(api: Api) -> None:
+    c = with_recipient(api.tenant("acme", "10", per_user="5"))
+    ds = dataset(c, "clicks", label_type="count", lo=0, hi=9)
+    upload(c, ds, users_csv(heavy_users(20)))
+    first = user_release(c, ds, "same")
+    again = user_release(c, ds, "same")
+    assert first.status_code == 201 and again.status_code == 200 and again.json() == first.json()
+    problem(user_release(c, ds, "same", contribution_bound=3), 422, "idempotency-key-reused")
+    assert len(charges(c)) == 1
+    preview = c.post(
+        f"/v1/datasets/{ds}/releases:preview",
+        json={"privacy_unit": "user", "epsilon_user": 2.0, "contribution_bound": 2, "recipient": "publisher"},
+    )
+    assert preview.status_code == 200, preview.text
+    mechanism = preview.json()["mechanism"]
+    assert mechanism["privacy_unit"] == "user" and mechanism["contribution_bound"] == 2
+    assert len(charges(c)) == 1  # previews are free
+
+
 def test_bad_user_level_requests_are_refused_and_charge_nothing(api: Api) -> None:
     c = with_recipient(api.tenant("acme", "10"))
     ds = dataset(c, "clicks", label_type="count", lo=0, hi=9)

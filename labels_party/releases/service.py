@@ -120,8 +120,9 @@ class ReleaseService:
         else:
             prior = plan.support.counts(plan.examples.labels).astype(np.float64)
         mechanism = optimal_mechanism(plan.support, prior, plan.epsilon_randomize, plan.loss)
+        user = plan.user.split.for_bound(plan.user.split.bound or 1) if plan.user else None
         published = mechanism.describe(
-            prior=prior, epsilon_prior=plan.epsilon_prior, epsilon_total=plan.epsilon
+            prior=prior, epsilon_prior=plan.epsilon_prior, epsilon_total=plan.epsilon, user=user
         )
         expected = mechanism.expected_loss(plan.support.values, prior)
         return Preview(plan.epsilon, plan.epsilon_prior, plan.examples.n, source, published, expected)
