@@ -18,7 +18,7 @@ from sqlalchemy import select
 from labels_party.budget.ledger import spend_of_tenant
 from labels_party.releases.service import release_path
 from labels_party.storage.db import make_engine, session_factory
-from labels_party.storage.orm import LedgerEntry, Release
+from labels_party.storage.orm import LedgerEntry, Release, UserSpendShard
 from tests.support.servers import LabelsProcess, tenant_key
 
 TRIALS = 20
@@ -113,6 +113,10 @@ def test_sigkill_during_release_creation_leaves_a_consistent_ledger(
         expected = len(charges) * int(EPSILON * 1e6)
         assert spent_micro.size == EXAMPLES
         assert (int(spent_micro.min()), int(spent_micro.max())) == (expected, expected)
+        # the per-user ledger moved in the same transactions (no user_id: every example its own user)
+        _, user_spent = spend_of_tenant(s, tenant_id, UserSpendShard)
+        assert user_spent.size == EXAMPLES
+        assert (int(user_spent.min()), int(user_spent.max())) == (expected, expected)
         assert len(releases) == TRIALS + 1
         print("release outcomes after kills:", {st: statuses.count(st) for st in set(statuses)})
         assert statuses.count("failed") >= 1, "no kill interrupted a charged release: the test proved nothing"

@@ -249,9 +249,10 @@ def choose_contribution_bound(
     For regression it minimizes ``B(ε₂) + V(ε₂)/kept(τ)``: the bins' own error ``B`` stays whatever
     the data, while the debiased noise ``V`` averages out over the ``kept(τ) = Σ min(c_u, τ)`` examples
     a model learns from; ties go to the smaller τ. For classes it minimizes the release's expected loss
-    with capped examples at the best constant guess. Both are post-processing of the prior and the user → example counts (not labels; a tenant
-    who considers the counts sensitive chooses ``private``). ``docs/math.md`` §10 says why the first
-    objective, and not the release's loss, decides for regression."""
+    with capped examples at the best constant guess. Both are post-processing of the prior and the
+    user → example counts (not labels; a tenant who considers the counts sensitive chooses
+    ``private``). ``docs/math.md`` §10 says why the first objective, and not the release's loss,
+    decides for regression."""
     n = int(counts.sum())
     constant = best_constant_loss(support, prior, loss)
     candidates: list[int] = []
