@@ -3,7 +3,7 @@ models (the bulk data itself is Parquet and skops files under the data directory
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 from sqlalchemy import (
     JSON,
@@ -18,11 +18,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from labeldp.common.db import UTCDateTime
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
+from labeldp.common.db import UTCDateTime, utcnow
 
 
 class Base(DeclarativeBase):

@@ -13,8 +13,9 @@ import pyarrow.parquet as pq
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from features_party.storage.orm import FeatureTable, ReceivedRelease, utcnow
+from features_party.storage.orm import FeatureTable, ReceivedRelease
 from features_party.tables.validation import ValidTable, read, validate
+from labeldp.common.db import utcnow
 from labeldp.common.errors import not_found
 from labeldp.common.files import write_parquet_atomic
 from labeldp.common.inputs import is_clean_text

@@ -20,10 +20,11 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
 from features_party.receiver.store import published_mechanism
-from features_party.storage.orm import FeatureTable, ReceivedRelease, TrainingJob, utcnow
+from features_party.storage.orm import FeatureTable, ReceivedRelease, TrainingJob
 from features_party.tables.service import table_path
 from features_party.training.fit import Encoder, Trained, TrainedClassifier, fit, fit_classifier
 from labeldp import __version__
+from labeldp.common.db import utcnow
 from labeldp.mechanisms import BinsNoise, PublishedMechanism
 
 TRUSTED_EXTRA = {"functools.partial"}  # HistGradientBoosting keeps its loss as a partial

@@ -17,11 +17,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from features_party.metrics import FeaturesMetrics
 from features_party.receiver.store import ReceivedReleases, published_mechanism
-from features_party.storage.orm import TrainingJob, utcnow
+from features_party.storage.orm import TrainingJob
 from features_party.tables.service import FeatureTables
 from features_party.training.fit import SKLEARN_LOSS, Trained, TrainedClassifier
 from features_party.training.jobs import is_classification, load, model_dir, provenance, run
-from labeldp.common.db import owned
+from labeldp.common.db import owned, utcnow
 from labeldp.common.errors import DomainError, not_found
 
 

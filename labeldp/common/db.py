@@ -86,6 +86,11 @@ def owned(
     return row
 
 
+def utcnow() -> datetime:
+    """Now, timezone-aware (every timestamp both parties store is UTC)."""
+    return datetime.now(UTC)
+
+
 class UTCDateTime(TypeDecorator[datetime]):
     """A timezone-aware UTC timestamp on every backend: SQLite stores no zone and hands back naive
     datetimes, which this reads as the UTC they were written in."""

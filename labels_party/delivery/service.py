@@ -9,13 +9,13 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from labeldp.common.db import owned
+from labeldp.common.db import owned, utcnow
 from labeldp.common.errors import DomainError
 from labels_party.config import LabelsSettings
 from labels_party.delivery.client import deliver
 from labels_party.delivery.message import message_path
 from labels_party.metrics import LabelsMetrics
-from labels_party.storage.orm import Delivery, Recipient, Release, utcnow
+from labels_party.storage.orm import Delivery, Recipient, Release
 
 
 def credentials_for(recipient: Recipient, settings: LabelsSettings) -> grpc.ChannelCredentials | None:

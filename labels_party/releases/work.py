@@ -23,13 +23,14 @@ import pyarrow as pa
 from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from labeldp.common.db import utcnow
 from labeldp.common.instance import Instance
 from labeldp.mechanisms import PublishedMechanism, release_labels, release_user_labels
 from labels_party.budget.ledger import record_kept_charge
 from labels_party.datasets.store import DatasetFiles
 from labels_party.delivery.message import Signer, message_path, write_message
 from labels_party.releases.plan import Plan
-from labels_party.storage.orm import Release, utcnow
+from labels_party.storage.orm import Release
 
 log = logging.getLogger("labeldp.labels.releases")
 INTERRUPTED = "interrupted before completion; the charge is kept (noise may have been drawn)"

@@ -6,7 +6,7 @@ hold metadata and the ledger. Changes go through Alembic migrations in ``storage
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 from sqlalchemy import (
     JSON,
@@ -23,11 +23,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from labeldp.common.db import UTCDateTime
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
+from labeldp.common.db import UTCDateTime, utcnow
 
 
 class Base(DeclarativeBase):
