@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import timed, write
-from labels_party.budget.ledger import charge
+from labels_party.budget.ledger import UserCharge, charge
 from labels_party.storage.db import make_engine, migrate, session_factory, sqlite_url
 from labels_party.tenants import create_tenant
 from tests.support import postgres
@@ -32,11 +32,14 @@ def measure(url: str, backend: str, sizes: tuple[int, ...]) -> list[dict[str, ob
         with sessions.begin() as s:
             tenant = create_tenant(s, f"bench-{backend}-{n}", 10_000_000).tenant_id
         keys = np.unique(keys_rng.integers(-(2**63), 2**63 - 1, size=n, dtype=np.int64))
-        for phase in ("insert", "update"):
+        for phase in ("insert", "update", "update + users"):
 
             def run(keys: np.ndarray = keys, tenant: str = tenant, phase: str = phase) -> None:
+                users = UserCharge.of_examples(keys ^ 0x5A5A, 100_000) if "users" in phase else None
                 with sessions.begin() as s:
-                    charge(s, tenant, keys, 100_000, release_id=None, api_key_id=None, note=phase)
+                    charge(
+                        s, tenant, keys, 100_000, users=users, release_id=None, api_key_id=None, note=phase
+                    )
 
             seconds, _ = timed(run)
             rows.append({"backend": backend, "examples": n, "phase": phase, "seconds": seconds})

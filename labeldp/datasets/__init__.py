@@ -97,11 +97,23 @@ def load(name: str) -> LabelDataset:
     return LOADERS[name]()
 
 
-def synthetic_users(n: int, *, exponent: float = 1.8, most: int = 500, seed: int = 0) -> np.ndarray:
-    """A user index for each of ``n`` examples, with a heavy-tailed (Zipf) number of examples per
-    user capped at ``most`` — the shipped datasets have no user IDs, so the demo and the benchmarks
-    assign synthetic ones (a simulation, not privacy-relevant randomness)."""
-    rng = np.random.default_rng(seed)
-    counts = np.minimum(rng.zipf(exponent, n), most)
-    users = np.repeat(np.arange(n), counts)[:n]  # at most n users are needed for n examples
-    return np.asarray(rng.permutation(users), dtype=np.int64)
+def synthetic_users(n: int, *, exponent: float = 1.8, most: int = 500) -> np.ndarray:
+    """A user index for each of ``n`` examples, with a heavy-tailed number of examples per user
+    (Zipf-like: ``P(count >= c) ≈ c^-(exponent - 1)``, capped at ``most``). The shipped datasets have
+    no user IDs, so the demo and the benchmarks assign these — deterministically (counts at evenly
+    spaced quantiles, examples spread by a fixed multiplicative hash), as a simulation that needs no
+    random generator."""
+    if n <= 0:
+        return np.zeros(0, dtype=np.int64)
+
+    def counts_for(users: int) -> np.ndarray:
+        quantiles = (np.arange(users) + 0.5) / users
+        return np.minimum(np.floor((1 - quantiles) ** (-1 / (exponent - 1))), most).astype(np.int64)
+
+    users = max(1, int(n / counts_for(100_000).mean()))
+    while counts_for(users).sum() < n:  # a few more users until their examples cover n
+        users += max(1, users // 1000)
+    counts = counts_for(users)
+    owner = np.repeat(np.arange(users), counts)[:n]
+    scatter = np.argsort(np.arange(n, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15), kind="stable")
+    return np.asarray(owner[scatter], dtype=np.int64)
