@@ -57,3 +57,7 @@ def test_field_numbers_are_stable() -> None:
     assert (frame["header"].number, frame["chunk"].number) == (1, 2)
     chunk = delivery_pb2.Chunk.DESCRIPTOR.fields_by_name
     assert [chunk[n].number for n in ("index", "examples", "example_ids", "bins")] == [1, 2, 3, 4]
+    mechanism = delivery_pb2.Mechanism.DESCRIPTOR.fields_by_name
+    user_level = ("privacy_unit", "contribution_bound", "prior_contribution_bound", "epsilon_bound")
+    assert [mechanism[n].number for n in (*user_level, "epsilon_example")] == [9, 10, 11, 12, 13]
+    assert mechanism["support_bins"].number == 8
