@@ -135,8 +135,9 @@ class ReleaseIn(BaseModel):
     )
     contribution_bound: Annotated[int, Field(ge=1, le=MAX_BOUND)] | Literal["auto", "private"] | None = Field(
         None,
-        description="user-level: τ, the most examples per user that carry information; auto: the τ with "
-        "the least expected loss under the noisy prior; private: an ε-DP quantile of examples per user",
+        description="user-level: τ, the most examples per user that carry information; auto: chosen from "
+        "the noisy prior and the examples per user (docs/math.md §10); private: an ε-DP quantile of "
+        "examples per user",
     )
     epsilon_bound: float | None = Field(
         None,
