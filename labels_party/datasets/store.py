@@ -55,20 +55,15 @@ class DatasetFiles:
         self.root.mkdir(parents=True, exist_ok=True)
         return self.root / f".staging-{uuid.uuid4().hex}.tmp"
 
-    def read_labels(self, version: int) -> pa.Table:
+    def read_labels(self, version: int, columns: list[str] | None = None) -> pa.Table:
+        """A labels version (``columns``: only those, e.g. to avoid reading labels at all)."""
         if version == 0:
-            return LABEL_SCHEMA.empty_table()
-        return pq.read_table(self.labels_path(version))
+            empty = LABEL_SCHEMA.empty_table()
+            return empty if columns is None else empty.select(columns)
+        return pq.read_table(self.labels_path(version), columns=columns)
 
     def read_universe(self, version: int) -> pa.Table | None:
         return None if version == 0 else pq.read_table(self.universe_path(version))
-
-    def covered_keys(self, labels_version: int, universe_version: int) -> pa.Array:
-        """Ledger keys of the examples a release covers: the universe if declared, else the labels."""
-        path = self.universe_path(universe_version) if universe_version else self.labels_path(labels_version)
-        if not universe_version and not labels_version:
-            return pa.array([], pa.int64())
-        return pq.read_table(path, columns=["example_key"]).column("example_key").combine_chunks()
 
     def write(self, path: Path, table: pa.Table) -> None:
         write_parquet_atomic(path, table)

@@ -73,7 +73,7 @@ def example_set(files: DatasetFiles, ds: Dataset, spec: DatasetSpec, subset: lis
 def covered_examples(files: DatasetFiles, ds: Dataset) -> tuple[np.ndarray, np.ndarray]:
     """(ledger keys, user keys) of the examples a full release of the dataset would cover; reads
     no label."""
-    labels = files.read_labels(ds.labels_version).select(["example_id", "example_key", "user_id"])
+    labels = files.read_labels(ds.labels_version, ["example_id", "example_key", "user_id"])
     universe = files.read_universe(ds.universe_version)
     base = universe if universe is not None else labels
     keys = np.asarray(base.column("example_key").to_numpy(), dtype=np.int64)

@@ -102,12 +102,17 @@ class Plan:
         return UserCharge.of_examples(self.examples.user_keys, self.epsilon_micro)
 
 
-def split(request: ReleaseRequest, n: int, k: int) -> tuple[int, float, float, float]:
-    """(micro-ε charged, ε as spendable, ε₁, ε₂) with ε₁ + ε₂ <= ε <= the charge, exactly."""
+def check_limits(request: ReleaseRequest, name: str) -> None:
+    """The ε range (``name``: what the request called it) and the smallest explicit ε₁."""
     if not MIN_EPSILON <= request.epsilon <= MAX_EPSILON:
-        raise DomainError("invalid-epsilon", f"epsilon must lie in [{MIN_EPSILON}, {MAX_EPSILON}]")
+        raise DomainError("invalid-epsilon", f"{name} must lie in [{MIN_EPSILON}, {MAX_EPSILON}]")
     if request.epsilon_prior is not None and not request.epsilon_prior >= MIN_EPSILON_PRIOR:
         raise DomainError("invalid-epsilon", f"epsilon_prior must be at least {MIN_EPSILON_PRIOR}")
+
+
+def split(request: ReleaseRequest, n: int, k: int) -> tuple[int, float, float, float]:
+    """(micro-ε charged, ε as spendable, ε₁, ε₂) with ε₁ + ε₂ <= ε <= the charge, exactly."""
+    check_limits(request, "epsilon")
     try:
         micro = to_micro(request.epsilon)
         epsilon = float_at_most(Fraction(micro, MICRO))
@@ -122,16 +127,13 @@ def split(request: ReleaseRequest, n: int, k: int) -> tuple[int, float, float, f
 
 def split_for_users(request: ReleaseRequest, examples: ExampleSet, k: int) -> tuple[UserPlan, int, float]:
     """(the user plan, micro-ε charged per charged example, ε_user as spendable)."""
-    if not MIN_EPSILON <= request.epsilon <= MAX_EPSILON:
-        raise DomainError("invalid-epsilon", f"epsilon_user must lie in [{MIN_EPSILON}, {MAX_EPSILON}]")
+    check_limits(request, "epsilon_user")
     if request.contribution_bound is None:
         raise DomainError(
             "invalid-request", "a user-level release needs a contribution_bound (τ, auto or private)"
         )
     if isinstance(request.contribution_bound, int) and not 1 <= request.contribution_bound <= MAX_BOUND:
         raise DomainError("invalid-request", f"contribution_bound must lie in [1, {MAX_BOUND}]")
-    if request.epsilon_prior is not None and not request.epsilon_prior >= MIN_EPSILON_PRIOR:
-        raise DomainError("invalid-epsilon", f"epsilon_prior must be at least {MIN_EPSILON_PRIOR}")
     user_micro = to_micro(request.epsilon)
     epsilon_user = float_at_most(Fraction(user_micro, MICRO))
     counts = examples_per_user(examples.user_keys)
