@@ -68,9 +68,26 @@ def check_report(out: Path, epsilon: float) -> dict[str, Any]:
     # margins far beyond run-to-run noise at ε = 1 on 10,788 test examples (measured ~3,000 vs ~4,700)
     assert rmse["non_private"] < rmse["rr_on_bins_private"] < rmse["laplace_baseline"]
     assert rmse["rr_on_bins_private"] < rmse["predict_mean"]
-    for name in ("mechanism.png", "loss_vs_epsilon.png", "budget.png"):
+    for name in ("mechanism.png", "loss_vs_epsilon.png", "budget.png", "privacy_audit.png"):
         assert (out / name).read_bytes()[:8] == PNG
+    check_audit(report)
     return report
+
+
+def check_audit(report: dict[str, Any]) -> None:
+    """The report's privacy audit: exact per-example numbers within the mechanism's data-independent
+    bounds, those bounds as the mechanism defines them, the measured attack over the joined clicks."""
+    audit, mech = report["privacy_audit"], report["mechanism"]
+    m = len(mech["bin_values"])
+    assert audit["max_multiplicative_advantage"] == mech["implemented_epsilon"]
+    assert 0 < audit["worst_case_additive_advantage"] < 1 - 1 / m
+    assert audit["exact"]["additive_max"] <= audit["worst_case_additive_advantage"] + 1e-12
+    assert audit["exact"]["multiplicative_max"] <= mech["implemented_epsilon"] + 1e-9
+    measured = audit["measured"]
+    assert measured["examples"] > 0.9 * report["join"]["in_both"] - (
+        report["privacy"]["examples_capped"] or 0
+    )
+    assert 0 < measured["accuracy_without_release"] <= 1 and 0 < measured["accuracy_with_release"] <= 1
 
 
 def test_demo_runs_both_parties_end_to_end_and_cleans_up(tmp_path: Path) -> None:
@@ -109,6 +126,7 @@ def check_user_level_report(out: Path, epsilon_user: float) -> dict[str, Any]:
     rmse = report["test_rmse"]
     assert rmse["non_private"] < rmse["rr_on_bins_private"] < rmse["predict_mean"]
     assert rmse["rr_on_bins_private"] < rmse["laplace_baseline"]
+    check_audit(report)
     return report
 
 

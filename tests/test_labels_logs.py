@@ -49,6 +49,9 @@ def test_logs_are_json_with_request_ids_and_no_labels(tmp_path: Path) -> None:
             headers={"Idempotency-Key": "k", "X-Request-ID": "trace-123"},
         )
         assert r.status_code == 201 and r.headers["X-Request-ID"] == "trace-123"
+        audit = c.get(f"/v1/releases/{r.json()['id']}/audit")  # tenant-only numbers from raw labels
+        assert audit.status_code == 200
+        audit_values = [repr(v) for v in audit.json()["true_distribution"].values() if v not in (0.0, 1.0)]
         again = c.post(
             f"/v1/datasets/{ds}/releases",
             json={"epsilon": 1, "recipient": "publisher"},
@@ -74,6 +77,7 @@ def test_logs_are_json_with_request_ids_and_no_labels(tmp_path: Path) -> None:
     assert any(r["msg"] == "release charged" for r in records)
     text = log_path.read_text()
     assert not any(secret in text for secret in SECRET_LABELS)
+    assert audit_values and not any(v in text for v in audit_values)  # the audit is never logged
     assert not any(secret in metrics_text for secret in SECRET_LABELS)
     assert value(m, "labeldp_releases_total", outcome="created") == 1
     assert value(m, "labeldp_releases_total", outcome="replayed") == 1

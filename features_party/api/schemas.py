@@ -46,10 +46,18 @@ class ReceivedReleaseOut(BaseModel):
     payload_sha256: str
     received_at: datetime
     mechanism: PublishedMechanism = Field(description="the published mechanism, as signed by the sender")
+    worst_case_additive_advantage: float = Field(
+        description="how much more often than before the best attacker, whatever it believes, guesses a "
+        "label's bin (class) from its released bin: h − 1/m of the mechanism"
+    )
+    max_multiplicative_advantage: float = Field(
+        description="the most one released bin moves an attacker's log-odds between two labels: implemented ε"
+    )
     header: dict[str, Any] = Field(description="the signed header's other fields (for audit)")
 
     @classmethod
     def of(cls, r: ReceivedRelease) -> ReceivedReleaseOut:
+        mechanism = published_mechanism(r)
         return cls(
             release_id=r.release_id,
             sender_id=r.sender_id,
@@ -58,7 +66,9 @@ class ReceivedReleaseOut(BaseModel):
             chunk_count=r.chunk_count,
             payload_sha256=r.payload_sha256,
             received_at=r.received_at,
-            mechanism=published_mechanism(r),
+            mechanism=mechanism,
+            worst_case_additive_advantage=mechanism.worst_case_additive_advantage,
+            max_multiplicative_advantage=mechanism.max_multiplicative_advantage,
             header=r.summary,
         )
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from labeldp.cli import client_commands as client_cli
+from labeldp.cli.audit_commands import audit_app
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -479,6 +480,7 @@ labels_app.command("upload")(client_cli.labels_upload)
 labels_app.command("release")(client_cli.labels_release)
 features_app.command("upload")(client_cli.features_upload)
 features_app.command("train")(client_cli.features_train)
+app.add_typer(audit_app, name="audit")
 
 
 if __name__ == "__main__":

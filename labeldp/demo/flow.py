@@ -26,15 +26,18 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from features_party.training.fit import Encoder, regressor
+from labeldp.audit.attack import AttackResult, run_attack
 from labeldp.cli.client_commands import upload_with_progress
 from labeldp.client import ApiError, FeaturesClient, LabelsClient
 from labeldp.demo.mechanism import laplace_labels
 from labeldp.demo.parties import Connection
 from labeldp.demo.world import World
 from labeldp.mechanisms import PublishedMechanism
+from labeldp.mechanisms.advantage import Advantages, channel_advantages, targets_of
+from labeldp.mechanisms.baselines import laplace_channel
 
 LOSS = "squared"  # the release's loss: the models are scored by (root) mean squared error
-STEPS = 8
+STEPS = 9
 
 
 @dataclass
@@ -45,6 +48,8 @@ class Report:
     values: dict[str, Any] = field(default_factory=dict)
     timings_s: dict[str, float] = field(default_factory=dict)
     noisy: pa.Table | None = None  # the release as stored (example_id, bin), for the plots only
+    attack: AttackResult | None = None  # the audit's per-example numbers, for the plots only
+    laplace_advantages: Advantages | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -235,6 +240,16 @@ def run_flow(
                 "predict_mean": rmse(np.full(y_test.size, float(np.mean(world.y[trained_on])))),
             }
 
+        with steps.step("audit", "attacking the release as the publisher could, scored against the truth"):
+            attack, lap_adv = _audit(world, mech, noisy, lap_eps)
+            m = attack.measured
+            steps.say(
+                f"guessing each click's bin from features alone: {m['accuracy_without_release']:.1%} right; "
+                f"with its released bin: {m['accuracy_with_release']:.1%} (worst case over all priors "
+                f"+{mech.worst_case_additive_advantage:.3f}; odds move by at most "
+                f"e^{mech.implemented_epsilon:.2f})"
+            )
+
         with steps.step("budget", "reading the budget and the noisy labels back"):
             budget = labels.budget(ds["id"], mech.epsilon_per_example, epsilon)
 
@@ -272,8 +287,31 @@ def run_flow(
             },
         }
     )
-    report.noisy = noisy
+    report.values["privacy_audit"] = {
+        "worst_case_additive_advantage": mech.worst_case_additive_advantage,
+        "max_multiplicative_advantage": mech.max_multiplicative_advantage,
+        "measured": attack.measured,
+        "exact": attack.exact.summary(),
+        "laplace_exact": lap_adv.summary(),
+        "laplace_epsilon": lap_eps,
+    }
+    report.noisy, report.attack, report.laplace_advantages = noisy, attack, lap_adv
     return report
+
+
+def _audit(
+    world: World, mech: PublishedMechanism, noisy: pa.Table, laplace_epsilon: float
+) -> tuple[AttackResult, Advantages]:
+    """The publisher's attack on the release, and the same attacker's exact advantage against the
+    Laplace baseline at the same ε (same priors, same target: the label's RR-on-Bins bin)."""
+    ids = pa.array(world.ids.astype(str))
+    logged = pa.array(world.has_features)  # what the publisher holds
+    features = world.dataset.features.filter(logged).append_column("example_id", ids.filter(logged))
+    truth = pa.table({"example_id": ids, "label": pa.array(world.y.astype(float))})
+    attack = run_attack(mech, noisy, features, truth)
+    ds = world.dataset
+    channel, _ = laplace_channel(mech.support, ds.lo, ds.hi, laplace_epsilon)
+    return attack, channel_advantages(attack.support_priors, channel, targets_of(mech), mech.support)
 
 
 def print_report(console: Console, report: Report) -> None:
@@ -319,6 +357,31 @@ def print_report(console: Console, report: Report) -> None:
     for name, key, what in rows:
         table.add_row(name, f"{v['test_rmse'][key]:,.2f}", what)
     console.print(table)
+    a = v["privacy_audit"]
+    m, e, lap = a["measured"], a["exact"], a["laplace_exact"]
+    audit = Table(title="what the publisher can learn about one click's label (target: the label's bin)")
+    audit.add_column("")
+    audit.add_column("RR-on-Bins", justify="right")
+    audit.add_column(f"Laplace (ε = {a['laplace_epsilon']:g})", justify="right")
+    audit.add_row("attack accuracy, features only (measured)", f"{m['accuracy_without_release']:.2%}", "")
+    audit.add_row("attack accuracy, with the release (measured)", f"{m['accuracy_with_release']:.2%}", "")
+    audit.add_row(
+        "additive advantage, mean (exact)", f"{e['additive_mean']:.4f}", f"{lap['additive_mean']:.4f}"
+    )
+    audit.add_row("additive advantage, p99 (exact)", f"{e['additive_p99']:.4f}", f"{lap['additive_p99']:.4f}")
+    audit.add_row(
+        "additive advantage, worst case (any prior)", f"{a['worst_case_additive_advantage']:.4f}", ""
+    )
+    audit.add_row(
+        "multiplicative advantage, max", f"{e['multiplicative_max']:.4f}", f"{lap['multiplicative_max']:.4f}"
+    )
+    if "mse_reduction_share" in e:
+        audit.add_row(
+            "share of squared error in the value removed",
+            f"{e['mse_reduction_share']:.2%}",
+            f"{lap['mse_reduction_share']:.2%}",
+        )
+    console.print(audit)
 
 
 def write_report(report: Report, path: Path) -> None:

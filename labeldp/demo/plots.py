@@ -33,7 +33,12 @@ def draw(world: World, report: Report, out: Path) -> list[Path]:
     y = world.y[rows][informative]
     noisy = np.asarray(mech.bin_values)[codes[informative]]
     true_prior = ds.support.counts(y) / y.size
-    paths = [out / "mechanism.png", out / "loss_vs_epsilon.png", out / "budget.png"]
+    paths = [
+        out / "mechanism.png",
+        out / "loss_vs_epsilon.png",
+        out / "budget.png",
+        out / "privacy_audit.png",
+    ]
     plot_mechanism(
         paths[0],
         ds,
@@ -69,4 +74,35 @@ def draw(world: World, report: Report, out: Path) -> list[Path]:
     fig.tight_layout()
     fig.savefig(paths[2], dpi=110)
     plt.close(fig)
+    plot_audit(report, mech, paths[3])
     return paths
+
+
+def plot_audit(report: Report, mech: PublishedMechanism, path: Path) -> None:
+    """Per-example advantages of the publisher's attacker: RR-on-Bins against Laplace at the same ε."""
+    import matplotlib.pyplot as plt
+
+    assert report.attack is not None and report.laplace_advantages is not None
+    rr, lap = report.attack.exact, report.laplace_advantages
+    lap_eps = report.values["privacy_audit"]["laplace_epsilon"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for adv, name, color in (
+        (rr, "RR-on-Bins", "tab:blue"),
+        (lap, f"Laplace (ε = {lap_eps:g})", "tab:orange"),
+    ):
+        x = np.sort(adv.additive)
+        left.step(x, np.arange(1, x.size + 1) / x.size, where="post", color=color, label=name)
+        y = np.sort(adv.multiplicative)
+        right.step(y, np.arange(1, y.size + 1) / y.size, where="post", color=color, label=name)
+    left.axvline(mech.worst_case_additive_advantage, color="0.4", ls="--", label="worst case, any prior")
+    left.set_xlabel("additive advantage (exact, per example)")
+    left.set_ylabel("share of examples at or below")
+    left.set_title("how much more often the attacker guesses the label's bin")
+    left.legend(loc="lower right")
+    right.axvline(mech.implemented_epsilon, color="0.4", ls="--", label="implemented ε")
+    right.set_xlabel("multiplicative advantage (log-odds shift, worst output)")
+    right.set_title("how far one release moves the attacker's odds")
+    right.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -203,6 +203,21 @@ class PublishedMechanism(BaseModel):
             resolve_loss(self.loss),
         )
 
+    @property
+    def worst_case_additive_advantage(self) -> float:
+        """How much more often than before the best attacker can guess a label's bin (RR-Top-k: its
+        class) after seeing its released bin, maximized over every prior it could hold: ``h − 1/m``
+        (keep probability minus a uniform guess; docs/math.md §11). A function of the mechanism alone."""
+        if self.m == 1:
+            return 0.0
+        return max(self.threshold.keep_probability - 1.0 / self.m, 0.0)
+
+    @property
+    def max_multiplicative_advantage(self) -> float:
+        """The most one released bin can shift the attacker's log-odds between two labels: the
+        implemented ε (docs/math.md §11)."""
+        return self.implemented_epsilon if self.m > 1 else 0.0
+
     def transition_matrix(self) -> FloatArray:
         """``P(output bin j | label = support value i)``, ``k × m``, exactly as sampled."""
         return self.mechanism().transition_matrix()

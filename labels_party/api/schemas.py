@@ -19,7 +19,7 @@ from labels_party.releases.limits import (
     MIN_EPSILON,
     MIN_EPSILON_PRIOR,
 )
-from labels_party.releases.service import Preview, ReleaseRequest
+from labels_party.releases.service import Preview, ReleaseAudit, ReleaseRequest
 from labels_party.storage.orm import Dataset, Delivery, LedgerEntry, Recipient, Release
 
 
@@ -218,6 +218,14 @@ class ReleaseOut(BaseModel):
     bins: list[float] | None = Field(description="the bins' output values (mechanism.bin_values)")
     expected_loss_under_noisy_prior: float | None
     mechanism: PublishedMechanism | None = Field(description="the published mechanism, once complete")
+    worst_case_additive_advantage: float | None = Field(
+        description="once complete: how much more often than before the best attacker, whatever it "
+        "believes, guesses a label's bin (class) after seeing its released bin (h − 1/m)"
+    )
+    max_multiplicative_advantage: float | None = Field(
+        description="once complete: the most one released bin moves an attacker's log-odds between "
+        "two labels (the implemented ε)"
+    )
     error: str | None
     created_at: datetime
     completed_at: datetime | None
@@ -245,9 +253,40 @@ class ReleaseOut(BaseModel):
             bins=list(mechanism.bin_values) if mechanism else None,
             expected_loss_under_noisy_prior=mechanism.expected_loss_under_prior() if mechanism else None,
             mechanism=mechanism,
+            worst_case_additive_advantage=mechanism.worst_case_additive_advantage if mechanism else None,
+            max_multiplicative_advantage=mechanism.max_multiplicative_advantage if mechanism else None,
             error=r.error,
             created_at=r.created_at,
             completed_at=r.completed_at,
+        )
+
+
+class AuditOut(BaseModel):
+    """A release's privacy audit with the raw labels: tenant-only, free, never logged."""
+
+    release_id: str
+    examples: int = Field(description="examples audited (user-level: those within the bound)")
+    worst_case_additive_advantage: float = Field(description="over every prior the attacker could hold")
+    max_multiplicative_advantage: float = Field(description="the implemented ε")
+    true_distribution: dict[str, float] = Field(
+        description="exact numbers for an attacker who knows the true label histogram of these examples "
+        "(stronger than the recipient, who has the noisy prior): additive_mean (its advantage), "
+        "success_without_mean / success_with_mean, share_trusting_noisy_label, multiplicative_max, and "
+        "for regression mse_reduction_share (the part of its squared error the release removes)"
+    )
+    realized: dict[str, float] = Field(
+        description="that attacker's accuracy on this release's actual outputs, without and with them"
+    )
+
+    @classmethod
+    def of(cls, a: ReleaseAudit) -> AuditOut:
+        return cls(
+            release_id=a.release_id,
+            examples=a.examples,
+            worst_case_additive_advantage=a.worst_case_additive_advantage,
+            max_multiplicative_advantage=a.max_multiplicative_advantage,
+            true_distribution=a.true_distribution,
+            realized=a.realized,
         )
 
 

@@ -85,3 +85,15 @@ def _users_of(ids: pa.Array, labels: pa.Table) -> pa.Array:
     """The ``user_id`` of each ID (null when it has no label row or no user)."""
     position = pc.index_in(ids, value_set=labels.column("example_id"))
     return pc.take(labels.column("user_id"), position)
+
+
+def current_labels(files: DatasetFiles, ds: Dataset, spec: DatasetSpec, ids: pa.Array) -> np.ndarray:
+    """The labels the dataset holds now for ``ids`` (its default label where it has none)."""
+    labels = files.read_labels(ds.labels_version, ["example_id", "label"])
+    position = pc.index_in(ids, value_set=labels.column("example_id"))
+    has_label = np.asarray(pc.is_valid(position).to_numpy(zero_copy_only=False), dtype=bool)
+    values = np.full(len(ids), np.nan if spec.default_label is None else spec.default_label, dtype=np.float64)
+    if has_label.any():
+        idx = np.asarray(pc.drop_null(position).to_numpy(zero_copy_only=False), dtype=np.int64)
+        values[has_label] = np.asarray(labels.column("label").to_numpy(), dtype=np.float64)[idx]
+    return values

@@ -36,13 +36,14 @@ from labels_party.budget.epsilon import MICRO
 from labels_party.budget.ledger import BudgetExhaustedError, charge, lock_tenant
 from labels_party.datasets.service import get_dataset
 from labels_party.metrics import LabelsMetrics
+from labels_party.releases.audit import ReleaseAudit, audit_release
 from labels_party.releases.plan import Plan, ReleaseRequest, plan_release
 from labels_party.releases.work import ReleaseWork, release_path
 from labels_party.storage.orm import Recipient, Release
 
 log = logging.getLogger("labeldp.labels.releases")
 
-__all__ = ["Preview", "ReleaseRequest", "ReleaseService", "release_path"]
+__all__ = ["Preview", "ReleaseAudit", "ReleaseRequest", "ReleaseService", "release_path"]
 
 
 PriorSource = Literal["labels", "release", "public"]
@@ -84,6 +85,13 @@ class ReleaseService:
         if release.status != "complete":
             raise DomainError("release-not-complete", f"release {release_id} is {release.status}", status=409)
         return release_path(self.data_dir, release_id)
+
+    def audit(self, tenant_id: str, release_id: str) -> ReleaseAudit:
+        """Free, tenant-only: what the best attacker learns from this release (``audit.py``)."""
+        with self.sessions() as session:
+            release = owned(session, Release, release_id, tenant_id, "release")
+            ds = get_dataset(session, tenant_id, release.dataset_id)
+            return audit_release(self.data_dir, ds, release)
 
     # -- previews (free, tenant-only) ----------------------------------------------------------------
     def preview(

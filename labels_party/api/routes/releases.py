@@ -7,7 +7,7 @@ from fastapi.responses import FileResponse
 
 from labeldp.common.errors import DomainError
 from labels_party.api.deps import Caller, Releases
-from labels_party.api.schemas import PreviewIn, PreviewOut, ReleaseIn, ReleaseOut
+from labels_party.api.schemas import AuditOut, PreviewIn, PreviewOut, ReleaseIn, ReleaseOut
 
 router = APIRouter(prefix="/v1", tags=["releases"])
 
@@ -66,6 +66,14 @@ def list_releases(dataset_id: str, caller: Caller, releases: Releases) -> list[R
 @router.get("/releases/{release_id}", response_model=ReleaseOut)
 def get_release(release_id: str, caller: Caller, releases: Releases) -> ReleaseOut:
     return ReleaseOut.of(releases.get(caller.tenant_id, release_id))
+
+
+@router.get("/releases/{release_id}/audit", response_model=AuditOut)
+def audit_release(release_id: str, caller: Caller, releases: Releases) -> AuditOut:
+    """Free and for the tenant's eyes only (like the preview): what the best attacker learns from this
+    release, computed with the raw labels the dataset holds now. Spends nothing, goes to no recipient,
+    and is never logged."""
+    return AuditOut.of(releases.audit(caller.tenant_id, release_id))
 
 
 @router.get("/releases/{release_id}/noisy-labels")

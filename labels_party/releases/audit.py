@@ -1,0 +1,79 @@
+"""A release's privacy audit for its owner: what the best attacker learns, computed with the raw labels.
+
+Free and tenant-only, like the preview: it reads the labels the dataset holds now for the release's
+examples, spends nothing, never goes to a recipient and is never logged. It states
+
+* the data-independent bounds (also in every release record): the worst-case additive advantage over
+  all priors and the maximum multiplicative advantage (the implemented ε);
+* the exact advantage of an attacker who knows the **true** label distribution of these examples
+  (stronger than the real recipient, who only has the noisy prior) — additive advantage, how often it
+  simply trusts the noisy label, and for regression how much of its squared error the release removes;
+* that attacker's realized accuracy on this release's actual outputs, with and without them.
+
+Examples over a user-level contribution bound carry no label information and are left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from labeldp.common.errors import DomainError
+from labeldp.mechanisms import PublishedMechanism
+from labeldp.mechanisms.advantage import advantages, decision_rule, targets_of
+from labels_party.datasets.spec import DatasetSpec
+from labels_party.datasets.store import DatasetFiles
+from labels_party.releases.examples import current_labels
+from labels_party.releases.work import release_path
+from labels_party.storage.orm import Dataset, Release
+
+
+@dataclass(frozen=True)
+class ReleaseAudit:
+    release_id: str
+    examples: int  # examples with label information (user-level: within the bound)
+    worst_case_additive_advantage: float
+    max_multiplicative_advantage: float
+    true_distribution: dict[str, float]  # exact, for an attacker knowing the true label histogram
+    realized: dict[str, float]  # that attacker on this release's actual outputs
+
+
+def audit_release(data_dir: Path, ds: Dataset, release: Release) -> ReleaseAudit:
+    if release.status != "complete" or release.mechanism is None:
+        raise DomainError("release-not-complete", f"release {release.id} is {release.status}", status=409)
+    published = PublishedMechanism.model_validate(release.mechanism)
+    output = pq.read_table(release_path(data_dir, release.id), columns=["example_id", "bin"])
+    bins = np.asarray(output.column("bin").to_numpy(), dtype=np.int64)
+    informative = bins < published.m
+    spec = DatasetSpec.model_validate(ds.spec)
+    ids = output.column("example_id").combine_chunks().filter(informative)
+    labels = current_labels(DatasetFiles(data_dir, ds.id), ds, spec, ids)
+    known = ~np.isnan(labels)
+    if not known.any():
+        raise DomainError(
+            "no-labels", f"the dataset no longer holds labels for release {release.id}", status=409
+        )
+    support = spec.support_for(spec.loss(release.loss))  # the grid the release snapped labels to
+    position = support.snap(labels[known])
+    true_prior = np.bincount(position, minlength=support.k).astype(np.float64)
+    exact = advantages(published, true_prior).summary()
+    rule = decision_rule(published, true_prior)
+    truth = targets_of(published)[position]
+    outputs = bins[informative][known]
+    right_with = float(np.mean(rule[outputs] == truth))
+    right_without = float(np.mean(rule[-1] == truth))
+    return ReleaseAudit(
+        release.id,
+        int(known.sum()),
+        published.worst_case_additive_advantage,
+        published.max_multiplicative_advantage,
+        {k: v for k, v in exact.items() if k != "examples"},
+        {
+            "accuracy_without_release": right_without,
+            "accuracy_with_release": right_with,
+            "additive_advantage": right_with - right_without,
+        },
+    )
