@@ -13,6 +13,8 @@ BENCHMARKS = (
     "bench_utility",
     "bench_limits",
     "bench_user_level",
+    "bench_audit",
+    "bench_canaries",
     "bench_upload",
     "bench_ledger",
     "bench_delivery",
