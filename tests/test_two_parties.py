@@ -106,6 +106,9 @@ def test_release_travels_from_labels_party_to_features_party_over_mtls(tmp_path:
         assert got["mechanism"] == rel["mechanism"]
         published = PublishedMechanism.model_validate(rel["mechanism"])
         assert PublishedMechanism.model_validate(got["mechanism"]) == published
+        # both parties state the same data-independent attack bounds for it
+        for bound in ("worst_case_additive_advantage", "max_multiplicative_advantage"):
+            assert got[bound] == rel[bound] == getattr(published, bound)
         assert published.kind == "rr_on_bins" and published.loss == "poisson" and published.epsilon <= 1.0
         (stored_file,) = (tmp_path / "features" / "releases").glob("*.parquet")  # a name the receiver chose
         stored = pq.read_table(stored_file)

@@ -65,6 +65,10 @@ def test_a_user_level_release_caps_by_user_and_states_its_guarantee(api: Api) ->
     owner = {e: u or e for e, _, u in rows}
     informative = Counter(owner[e] for e, b in zip(ids, bins, strict=True) if b < mechanism.m)
     assert max(informative.values()) <= 2 and len(informative) == 65
+    # the tenant's audit covers exactly the examples that carry label information
+    audit = c.get(f"/v1/releases/{body['id']}/audit").json()
+    assert audit["examples"] == kept
+    assert audit["max_multiplicative_advantage"] == mechanism.implemented_epsilon
     # the ledger charged the kept examples ε₁/τ + ε₂ each and every user ε_user
     [entry] = charges(c)
     assert entry["examples"] == kept and entry["users"] == 65 and entry["user_epsilon"] == 2.0
