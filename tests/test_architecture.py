@@ -45,7 +45,7 @@ def test_a_violation_is_reported(tmp_path: Path) -> None:
         (tmp_path / package / "__init__.py").write_text("")
     for module in ("labeldp/client.py", "labeldp/processes.py"):
         (tmp_path / module).write_text("")
-    for package in ("labeldp/demo", "labeldp/datasets"):
+    for package in ("labeldp/demo", "labeldp/datasets", "labeldp/audit"):
         (tmp_path / package).mkdir()
         (tmp_path / package / "__init__.py").write_text("")
     (tmp_path / "labeldp" / "common" / "leak.py").write_text("import labels_party\n")

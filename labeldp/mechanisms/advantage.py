@@ -89,12 +89,6 @@ class Worst:
     additive: float  # max over all priors of the additive advantage (target: the bin or class)
     multiplicative: float  # max over priors and outputs: the implemented ε
 
-    def as_dict(self) -> dict[str, float]:
-        return {
-            "worst_case_additive_advantage": self.additive,
-            "max_multiplicative_advantage": self.multiplicative,
-        }
-
 
 def targets_of(published: PublishedMechanism) -> IntArray:
     """The attacker's target of each support point: its bin (RR-on-Bins) or its class (RR-Top-k)."""
@@ -111,12 +105,16 @@ def worst_case(published: PublishedMechanism) -> Worst:
 def target_prior(published: PublishedMechanism, prior: ArrayLike) -> FloatArray:
     """A prior on the support (``k`` or ``n × k``, rows normalized) summed into the targets."""
     p = _rows(prior, len(published.support), "prior")
-    targets = targets_of(published)
-    n_targets = int(targets.max()) + 1
-    out = np.zeros((p.shape[0], n_targets))
-    for j in range(n_targets):  # targets are intervals (bins) or single classes: few columns each
-        out[:, j] = p[:, targets == j].sum(axis=1)
-    return out
+    if published.kind == "rr_top_k":
+        return p  # the targets are the classes themselves
+    return _per_bin(published, p)
+
+
+def _per_bin(published: PublishedMechanism, values: FloatArray) -> FloatArray:
+    """Column sums over each RR-on-Bins bin (bins are consecutive runs of the support)."""
+    bins = np.asarray(published.support_bins, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, np.diff(bins) != 0])
+    return np.add.reduceat(values, starts, axis=1)
 
 
 def advantages(published: PublishedMechanism, prior: ArrayLike) -> Advantages:
@@ -203,17 +201,11 @@ def _bin_of_target(published: PublishedMechanism) -> IntArray:
 def _mse_reduction(published: PublishedMechanism, p: FloatArray) -> tuple[FloatArray, FloatArray]:
     """``Var(y) − E_z Var(y|z) = Σ_z N_z²/P(z) − μ²`` with ``N_z = Σ_i p_i y_i P(z | i)``."""
     y = np.asarray(published.support)
-    bins = np.asarray(published.support_bins, dtype=np.int64)
     t = published.threshold
-    h, l_, m = t.keep_probability, t.move_probability, published.m
+    h, l_ = t.keep_probability, t.move_probability
     mu = p @ y
     variance = np.maximum(p @ (y * y) - mu * mu, 0.0)
-    mass = np.zeros((p.shape[0], m))
-    first = np.zeros((p.shape[0], m))
-    for j in range(m):
-        inside = bins == j
-        mass[:, j] = p[:, inside].sum(axis=1)
-        first[:, j] = p[:, inside] @ y[inside]
+    mass, first = _per_bin(published, p), _per_bin(published, p * y)
     p_out = h * mass + l_ * (mass.sum(axis=1, keepdims=True) - mass)
     n_out = h * first + l_ * (first.sum(axis=1, keepdims=True) - first)
     with np.errstate(divide="ignore", invalid="ignore"):
