@@ -164,6 +164,22 @@ class LabelsClient(ApiClient):
             )
         )
 
+    def preview(
+        self,
+        dataset_id: str,
+        epsilon: float,
+        loss: str,
+        epsilon_prior: float | None = None,
+        prior_release_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Free and tenant-only: the mechanism and expected loss a release would have."""
+        body: dict[str, Any] = {"epsilon": epsilon, "loss": loss, "recipient": "preview"}
+        if epsilon_prior is not None:
+            body["epsilon_prior"] = epsilon_prior
+        if prior_release_id is not None:
+            body["prior_release_id"] = prior_release_id
+        return dict(self.call("POST", f"/v1/datasets/{dataset_id}/releases:preview", json=body))
+
     def deliver(self, release_id: str) -> dict[str, Any]:
         return dict(self.call("POST", f"/v1/releases/{release_id}/deliveries"))
 

@@ -124,3 +124,26 @@ def test_the_epsilon_check_fails_loudly_for_a_mechanism_spending_more_than_claim
     broken = CanaryAudit("r", 10, 1.0, 0.99, 1.2, 1e-6, {})
     assert ok.passed and not broken.passed and broken.as_dict()["passed"] is False
     assert np.isfinite(ok.epsilon_low)
+
+
+def test_the_preview_prints_expected_error_and_attack_bounds_and_charges_nothing(api: Api) -> None:
+    c = with_recipient(api.tenant("acme", "3"))
+    key = c.headers["Authorization"].removeprefix("Bearer ")
+    ds = c.post("/v1/datasets", json={"name": "weeks", "label_type": "count", "lo": 0, "hi": 9}).json()["id"]
+    body = "example_id,label\n" + "".join(f"e{i},{(i * i) % 10}\n" for i in range(5000))
+    c.put(f"/v1/datasets/{ds}/labels", content=body, headers={"Content-Type": "text/csv"}).raise_for_status()
+    common = ["--url", api.base, "--api-key", key, "--dataset", "weeks"]
+    code, out, err = run("labels", "preview", *common, "--epsilon", "2", "--json")
+    assert code == 0, err
+    preview = json.loads(out)
+    published = PublishedMechanism.model_validate(preview["mechanism"])
+    assert published.mechanism().expected_loss(published.support, preview["mechanism"]["prior"]) >= 0
+    code, out, err = run("labels", "preview", *common, "--epsilon", "2")
+    assert code == 0, err
+    assert f"{preview['expected_loss']:,.6g}" in out and "root:" in out
+    assert f"{published.worst_case_additive_advantage:.3f}" in out
+    assert charges(c) == []  # previews are free
+    code, _, err = run("labels", "preview", *common, "--epsilon", "-1")
+    assert code == 1 and "invalid" in err
+    code, _, err = run("labels", "preview", *common[:4], "--dataset", "nope", "--epsilon", "1")
+    assert code == 1 and "not-found" in err

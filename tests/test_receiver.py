@@ -403,6 +403,12 @@ def test_stalled_streams_are_cut_and_do_not_block_deliveries(tmp_path: Path) -> 
                 time.sleep(0.2)
         assert receipt is not None and receipt.example_count == 2000
         assert time.monotonic() - started < 10
+        # every stalled stream must end by itself (refused, or cut after the idle timeout) before the
+        # test lets the senders go on: a stream released by the test would end early, which the
+        # receiver rightly answers INVALID_ARGUMENT (seen once when a late-accepted stream was freed)
+        patience = time.monotonic() + 20
+        while len(outcomes) < 8 and time.monotonic() < patience:
+            time.sleep(0.1)
         release_gate.set()
         for t in threads:
             t.join(timeout=30)

@@ -157,6 +157,45 @@ def labels_release(
         _show(answer, as_json, line)
 
 
+def labels_preview(
+    dataset: Annotated[str, typer.Option(help="Dataset name or id.")],
+    epsilon: Annotated[float, typer.Option(help="ε the release would charge every example.")],
+    url: LabelsUrl = "http://127.0.0.1:8400",
+    api_key: LabelsKey = "",
+    loss: Annotated[str, typer.Option(help="squared, absolute, poisson or zero_one.")] = "squared",
+    epsilon_prior: Annotated[float | None, typer.Option(help="Part of ε for the private prior.")] = None,
+    prior_release: Annotated[
+        str | None,
+        typer.Option(
+            help="Use this earlier release's noisy prior (post-processing) instead of the raw labels."
+        ),
+    ] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Free, tenant-only: the bins, the expected error and what an attacker could learn from a release
+    at this ε — before spending anything."""
+    from labeldp.mechanisms import PublishedMechanism
+
+    with _errors(api_key, "LABELDP_API_KEY"), LabelsClient(url, api_key) as client:
+        p = client.preview(client.dataset_id(dataset), epsilon, loss, epsilon_prior, prior_release)
+    mech = PublishedMechanism.model_validate(p["mechanism"])
+    error = p["expected_loss"]
+    rms = f" (root: {error**0.5:,.4g})" if loss == "squared" else ""
+    bins = ", ".join(f"{v:,.4g}" for v in p["bin_values"])
+    source = {"labels": "the exact label histogram", "release": "that release's noisy prior"}.get(
+        p["prior_source"], "the given prior"
+    )
+    _show(
+        p,
+        as_json,
+        f"ε = {p['epsilon']:g} (ε₁ = {p['epsilon_prior']:.3g}) over {p['examples']:,} examples: "
+        f"{p['m']} bins [{bins}]\n"
+        f"expected {loss} error per label under {source}: {error:,.6g}{rms}\n"
+        f"an attacker guessing a label's bin gains at most {mech.worst_case_additive_advantage:.3f} "
+        f"(any prior); one released bin moves its odds by at most e^{mech.implemented_epsilon:.3f}",
+    )
+
+
 def _privacy_unit(
     unit: str, epsilon: float | None, epsilon_user: float | None, bound: str | None
 ) -> tuple[float, int | str | None]:

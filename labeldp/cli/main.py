@@ -478,6 +478,7 @@ _key_commands(features_app, _features_transaction, _features_models)
 
 labels_app.command("upload")(client_cli.labels_upload)
 labels_app.command("release")(client_cli.labels_release)
+labels_app.command("preview")(client_cli.labels_preview)
 features_app.command("upload")(client_cli.features_upload)
 features_app.command("train")(client_cli.features_train)
 app.add_typer(audit_app, name="audit")
