@@ -190,9 +190,6 @@ class LabelsClient(ApiClient):
     def noisy_labels(self, release_id: str) -> bytes:
         return bytes(self.call("GET", f"/v1/releases/{release_id}/noisy-labels"))
 
-    def release_info(self, release_id: str) -> dict[str, Any]:
-        return dict(self.call("GET", f"/v1/releases/{release_id}"))
-
     def audit(self, release_id: str) -> dict[str, Any]:
         """Free and tenant-only: what the best attacker learns from a release (raw labels used)."""
         return dict(self.call("GET", f"/v1/releases/{release_id}/audit"))
