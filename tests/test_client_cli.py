@@ -165,3 +165,12 @@ def test_upload_release_deliver_and_train_from_the_cli(tmp_path: Path, files: di
             "k",
         )
         assert code == 1 and "unreachable" in err
+
+
+def test_version_and_short_help() -> None:
+    from labeldp import __version__
+
+    code, out, _ = run("--version")
+    assert code == 0 and out.strip() == f"labeldp {__version__}"
+    code, out, _ = run("audit", "-h")
+    assert code == 0 and "attack" in out and "epsilon" in out

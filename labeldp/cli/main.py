@@ -17,11 +17,28 @@ from labeldp.cli.audit_commands import audit_app
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
-app = typer.Typer(help="labeldp: feature-oblivious label differential privacy.", no_args_is_help=True)
+app = typer.Typer(
+    help="labeldp: feature-oblivious label differential privacy.",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from labeldp import __version__
+
+        typer.echo(f"labeldp {__version__}")
+        raise typer.Exit()
 
 
 @app.callback()
-def main() -> None:
+def main(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
     """labeldp command line."""
 
 
