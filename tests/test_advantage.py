@@ -26,7 +26,6 @@ from labeldp.mechanisms.advantage import (
     target_prior,
     targets_from_noisy_model,
     targets_of,
-    worst_case,
 )
 from labeldp.mechanisms.validation import ParameterError
 from tests.support.seeded import SeededRandom
@@ -134,9 +133,8 @@ def test_exact_advantages_match_brute_force(name: str) -> None:
     assert np.allclose(dense.success_with, exact.success_with, atol=TOL)
     assert np.allclose(dense.multiplicative, exact.multiplicative, atol=1e-9)
     # and no example exceeds the data-independent bounds
-    worst = worst_case(published)
-    assert exact.additive.max() <= worst.additive + TOL
-    assert exact.multiplicative.max() <= worst.multiplicative + 1e-9
+    assert exact.additive.max() <= published.worst_case_additive_advantage + TOL
+    assert exact.multiplicative.max() <= published.max_multiplicative_advantage + 1e-9
 
 
 @pytest.mark.parametrize("name", sorted(MECHANISMS))
@@ -153,8 +151,8 @@ def test_worst_case_is_the_maximum_over_priors(name: str) -> None:
             for t in chosen:  # all of the target's mass on its first support point
                 p[int(np.flatnonzero(targets == t)[0])] = 1.0 / size
             best = max(best, float(brute_force(published, p[None, :])["with"][0] - 1.0 / size))
-    assert worst_case(published).additive == pytest.approx(best, abs=TOL)
-    assert worst_case(published).multiplicative == published.implemented_epsilon
+    assert published.worst_case_additive_advantage == pytest.approx(best, abs=TOL)
+    assert published.max_multiplicative_advantage == published.implemented_epsilon
 
 
 def test_binary_rr_matches_the_papers_closed_form() -> None:
@@ -167,7 +165,7 @@ def test_binary_rr_matches_the_papers_closed_form() -> None:
     assert np.array_equal(result.trusts, (eta >= 1 - q - 1e-12) & (eta <= q + 1e-12))
     interior = (eta > 0) & (eta < 1)
     assert np.allclose(result.multiplicative[interior], published.implemented_epsilon, rtol=1e-12)
-    assert worst_case(published).additive == pytest.approx(q - 0.5, abs=TOL)
+    assert published.worst_case_additive_advantage == pytest.approx(q - 0.5, abs=TOL)
 
 
 @pytest.mark.slow
@@ -255,4 +253,4 @@ def test_an_integer_support_regression_release_has_finite_numbers() -> None:
     summary = advantages(published, published.prior).summary()
     assert all(np.isfinite(v) for v in summary.values())
     assert 0 <= summary["mse_reduction_share"] <= 1
-    assert summary["additive_max"] <= worst_case(published).additive + TOL
+    assert summary["additive_max"] <= published.worst_case_additive_advantage + TOL

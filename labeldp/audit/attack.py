@@ -3,8 +3,9 @@
 The features party holds features and the released bins. It trains a model of ``P(released bin | x)``
 (gradient boosting), inverts the randomized response into ``P(label's bin | x)`` (its prior about each
 example's label from the features), and combines that with the example's own released bin by Bayes'
-rule. Cross-fitting keeps the two apart: the model that scores an example never saw that example's
-released bin, so "without the release" means the features and everyone else's bins.
+rule. Cross-fitting (two halves by a hash of the example ID) keeps the two apart: the model that
+scores an example never saw that example's released bin, so "without the release" means the features
+and everyone else's bins.
 
 Reported beside each other: the measured accuracy of guessing each example's target (its bin, or
 class) without and with its released bin — the measured additive advantage, with a Wilson interval —
@@ -14,7 +15,6 @@ the same priors against a baseline channel (Laplace noise), for the demo's compa
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,11 +22,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sklearn.ensemble import HistGradientBoostingClassifier
 
-from features_party.training.fit import Encoder
+from features_party.training.fit import Encoder, validation_mask
 from labeldp.mechanisms import PublishedMechanism, explicit_support
 from labeldp.mechanisms.advantage import Advantages, advantages, attack, targets_from_noisy_model, targets_of
 
-FOLDS = 2
 ITERATIONS = 60
 MIN_EXAMPLES = 100
 FLOOR = 1e-4  # the inverted estimate keeps every bin possible: a fitted model is never a certainty
@@ -42,18 +41,6 @@ class AttackResult:
     exact: Advantages  # per example, for the attacker's priors
     support_priors: np.ndarray  # n × k: each example's prior over the support (for baselines)
     true_labels: np.ndarray
-
-    def summary(self) -> dict[str, object]:
-        return {"measured": self.measured, "exact": self.exact.summary()}
-
-
-def fold_of(ids: pa.Array) -> np.ndarray:
-    """A deterministic fold per example ID (a hash, no random generator)."""
-    out = np.empty(len(ids), dtype=np.int64)
-    for i, example_id in enumerate(ids.to_pylist()):
-        digest = hashlib.blake2b(str(example_id).encode(), digest_size=4, person=b"labeldp-audit").digest()
-        out[i] = int.from_bytes(digest, "little") % FOLDS
-    return out
 
 
 def run_attack(
@@ -97,10 +84,11 @@ def run_attack(
     ]
     outputs = np.asarray(joined.column("bin").to_numpy(), dtype=np.int64)
     labels = np.asarray(pc.cast(joined.column("label"), pa.float64()).to_numpy(zero_copy_only=False))
-    folds = fold_of(joined.column("example_id").combine_chunks())
+    # two folds by a hash of the example ID (the features party's own deterministic split)
+    half = validation_mask(joined.column("example_id").combine_chunks(), 0.5)
     noisy_probs = np.zeros((joined.num_rows, published.m))
-    for fold in range(FOLDS):
-        train, score = folds != fold, folds == fold
+    for score in (half, ~half):
+        train = ~score
         encoder = Encoder(columns, categorical).fit(joined.filter(pa.array(train)))
         X = encoder.transform(joined)
         seen = np.unique(outputs[train])

@@ -77,12 +77,13 @@ def audit_attack(
     except (ValueError, AuditInputError, OSError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from exc
+    m, e = result.measured, result.exact.summary()
     summary = {
-        **result.summary(),
+        "measured": m,
+        "exact": e,
         "worst_case_additive_advantage": mechanism.worst_case_additive_advantage,
         "max_multiplicative_advantage": mechanism.max_multiplicative_advantage,
     }
-    m, e = result.measured, result.exact.summary()
     target = "bin" if mechanism.kind == "rr_on_bins" else "class"
     line = (
         f"{int(m['examples']):,} examples attacked (the label's {target} is the target)\n"

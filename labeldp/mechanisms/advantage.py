@@ -20,8 +20,10 @@ reported set gets a uniform bin), so every quantity here costs ``O(n·(k + m))``
 ever formed. ``channel_advantages`` computes the same numbers for any finite channel (a baseline's,
 or a test's).
 
-The data-independent worst case of the additive advantage, over every prior, is ``h − 1/m``
-(attained by a uniform prior over the bins); the multiplicative one is the implemented ε.
+The data-independent worst cases — ``h − 1/m`` for the additive advantage over every prior (attained
+by a uniform prior over the bins), the implemented ε for the multiplicative one — are properties of
+the mechanism itself: ``PublishedMechanism.worst_case_additive_advantage`` and
+``max_multiplicative_advantage``.
 """
 
 from __future__ import annotations
@@ -82,24 +84,11 @@ class Advantages:
         return out
 
 
-@dataclass(frozen=True)
-class Worst:
-    """Data-independent bounds: a function of the published mechanism alone."""
-
-    additive: float  # max over all priors of the additive advantage (target: the bin or class)
-    multiplicative: float  # max over priors and outputs: the implemented ε
-
-
 def targets_of(published: PublishedMechanism) -> IntArray:
     """The attacker's target of each support point: its bin (RR-on-Bins) or its class (RR-Top-k)."""
     if published.kind == "rr_on_bins":
         return np.asarray(published.support_bins, dtype=np.int64)
     return np.arange(len(published.support), dtype=np.int64)
-
-
-def worst_case(published: PublishedMechanism) -> Worst:
-    """``h − 1/m`` and the implemented ε (see the module docstring; docs/math.md §11 proves the first)."""
-    return Worst(published.worst_case_additive_advantage, published.max_multiplicative_advantage)
 
 
 def target_prior(published: PublishedMechanism, prior: ArrayLike) -> FloatArray:
@@ -431,10 +420,11 @@ def epsilon_lower_bound(
 
 
 def _clopper_pearson(successes: int, n: int, alpha_each_side: float) -> tuple[float, float]:
-    """One-sided Clopper–Pearson bounds, each holding with probability ``1 − alpha_each_side``."""
-    low = 0.0 if successes == 0 else float(stats.beta.ppf(alpha_each_side, successes, n - successes + 1))
-    high = 1.0 if successes == n else float(stats.beta.ppf(1 - alpha_each_side, successes + 1, n - successes))
-    return low, high
+    """One-sided Clopper–Pearson ("exact") bounds, each holding with probability ``1 − alpha_each_side``."""
+    level = 1 - alpha_each_side
+    low = stats.binomtest(successes, n, alternative="greater").proportion_ci(level, method="exact").low
+    high = stats.binomtest(successes, n, alternative="less").proportion_ci(level, method="exact").high
+    return float(low), float(high)
 
 
 def _rows(prior: ArrayLike, k: int, name: str) -> FloatArray:

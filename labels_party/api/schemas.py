@@ -280,14 +280,7 @@ class AuditOut(BaseModel):
 
     @classmethod
     def of(cls, a: ReleaseAudit) -> AuditOut:
-        return cls(
-            release_id=a.release_id,
-            examples=a.examples,
-            worst_case_additive_advantage=a.worst_case_additive_advantage,
-            max_multiplicative_advantage=a.max_multiplicative_advantage,
-            true_distribution=a.true_distribution,
-            realized=a.realized,
-        )
+        return cls.model_validate(a, from_attributes=True)
 
 
 class PreviewIn(ReleaseIn):

@@ -50,13 +50,10 @@ def example_set(files: DatasetFiles, ds: Dataset, spec: DatasetSpec, subset: lis
     if base.num_rows == 0:
         raise DomainError("empty-release", "the release would contain no examples")
     ids = base.column("example_id").combine_chunks()
-    position = pc.index_in(ids, value_set=labels.column("example_id"))
-    has_label = np.asarray(pc.is_valid(position).to_numpy(zero_copy_only=False), dtype=bool)
-    values = np.empty(len(ids), dtype=np.float64)
+    values, position = _labels_at(ids, labels)
+    has_label = ~np.isnan(values)  # stored labels are finite (validated on upload)
     users = pa.nulls(len(ids), pa.string())
     if has_label.any():
-        idx = np.asarray(pc.drop_null(position).to_numpy(zero_copy_only=False), dtype=np.int64)
-        values[has_label] = np.asarray(labels.column("label").to_numpy(), dtype=np.float64)[idx]
         users = pc.take(labels.column("user_id"), position)
     missing = int((~has_label).sum())
     if missing:
@@ -88,12 +85,19 @@ def _users_of(ids: pa.Array, labels: pa.Table) -> pa.Array:
 
 
 def current_labels(files: DatasetFiles, ds: Dataset, spec: DatasetSpec, ids: pa.Array) -> np.ndarray:
-    """The labels the dataset holds now for ``ids`` (its default label where it has none)."""
-    labels = files.read_labels(ds.labels_version, ["example_id", "label"])
+    """The labels the dataset holds now for ``ids`` (its default label where it has none, else NaN)."""
+    values, _ = _labels_at(ids, files.read_labels(ds.labels_version, ["example_id", "label"]))
+    if spec.default_label is not None:
+        values[np.isnan(values)] = spec.default_label
+    return values
+
+
+def _labels_at(ids: pa.Array, labels: pa.Table) -> tuple[np.ndarray, pa.Array]:
+    """Each ID's label (NaN where it has none) and its row in ``labels`` (null where none)."""
     position = pc.index_in(ids, value_set=labels.column("example_id"))
     has_label = np.asarray(pc.is_valid(position).to_numpy(zero_copy_only=False), dtype=bool)
-    values = np.full(len(ids), np.nan if spec.default_label is None else spec.default_label, dtype=np.float64)
+    values = np.full(len(ids), np.nan)
     if has_label.any():
         idx = np.asarray(pc.drop_null(position).to_numpy(zero_copy_only=False), dtype=np.int64)
         values[has_label] = np.asarray(labels.column("label").to_numpy(), dtype=np.float64)[idx]
-    return values
+    return values, position
