@@ -7,6 +7,10 @@ native categorical handling, or a linear baseline; ``debias`` is ``none``, ``aff
 predictions) or ``unbiased`` (train on the unbiased targets; squared and absolute loss only, since the
 targets can be negative). Validation reports the loss against the noisy labels and an unbiased estimate
 of the loss against the binned true labels (``BinsNoise.unbiased_loss``).
+
+The result is one scikit-learn ``Pipeline`` (column encoding, the estimator, and the affine correction
+or the classifier's debiasing as a wrapper of the estimator): it is what the service predicts with and
+what ``GET /v1/models/{id}/artifact`` exports, so the two cannot disagree.
 """
 
 from __future__ import annotations
@@ -14,18 +18,24 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+from sklearn.compose import ColumnTransformer
 from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
+from sklearn.impute import SimpleImputer
 from sklearn.linear_model import LogisticRegression, PoissonRegressor, Ridge
+from sklearn.pipeline import Pipeline, make_pipeline
+from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder, StandardScaler
 
 from labeldp.common.errors import DomainError
 from labeldp.mechanisms import BinsNoise, resolve_loss
+from labeldp.mechanisms.estimators import AffineDebiasedRegressor, ReleaseClassifier
 
 ModelKind = Literal["hgb", "linear"]
 Progress = Callable[[dict[str, float]], None]
@@ -56,57 +66,88 @@ def validation_mask(ids: pa.Array, fraction: float) -> npt.NDArray[np.bool_]:
     return out
 
 
+def feature_frame(table: pa.Table, columns: list[str], categorical: list[str]) -> pd.DataFrame:
+    """The columns as the exported pipeline takes them: categorical ones as text, the rest as floats."""
+    typed = {
+        name: pc.cast(table.column(name), pa.string() if name in categorical else pa.float64())
+        for name in columns
+    }
+    return pa.table(typed).to_pandas()
+
+
 @dataclass
 class Encoder:
-    """Turns feature columns into a float matrix: numeric as is, categorical as category codes (the
-    most frequent ``MAX_CATEGORIES`` kept, the rest and unseen values missing)."""
+    """The feature columns as the model sees them, as a scikit-learn ``ColumnTransformer`` (the first
+    step of the exported pipeline). Categorical columns (read as text) keep their ``MAX_CATEGORIES``
+    most frequent values of the training split; gradient boosting gets their ordinal codes (unseen and
+    missing values missing) and numbers as they are; linear models get one-hot columns (unseen values
+    all zero) and numbers with missing values imputed by the median and standardized."""
 
     columns: list[str]
     categorical: list[str]
-    categories: dict[str, list[str]] = field(default_factory=dict)
+    linear: bool = False
+    transformer: ColumnTransformer | None = None
+
+    @property
+    def numeric(self) -> list[str]:
+        return [c for c in self.columns if c not in self.categorical]
+
+    def frame(self, table: pa.Table) -> pd.DataFrame:
+        return feature_frame(table, self.columns, self.categorical)
 
     def fit(self, table: pa.Table) -> Encoder:
+        categories = []
         for name in self.categorical:
             counts = pc.value_counts(pc.cast(table.column(name), pa.string()).combine_chunks())
             pairs = [(c["values"], c["counts"]) for c in counts.to_pylist() if c["values"] is not None]
             pairs.sort(key=lambda p: (-p[1], p[0]))
-            self.categories[name] = [v for v, _ in pairs[:MAX_CATEGORIES]]
+            categories.append([v for v, _ in pairs[:MAX_CATEGORIES]])
+        if self.linear:
+            encode: Any = OneHotEncoder(categories=categories, handle_unknown="ignore", sparse_output=False)
+            scale: Any = make_pipeline(
+                SimpleImputer(strategy="median", keep_empty_features=True), StandardScaler()
+            )
+        else:
+            encode = OrdinalEncoder(
+                categories=categories,
+                handle_unknown="use_encoded_value",
+                unknown_value=np.nan,
+                encoded_missing_value=np.nan,
+            )
+            scale = "passthrough"
+        self.transformer = ColumnTransformer(
+            [("categorical", encode, self.categorical), ("numeric", scale, self.numeric)],
+            verbose_feature_names_out=False,
+        ).fit(self.frame(table))
         return self
 
     def transform(self, table: pa.Table) -> npt.NDArray[np.float64]:
-        out = np.empty((table.num_rows, len(self.columns)), dtype=np.float64)
-        for j, name in enumerate(self.columns):
-            col = table.column(name)
-            if name in self.categories:
-                codes = pc.index_in(
-                    pc.cast(col, pa.string()), value_set=pa.array(self.categories[name], pa.string())
-                )
-                out[:, j] = np.asarray(
-                    pc.cast(codes, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64
-                )
-            else:
-                out[:, j] = np.asarray(
-                    pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64
-                )
-        return out
+        if self.transformer is None:
+            raise TrainingError("the encoder is not fitted")
+        return np.asarray(self.transformer.transform(self.frame(table)), dtype=np.float64)
 
     @property
     def categorical_mask(self) -> list[bool]:
-        return [name in self.categories for name in self.columns]
+        """Which of the transformed columns are category codes (categorical ones come first)."""
+        return [True] * len(self.categorical) + [False] * len(self.numeric)
 
 
 @dataclass
 class Trained:
-    model: Any
-    encoder: Encoder
+    """A fitted model: ``model`` is the exported scikit-learn ``Pipeline`` (encoding, estimator and the
+    release's debiasing); it takes a data frame of the raw feature ``columns``."""
+
+    model: Pipeline
+    columns: list[str]
+    categorical: list[str]
     noise: BinsNoise
     loss: str
     debias: Debias
     metrics: dict[str, float]
 
     def predict(self, features: pa.Table) -> npt.NDArray[np.float64]:
-        raw = np.asarray(self.model.predict(self.encoder.transform(features)), dtype=np.float64)
-        return self.noise.affine_correct(raw) if self.debias == "affine" else raw
+        frame = feature_frame(features, self.columns, self.categorical)
+        return np.asarray(self.model.predict(frame), dtype=np.float64)
 
 
 def fit_in_steps(estimator: Any, X: np.ndarray, y: np.ndarray, progress: Progress | None) -> None:
@@ -149,6 +190,11 @@ def regressor(model: ModelKind, loss: str, encoder: Encoder) -> Any:
     return Ridge(alpha=1.0)
 
 
+def _encoder(schema: dict[str, str], features: pa.Table, *, linear: bool) -> Encoder:
+    columns = [c for c in schema if c in features.column_names]
+    return Encoder(columns, [c for c in columns if schema[c] == "categorical"], linear=linear)
+
+
 def join_informative(release: pa.Table, features: pa.Table, noise: BinsNoise) -> tuple[pa.Table, int]:
     """The release joined to the features, without the examples over a user-level release's bound
     (bin code ``m``: their noisy label carries no information, so training on it would only add
@@ -189,20 +235,15 @@ def fit(
     valid = validation_mask(joined.column("example_id").combine_chunks(), validation_fraction)
     if valid.all() or not valid.any():
         raise TrainingError("the validation split is empty or covers everything; change validation_fraction")
-    columns = [c for c in schema if c in features.column_names]
-    encoder = Encoder(columns, [c for c in columns if schema[c] == "categorical"]).fit(
-        joined.filter(pa.array(~valid))
-    )
+    encoder = _encoder(schema, features, linear=model == "linear").fit(joined.filter(pa.array(~valid)))
     X = encoder.transform(joined)
     target = noise.unbiased_targets(bins) if debias == "unbiased" else noisy
     estimator = regressor(model, loss, encoder)
-    if model == "linear":
-        X = np.nan_to_num(X)  # linear baselines have no native missing-value support
     fit_in_steps(estimator, X[~valid], target[~valid], progress)
-    trained = Trained(estimator, encoder, noise, loss, debias, {})
-    predictions = np.asarray(estimator.predict(X[valid]), dtype=np.float64)
-    if debias == "affine":
-        predictions = noise.affine_correct(predictions)
+    final = AffineDebiasedRegressor(estimator, noise) if debias == "affine" else estimator
+    pipeline = Pipeline([("encode", encoder.transformer), ("model", final)])
+    trained = Trained(pipeline, encoder.columns, encoder.categorical, noise, loss, debias, {})
+    predictions = np.asarray(final.predict(X[valid]), dtype=np.float64)
     if loss == "poisson":
         predictions = np.maximum(predictions, 1e-9)
     ell = resolve_loss(loss)
@@ -220,16 +261,12 @@ def fit(
 
 @dataclass
 class TrainedClassifier(Trained):
-    """A classifier of the reported classes (``bin_values``); ``predict`` gives class probabilities."""
+    """A classifier of the reported classes (``bin_values``); ``predict`` gives class probabilities
+    (the pipeline's last step is a ``ReleaseClassifier``)."""
 
     def predict(self, features: pa.Table) -> npt.NDArray[np.float64]:
-        proba = np.asarray(self.model.predict_proba(self.encoder.transform(features)), dtype=np.float64)
-        full = np.zeros((proba.shape[0], self.noise.m))
-        full[:, np.asarray(self.model.classes_, dtype=np.int64)] = proba
-        if self.debias == "affine" and self.noise.m > 1:
-            # P(noisy bin j | x) = a·q_j(x) + b·(1 − π) + π/k: undo it (docs/math.md §6)
-            full = self.noise.class_probabilities(full)
-        return full
+        frame = feature_frame(features, self.columns, self.categorical)
+        return np.asarray(self.model.predict_proba(frame), dtype=np.float64)
 
     def positive_probability(self, features: pa.Table) -> npt.NDArray[np.float64]:
         """For binary releases: the probability of the class whose value is 1."""
@@ -257,10 +294,7 @@ def fit_classifier(
         raise TrainingError("the validation split is empty or covers everything; change validation_fraction")
     if np.unique(bins[~valid]).size < 2:
         raise TrainingError("the training split has a single class; nothing to learn")
-    columns = [c for c in schema if c in features.column_names]
-    encoder = Encoder(columns, [c for c in columns if schema[c] == "categorical"]).fit(
-        joined.filter(pa.array(~valid))
-    )
+    encoder = _encoder(schema, features, linear=model == "linear").fit(joined.filter(pa.array(~valid)))
     X = encoder.transform(joined)
     if model == "hgb":
         estimator: Any = HistGradientBoostingClassifier(
@@ -269,12 +303,12 @@ def fit_classifier(
             early_stopping=False,
         )
     else:
-        X = np.nan_to_num(X)
         estimator = LogisticRegression(max_iter=1000)
     fit_in_steps(estimator, X[~valid], bins[~valid], progress)
-    trained = TrainedClassifier(estimator, encoder, noise, "zero_one", debias, {})
-    proba = trained.predict(joined.filter(pa.array(valid)))
-    predicted = np.argmax(proba, axis=1)
+    final = ReleaseClassifier(estimator, noise, debias=debias == "affine")
+    pipeline = Pipeline([("encode", encoder.transformer), ("model", final)])
+    trained = TrainedClassifier(pipeline, encoder.columns, encoder.categorical, noise, "zero_one", debias, {})
+    predicted = np.argmax(final.predict_proba(X[valid]), axis=1)
 
     trained.metrics = {
         "examples_capped": float(capped),

@@ -1,8 +1,9 @@
 """The body of a training job, and how its model is saved and loaded.
 
-A model is the fitted scikit-learn estimator saved with skops (never pickle) plus a JSON file with
-what predictions need (columns, categories, the release's published mechanism, the debiasing).
-Loading only trusts scikit-learn and numpy types (plus ``functools.partial``), and only files this
+A model is the fitted scikit-learn ``Pipeline`` saved with skops (never pickle) as ``model.skops`` —
+the exported artifact — plus a JSON file with what the API needs besides (the raw feature columns and
+which are categorical, the release's published mechanism, the metrics). Loading trusts scikit-learn's
+and numpy's types, ``functools.partial`` and labeldp's two debiasing wrappers, and only files this
 service wrote.
 """
 
@@ -22,12 +23,17 @@ from sqlalchemy.orm import Session, sessionmaker
 from features_party.receiver.store import published_mechanism
 from features_party.storage.orm import FeatureTable, ReceivedRelease, TrainingJob
 from features_party.tables.service import table_path
-from features_party.training.fit import Encoder, Trained, TrainedClassifier, fit, fit_classifier
+from features_party.training.fit import Trained, TrainedClassifier, fit, fit_classifier
 from labeldp import __version__
 from labeldp.common.db import utcnow
+from labeldp.common.errors import DomainError
 from labeldp.mechanisms import BinsNoise, PublishedMechanism
+from labeldp.mechanisms.estimators import TRUSTED_TYPES
 
-TRUSTED_EXTRA = {"functools.partial"}  # HistGradientBoosting keeps its loss as a partial
+# HistGradientBoosting keeps its loss as a partial; the pipeline's last step is a debiasing wrapper
+TRUSTED_EXTRA = {"functools.partial", *TRUSTED_TYPES}
+MODEL_FORMAT = 2  # 1: a bare estimator with the encoding in meta.json (before models were exportable)
+ARTIFACT = "model.skops"
 
 
 def model_dir(data_dir: Path, job_id: str) -> Path:
@@ -41,11 +47,11 @@ def is_classification(mechanism: PublishedMechanism) -> bool:
 
 def save(trained: Trained, mechanism: PublishedMechanism, directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
-    sio.dump(trained.model, directory / "model.skops")
+    sio.dump(trained.model, directory / ARTIFACT)
     meta = {
-        "columns": trained.encoder.columns,
-        "categorical": trained.encoder.categorical,
-        "categories": trained.encoder.categories,
+        "format": MODEL_FORMAT,
+        "columns": trained.columns,
+        "categorical": trained.categorical,
         "mechanism": mechanism.model_dump(mode="json"),
         "loss": trained.loss,
         "debias": trained.debias,
@@ -56,20 +62,24 @@ def save(trained: Trained, mechanism: PublishedMechanism, directory: Path) -> No
 
 
 def load(directory: Path) -> Trained:
-    path = directory / "model.skops"
+    meta = json.loads((directory / "meta.json").read_text())
+    if meta.get("format") != MODEL_FORMAT:
+        raise DomainError(
+            "model-needs-retraining",
+            "this model was saved before models were exportable pipelines; train it again",
+            status=409,
+        )
+    path = directory / ARTIFACT
     untrusted = sio.get_untrusted_types(file=path)
     foreign = [t for t in untrusted if not t.startswith(("sklearn.", "numpy.")) and t not in TRUSTED_EXTRA]
     if foreign:
         raise ValueError(f"refusing to load a model with foreign types: {foreign}")
     model = sio.load(path, trusted=untrusted)
-    meta = json.loads((directory / "meta.json").read_text())
-    encoder = Encoder(meta["columns"], meta["categorical"], meta["categories"])
-    if "mechanism" in meta:
-        noise = BinsNoise.of_published(PublishedMechanism.model_validate(meta["mechanism"]))
-    else:  # models saved before the published mechanism existed
-        noise = BinsNoise.of(meta["bin_values"], meta["epsilon"])
+    noise = BinsNoise.of_published(PublishedMechanism.model_validate(meta["mechanism"]))
     kind = TrainedClassifier if meta.get("classifier") else Trained
-    return kind(model, encoder, noise, meta["loss"], meta["debias"], meta["metrics"])
+    return kind(
+        model, meta["columns"], meta["categorical"], noise, meta["loss"], meta["debias"], meta["metrics"]
+    )
 
 
 def provenance(
@@ -136,7 +146,8 @@ def run(sessions: sessionmaker[Session], data_dir: Path, job_id: str) -> str:
         else:
             trained = fit(released, features, table.schema, noise, mechanism.loss, **options)
         save(trained, mechanism, model_dir(data_dir, job_id))
-        iterations = int(getattr(trained.model, "n_iter_", 0) or 0)
+        final = trained.model[-1]
+        iterations = int(getattr(getattr(final, "estimator", final), "n_iter_", 0) or 0)
         progress(
             status="succeeded",
             metrics=trained.metrics,

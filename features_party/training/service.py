@@ -20,7 +20,7 @@ from features_party.receiver.store import ReceivedReleases, published_mechanism
 from features_party.storage.orm import TrainingJob
 from features_party.tables.service import FeatureTables
 from features_party.training.fit import SKLEARN_LOSS, Trained, TrainedClassifier
-from features_party.training.jobs import is_classification, load, model_dir, provenance, run
+from features_party.training.jobs import ARTIFACT, is_classification, load, model_dir, provenance, run
 from labeldp.common.db import owned, utcnow
 from labeldp.common.errors import DomainError, not_found
 
@@ -123,6 +123,14 @@ class TrainingService:
             )
             return list(rows.scalars())
 
+    def artifact(self, tenant_id: str, model_id: str) -> Path:
+        """The model's exported pipeline (``model.skops``), for download."""
+        job = self.job(tenant_id, model_id)
+        if job.status != "succeeded":
+            raise DomainError("model-not-ready", f"model {model_id} is {job.status}", status=409)
+        self._trained(job)  # a model saved in an older format is refused (409) rather than exported
+        return model_dir(self.data_dir, job.id) / ARTIFACT
+
     def _trained(self, job: TrainingJob) -> Trained:
         if job.id not in self._models:
             self._models[job.id] = load(model_dir(self.data_dir, job.id))
@@ -145,14 +153,7 @@ class TrainingService:
         if (rows is None) == (example_ids is None):
             raise DomainError("invalid-request", "send either example_ids or rows")
         if rows is not None:
-            missing = sorted({c for c in trained.encoder.columns for r in rows if c not in r})
-            if missing:
-                raise DomainError(
-                    "missing-features", f"rows lack feature columns: {missing}", columns=missing
-                )
-            return _predictions(
-                trained, pa.table({c: [r.get(c) for r in rows] for c in trained.encoder.columns})
-            )
+            return _predictions(trained, feature_rows(trained, rows))
         name = feature_table or job.feature_table
         try:
             table = self.tables.get(tenant_id, name)
@@ -174,12 +175,12 @@ def feature_rows(trained: Trained, rows: list[dict[str, Any]]) -> pa.Table:
     columns, scalars (read as text) for categorical ones; anything else is a 422 naming the column."""
     if not rows:
         raise DomainError("invalid-request", "rows must not be empty")
-    missing = sorted({c for c in trained.encoder.columns for r in rows if c not in r})
+    missing = sorted({c for c in trained.columns for r in rows if c not in r})
     if missing:
         raise DomainError("missing-features", f"rows lack feature columns: {missing}", columns=missing)
-    categorical = set(trained.encoder.categorical)
+    categorical = set(trained.categorical)
     columns: dict[str, pa.Array] = {}
-    for name in trained.encoder.columns:
+    for name in trained.columns:
         values = [r.get(name) for r in rows]
         bad = next(
             (

@@ -3,6 +3,7 @@
 from typing import Any
 
 from fastapi import APIRouter
+from fastapi.responses import FileResponse
 
 from features_party.api.deps import Caller, Training
 from features_party.api.schemas import JobOut, ModelOut, PredictIn, TrainingJobIn
@@ -30,6 +31,21 @@ def list_models(tenant: Caller, training: Training) -> list[ModelOut]:
 @router.get("/models/{model_id}", response_model=ModelOut)
 def get_model(model_id: str, tenant: Caller, training: Training) -> ModelOut:
     return ModelOut.of(training.job(tenant, model_id))
+
+
+@router.get(
+    "/models/{model_id}/artifact",
+    response_class=FileResponse,
+    responses={200: {"content": {"application/octet-stream": {}}, "description": "the skops file"}},
+)
+def download_model(model_id: str, tenant: Caller, training: Training) -> FileResponse:
+    """The model as one scikit-learn ``Pipeline`` saved with skops: raw feature columns in (a data frame;
+    categorical columns as text), debiased predictions out. Load it with ``skops.io.load``."""
+    return FileResponse(
+        training.artifact(tenant, model_id),
+        media_type="application/octet-stream",
+        filename=f"model-{model_id}.skops",
+    )
 
 
 @router.post("/models/{model_id}/predictions")
