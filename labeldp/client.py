@@ -89,6 +89,15 @@ class ApiClient:
             return r.json()
         return r.content
 
+    def items(self, path: str, *, page_size: int = 1000, **params: Any) -> Iterator[dict[str, Any]]:
+        """Every item of a paged list, following its ``next`` links."""
+        page = self.call("GET", path, params={**params, "limit": page_size})
+        while True:
+            yield from page["items"]
+            if page["next"] is None:
+                return
+            page = self.call("GET", page["next"])
+
     def upload(self, path: str, file: Path, on_bytes: Callable[[int], None] | None = None) -> Any:
         """PUT a file, streamed in 1 MiB chunks (the type follows the file's extension)."""
         headers = {"Content-Type": content_type_of(file), "Content-Length": str(file.stat().st_size)}
@@ -102,7 +111,7 @@ class LabelsClient(ApiClient):
         return dict(self.call("GET", "/v1/identity"))
 
     def recipients(self) -> list[dict[str, Any]]:
-        return list(self.call("GET", "/v1/recipients"))
+        return list(self.items("/v1/recipients"))
 
     def register_recipient(
         self, name: str, grpc_address: str, tls_ca_pem: str | None, fingerprint: str
@@ -116,7 +125,7 @@ class LabelsClient(ApiClient):
         return dict(self.call("POST", "/v1/datasets", json=spec))
 
     def datasets(self) -> list[dict[str, Any]]:
-        return list(self.call("GET", "/v1/datasets"))
+        return list(self.items("/v1/datasets"))
 
     def dataset_id(self, name_or_id: str) -> str:
         for ds in self.datasets():
@@ -202,7 +211,7 @@ class FeaturesClient(ApiClient):
         return dict(self.call("GET", "/v1/identity"))
 
     def senders(self) -> list[dict[str, Any]]:
-        return list(self.call("GET", "/v1/senders"))
+        return list(self.items("/v1/senders"))
 
     def pin_sender(self, sender_id: str, public_key_pem: str) -> dict[str, Any]:
         return dict(

@@ -76,7 +76,7 @@ def test_plaintext_delivery_redelivery_and_identity(tmp_path: Path) -> None:
                 again.status_code == 201 and again.json()["receipt_sha256"] == first.json()["receipt_sha256"]
             )
             assert c.get("/v1/ledger").json()["items"] == ledger_before
-            assert [d["outcome"] for d in c.get(f"/v1/releases/{rel}/deliveries").json()] == [
+            assert [d["outcome"] for d in c.get(f"/v1/releases/{rel}/deliveries").json()["items"]] == [
                 "delivered",
                 "delivered",
             ]
@@ -103,7 +103,7 @@ def test_unreachable_recipient_is_retried_with_backoff_then_reported(tmp_path: P
             and body["attempts"] == 3
         )
         assert elapsed >= 0.5 * (0.25 + 0.5)  # two backoff sleeps between three attempts
-        log = c.get(f"/v1/releases/{rel}/deliveries").json()
+        log = c.get(f"/v1/releases/{rel}/deliveries").json()["items"]
         assert [(d["outcome"], d["status"]) for d in log] == [("failed", "UNAVAILABLE")]
 
 

@@ -74,7 +74,11 @@ def test_schema_is_inferred_overridable_and_versions_replace(features: Features)
     )
     r = put(c, "colors", buf.getvalue(), "application/vnd.apache.parquet")
     assert r.status_code == 201 and r.json()["schema"] == {"color": "categorical", "x": "numeric"}
-    assert [t["name"] for t in c.get("/v1/feature-tables").json()] == ["colors", "users"]
+    assert [t["name"] for t in c.get("/v1/feature-tables").json()["items"]] == ["colors", "users"]
+    first = c.get("/v1/feature-tables", params={"limit": 1}).json()
+    assert [t["name"] for t in first["items"]] == ["colors"] and first["next_offset"] == 1
+    second = c.get(first["next"]).json()
+    assert [t["name"] for t in second["items"]] == ["users"] and second["next"] is None
 
 
 @pytest.mark.parametrize(
@@ -133,7 +137,7 @@ def test_join_report_and_tenant_isolation(features: Features) -> None:
         "not-found",
     )
     problem(other.get("/v1/feature-tables/users"), 404, "not-found")
-    assert other.get("/v1/feature-tables").json() == []
+    assert other.get("/v1/feature-tables").json()["items"] == []
     problem(c.post("/v1/joins", json={"release_id": "nope", "feature_table": "users"}), 404, "not-found")
 
 
@@ -188,7 +192,7 @@ def test_hostile_tables_are_refused_and_store_nothing(
 ) -> None:
     c = features.client("ml")
     problem(put(c, "t", body, ctype), 422, code)
-    assert c.get("/v1/feature-tables").json() == []
+    assert c.get("/v1/feature-tables").json()["items"] == []
     assert httpx.get(f"{features.base}/healthz").status_code == 200
 
 

@@ -124,7 +124,7 @@ def test_release_parameters_out_of_range_charge_nothing(api: Api, body: dict[str
     ds = dataset(c)
     upload(c, ds, csv([(f"e{i}", i % 53) for i in range(200)]))
     problem(release(c, ds, "k", **body), 422, code)
-    assert charges(c) == [] and c.get(f"/v1/datasets/{ds}/releases").json() == []
+    assert charges(c) == [] and c.get(f"/v1/datasets/{ds}/releases").json()["items"] == []
     assert not (api.data_dir / "releases").exists() or not any((api.data_dir / "releases").iterdir())
 
 
@@ -176,7 +176,7 @@ def test_dataset_names_are_unique_per_tenant(api: Api) -> None:
     )
     other = api.tenant("other")
     dataset(other, "weeks")  # another tenant may use the name
-    assert [d["name"] for d in c.get("/v1/datasets").json()] == ["weeks"]
+    assert [d["name"] for d in c.get("/v1/datasets").json()["items"]] == ["weeks"]
 
 
 def test_oversized_json_bodies_are_refused_before_parsing(api: Api) -> None:
@@ -205,6 +205,6 @@ def test_timestamps_are_timezone_aware_utc(api: Api) -> None:
         c.get(f"/v1/releases/{rel['id']}").json()["created_at"],
         c.get(f"/v1/releases/{rel['id']}").json()["completed_at"],
         c.get("/v1/ledger").json()["items"][-1]["created_at"],
-        c.get("/v1/recipients").json()[0]["created_at"],
+        c.get("/v1/recipients").json()["items"][0]["created_at"],
     ]
     assert all(s.endswith(("+00:00", "Z")) for s in stamps), stamps

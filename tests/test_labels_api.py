@@ -116,7 +116,7 @@ def test_dataset_specs_are_validated(api: Api) -> None:
         },
     )
     assert ok.status_code == 201 and ok.json()["support_size"] == 201
-    assert [d["name"] for d in c.get("/v1/datasets").json()] == ["prices"]
+    assert [d["name"] for d in c.get("/v1/datasets").json()["items"]] == ["prices"]
 
 
 def test_uploads_upsert_in_three_formats(api: Api) -> None:
@@ -185,7 +185,7 @@ def test_release_lifecycle_and_stored_output(api: Api) -> None:
     assert rel["epsilon"] == 1.0 and rel["epsilon_charged_micro"] == 1_000_000
     assert rel["bins"] == sorted(rel["bins"]) and rel["mechanism"]["implemented_epsilon"] <= 1.0
     assert c.get(f"/v1/releases/{rel['id']}").json()["id"] == rel["id"]
-    assert [x["id"] for x in c.get(f"/v1/datasets/{ds}/releases").json()] == [rel["id"]]
+    assert [x["id"] for x in c.get(f"/v1/datasets/{ds}/releases").json()["items"]] == [rel["id"]]
     out = pq.read_table(io.BytesIO(c.get(f"/v1/releases/{rel['id']}/noisy-labels").content))
     assert out.num_rows == 500 and set(out.column("example_id").to_pylist()) == {f"ex{i}" for i in range(500)}
     assert max(out.column("bin").to_pylist()) < len(rel["bins"])
@@ -267,7 +267,7 @@ def test_release_validation_errors_store_nothing(api: Api) -> None:
     problem(release(c, ds, "v6", loss="zero_one"), 422, "invalid-loss")
     empty = dataset(c, "empty")
     problem(release(c, empty, "v7"), 422, "empty-release")
-    assert charges(c) == [] and c.get(f"/v1/datasets/{ds}/releases").json() == []
+    assert charges(c) == [] and c.get(f"/v1/datasets/{ds}/releases").json()["items"] == []
 
 
 def test_preview_is_free(api: Api) -> None:
@@ -330,7 +330,7 @@ def test_tenants_never_see_each_other(api: Api) -> None:
         other.get(f"/v1/releases/{rel}/noisy-labels"),
     ):
         problem(resp, 404, "not-found")
-    assert other.get("/v1/datasets").json() == []
+    assert other.get("/v1/datasets").json()["items"] == []
     assert charges(other) == []
 
 
@@ -342,8 +342,44 @@ def test_ledger_is_paginated(api: Api) -> None:
         assert release(c, ds, f"p{i}", epsilon=1.0).status_code == 201
     page = c.get("/v1/ledger", params={"limit": 2}).json()
     assert [e["kind"] for e in page["items"]] == ["budget_set", "charge"] and page["next_offset"] == 2
+    assert page["next"] == "/v1/ledger?limit=2&offset=2"
     rest = c.get("/v1/ledger", params={"limit": 10, "offset": 2}).json()
-    assert len(rest["items"]) == 3 and rest["next_offset"] is None
+    assert len(rest["items"]) == 3 and rest["next_offset"] is None and rest["next"] is None
+    assert walk(c, "/v1/ledger", 2) == c.get("/v1/ledger").json()["items"]
+
+
+def walk(c: httpx.Client, path: str, limit: int) -> list[dict[str, Any]]:
+    """Every item of a list, following ``next`` links ``limit`` at a time (each page at most that)."""
+    items: list[dict[str, Any]] = []
+    page = c.get(path, params={"limit": limit}).json()
+    while True:
+        assert len(page["items"]) <= limit
+        items += page["items"]
+        if page["next"] is None:
+            return items
+        assert len(page["items"]) == limit  # only a full page has a next one
+        page = c.get(page["next"]).json()
+
+
+def test_every_list_pages_with_next_links(api: Api) -> None:
+    c = with_recipient(api.tenant("acme", "50"))
+    assert c.post("/v1/recipients", json={"name": "second"}).status_code == 201
+    names = [f"d{i}" for i in range(5)]
+    ids = [dataset(c, name) for name in names]
+    upload(c, ids[0], csv([("a", 1), ("b", 2)]))
+    releases = [release(c, ids[0], f"k{i}", epsilon=1.0).json()["id"] for i in range(3)]
+    assert [d["name"] for d in walk(c, "/v1/datasets", 2)] == names  # oldest first, nothing twice
+    assert [r["id"] for r in walk(c, f"/v1/datasets/{ids[0]}/releases", 2)] == releases
+    assert [r["name"] for r in walk(c, "/v1/recipients", 1)] == ["publisher", "second"]
+    assert walk(c, f"/v1/releases/{releases[0]}/deliveries", 1) == []
+    assert c.get("/v1/datasets", params={"offset": 5}).json() == {
+        "items": [],
+        "next_offset": None,
+        "next": None,
+    }
+    for bad in ({"limit": 0}, {"limit": 1001}, {"offset": -1}, {"limit": "x"}):
+        r = c.get("/v1/datasets", params=bad)
+        assert r.status_code == 422 and r.headers["content-type"] == "application/problem+json", bad
 
 
 def _race(n: int, fn: Any) -> list[httpx.Response]:

@@ -168,7 +168,9 @@ def test_exported_pipelines_reproduce_the_api_in_a_fresh_process(tmp_path: Path)
             content=b"example_id,x\nq1,1\nq2,2\n",
             headers={"Content-Type": "text/csv"},
         ).raise_for_status()
-        failed = c.post("/v1/models", json={"release_id": regression.release_id, "feature_table": "strangers"})
+        failed = c.post(
+            "/v1/models", json={"release_id": regression.release_id, "feature_table": "strangers"}
+        )
         assert wait(c, failed.json()["id"])["state"] == "failed"
         refused = c.get(f"/v1/models/{failed.json()['id']}/artifact")
         assert refused.status_code == 409 and refused.json()["type"] == "model-not-ready"

@@ -82,6 +82,11 @@ def test_train_inspect_predict_and_survive_a_restart(tmp_path: Path) -> None:
         assert done["progress"]["iterations"] == 200 and done["progress"]["elapsed_s"] > 0
         model = c.get(f"/v1/models/{job}").json()
         assert model["loss"] == "poisson" and model["debias"] == "affine"
+        stamps = [model["created_at"], done["created_at"], done["finished_at"]]
+        stamps += [t["updated_at"] for t in c.get("/v1/feature-tables").json()["items"]]
+        stamps += [r["received_at"] for r in c.get("/v1/releases").json()["items"]]
+        stamps += [s["created_at"] for s in c.get("/v1/senders").json()["items"]]
+        assert all(s.endswith(("+00:00", "Z")) for s in stamps), stamps  # timezone-aware UTC
         assert model["metrics"]["validation_examples"] > 0
         assert (
             model["provenance"]["release_id"] == rel.release_id
@@ -95,7 +100,7 @@ def test_train_inspect_predict_and_survive_a_restart(tmp_path: Path) -> None:
         by_rows = c.post(f"/v1/models/{job}/predictions", json={"rows": rows}).json()["predictions"]
         assert np.allclose(by_id, by_rows) and all(p > 0 for p in by_id)
         # 4xx paths: each answers clearly and creates no job
-        models_before = c.get("/v1/models").json()
+        models_before = c.get("/v1/models").json()["items"]
         assert c.post("/v1/models", json={"release_id": "nope", "feature_table": "census"}).status_code == 404
         assert (
             c.post("/v1/models", json={"release_id": rel.release_id, "feature_table": "nope"}).status_code
@@ -107,7 +112,7 @@ def test_train_inspect_predict_and_survive_a_restart(tmp_path: Path) -> None:
         assert bad.status_code == 422 and bad.json()["type"] == "invalid-debias"
         svm = {"release_id": rel.release_id, "feature_table": "census", "model": "svm"}
         assert c.post("/v1/models", json=svm).status_code == 422
-        assert c.get("/v1/models").json() == models_before
+        assert c.get("/v1/models").json()["items"] == models_before
         assert (
             other.get(f"/v1/models/{job}").status_code == 404
             and other.get(f"/v1/jobs/{job}").status_code == 404

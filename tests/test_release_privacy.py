@@ -114,7 +114,7 @@ def test_a_failure_after_the_charge_keeps_the_charge_and_leaves_no_output(api: A
     releases_dir.write_text("not a folder")  # the output cannot be written: the work after the charge fails
     r = release(c, ds, "doomed", epsilon=1.0)
     problem(r, 500, "internal-error")
-    (rel,) = c.get(f"/v1/datasets/{ds}/releases").json()
+    (rel,) = c.get(f"/v1/datasets/{ds}/releases").json()["items"]
     assert (rel["status"] == "failed" and "NotADirectoryError" in rel["error"]) or "FileExistsError" in rel[
         "error"
     ]

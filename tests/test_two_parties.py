@@ -96,7 +96,7 @@ def test_release_travels_from_labels_party_to_features_party_over_mtls(tmp_path:
         ).json()
         delivered = a.post(f"/v1/releases/{rel['id']}/deliveries")
         assert delivered.status_code == 201, delivered.text
-        received = f.get("/v1/releases").json()
+        received = f.get("/v1/releases").json()["items"]
         assert [r["release_id"] for r in received] == [rel["id"]]
         got = received[0]
         assert got["example_count"] == 30_000 and got["sender_id"] == "advertiser"

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AwareDatetime, BaseModel, Field
 
 from features_party.receiver.store import published_mechanism
 from features_party.storage.orm import FeatureTable, ReceivedRelease, Sender, TrainingJob
@@ -30,7 +29,7 @@ class SenderIn(BaseModel):
 class SenderOut(BaseModel):
     id: str
     key_id: str
-    created_at: datetime
+    created_at: AwareDatetime
 
     @classmethod
     def of(cls, s: Sender) -> SenderOut:
@@ -44,7 +43,7 @@ class ReceivedReleaseOut(BaseModel):
     example_count: int
     chunk_count: int
     payload_sha256: str
-    received_at: datetime
+    received_at: AwareDatetime
     mechanism: PublishedMechanism = Field(description="the published mechanism, as signed by the sender")
     worst_case_additive_advantage: float = Field(
         description="how much more often than before the best attacker, whatever it believes, guesses a "
@@ -78,7 +77,7 @@ class FeatureTableOut(BaseModel):
     version: int
     rows: int
     schema_: dict[str, str] = Field(alias="schema", serialization_alias="schema")
-    updated_at: datetime
+    updated_at: AwareDatetime
 
     @classmethod
     def of(cls, t: FeatureTable) -> FeatureTableOut:
@@ -134,8 +133,8 @@ class JobOut(BaseModel):
     state: str
     progress: dict[str, Any]
     error: str | None
-    created_at: datetime
-    finished_at: datetime | None
+    created_at: AwareDatetime
+    finished_at: AwareDatetime | None
 
     @classmethod
     def of(cls, j: TrainingJob) -> JobOut:
@@ -158,7 +157,7 @@ class ModelOut(BaseModel):
     metrics: dict[str, Any]
     provenance: dict[str, Any]
     error: str | None
-    created_at: datetime
+    created_at: AwareDatetime
 
     @classmethod
     def of(cls, j: TrainingJob) -> ModelOut:

@@ -17,6 +17,7 @@ from features_party.storage.orm import ReceivedRelease, Sender
 from labeldp.common.errors import DomainError, not_found
 from labeldp.common.identity import fingerprint, load_public_key, public_key_pem
 from labeldp.common.inputs import is_uuid
+from labeldp.common.pages import PageRequest
 from labeldp.common.wire import mechanism_from_header
 from labeldp.mechanisms import PublishedMechanism
 from labeldp.v1 import delivery_pb2 as pb
@@ -46,9 +47,10 @@ class SenderRegistry:
         except IntegrityError as exc:
             raise DomainError("sender-exists", f"sender {sender_id!r} is already pinned", status=409) from exc
 
-    def list(self) -> list[Sender]:
+    def list(self, paging: PageRequest) -> list[Sender]:
         with self.sessions() as session:
-            return list(session.execute(select(Sender).order_by(Sender.created_at)).scalars())
+            query = select(Sender).order_by(Sender.created_at, Sender.id)
+            return list(session.execute(paging.window(query)).scalars())
 
     def pinned_key(self, sender_id: str, key_id: str) -> Ed25519PublicKey | None:
         """The key a message claiming to be from ``sender_id`` signed with ``key_id`` must verify under."""
@@ -63,11 +65,10 @@ class ReceivedReleases:
     def __init__(self, sessions: sessionmaker[Session], data_dir: Path) -> None:
         self.sessions, self.data_dir = sessions, data_dir
 
-    def list(self) -> list[ReceivedRelease]:
+    def list(self, paging: PageRequest) -> list[ReceivedRelease]:
         with self.sessions() as session:
-            return list(
-                session.execute(select(ReceivedRelease).order_by(ReceivedRelease.received_at)).scalars()
-            )
+            query = select(ReceivedRelease).order_by(ReceivedRelease.received_at, ReceivedRelease.release_id)
+            return list(session.execute(paging.window(query)).scalars())
 
     def get(self, release_id: str) -> ReceivedRelease:
         if not is_uuid(release_id):

@@ -19,6 +19,7 @@ from labeldp.common.db import utcnow
 from labeldp.common.errors import not_found
 from labeldp.common.files import write_parquet_atomic
 from labeldp.common.inputs import is_clean_text
+from labeldp.common.pages import PageRequest
 
 
 def table_path(data_dir: Path, table_id: str, version: int) -> Path:
@@ -62,12 +63,13 @@ class FeatureTables:
             raise not_found("feature table", repr(name))
         return table
 
-    def list(self, tenant_id: str) -> list[FeatureTable]:
+    def list(self, tenant_id: str, paging: PageRequest) -> list[FeatureTable]:
+        """By name (a table is replaced in place, so its creation time would move it)."""
         with self.sessions() as session:
-            rows = session.execute(
+            query = (
                 select(FeatureTable).where(FeatureTable.tenant_id == tenant_id).order_by(FeatureTable.name)
             )
-            return list(rows.scalars())
+            return list(session.execute(paging.window(query)).scalars())
 
     def path(self, table: FeatureTable, version: int | None = None) -> Path:
         return table_path(self.data_dir, table.id, table.version if version is None else version)

@@ -23,6 +23,7 @@ from features_party.training.fit import SKLEARN_LOSS, Trained, TrainedClassifier
 from features_party.training.jobs import ARTIFACT, is_classification, load, model_dir, provenance, run
 from labeldp.common.db import owned, utcnow
 from labeldp.common.errors import DomainError, not_found
+from labeldp.common.pages import PageRequest
 
 
 @dataclass(frozen=True)
@@ -116,12 +117,14 @@ class TrainingService:
         with self.sessions() as s:
             return owned(s, TrainingJob, job_id, tenant_id, "model")
 
-    def jobs(self, tenant_id: str) -> list[TrainingJob]:
+    def jobs(self, tenant_id: str, paging: PageRequest) -> list[TrainingJob]:
         with self.sessions() as s:
-            rows = s.execute(
-                select(TrainingJob).where(TrainingJob.tenant_id == tenant_id).order_by(TrainingJob.created_at)
+            query = (
+                select(TrainingJob)
+                .where(TrainingJob.tenant_id == tenant_id)
+                .order_by(TrainingJob.created_at, TrainingJob.id)
             )
-            return list(rows.scalars())
+            return list(s.execute(paging.window(query)).scalars())
 
     def artifact(self, tenant_id: str, model_id: str) -> Path:
         """The model's exported pipeline (``model.skops``), for download."""

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 from labeldp.common.inputs import ExampleId, Name, Pem
 from labeldp.mechanisms import LossName, PrivacyUnit, PublishedMechanism
@@ -45,7 +44,7 @@ class RecipientOut(BaseModel):
     grpc_address: str | None
     fingerprint: str | None
     tls: bool
-    created_at: datetime
+    created_at: AwareDatetime
 
     @classmethod
     def of(cls, r: Recipient) -> RecipientOut:
@@ -75,8 +74,8 @@ class DeliveryOut(BaseModel):
     detail: str
     receipt_sha256: str | None
     wire_bytes: int
-    started_at: datetime
-    finished_at: datetime | None
+    started_at: AwareDatetime
+    finished_at: AwareDatetime | None
 
     @classmethod
     def of(cls, d: Delivery) -> DeliveryOut:
@@ -94,7 +93,7 @@ class DatasetOut(BaseModel):
     support_size: int
     label_count: int
     universe_count: int | None
-    created_at: datetime
+    created_at: AwareDatetime
 
     @classmethod
     def of(cls, ds: Dataset) -> DatasetOut:
@@ -227,8 +226,8 @@ class ReleaseOut(BaseModel):
         "two labels (the implemented ε)"
     )
     error: str | None
-    created_at: datetime
-    completed_at: datetime | None
+    created_at: AwareDatetime
+    completed_at: AwareDatetime | None
 
     @classmethod
     def of(cls, r: Release) -> ReleaseOut:
@@ -373,7 +372,7 @@ class LedgerEntryOut(BaseModel):
     user_epsilon: float | None = Field(description="charges: the most any one user was charged")
     api_key_id: str | None
     note: str
-    created_at: datetime
+    created_at: AwareDatetime
 
     @classmethod
     def of(cls, e: LedgerEntry) -> LedgerEntryOut:
@@ -390,8 +389,3 @@ class LedgerEntryOut(BaseModel):
             note=e.note,
             created_at=e.created_at,
         )
-
-
-class LedgerPageOut(BaseModel):
-    items: list[LedgerEntryOut]
-    next_offset: int | None

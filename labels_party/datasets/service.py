@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from labeldp.common.db import owned
 from labeldp.common.errors import DomainError
+from labeldp.common.pages import PageRequest
 from labels_party.datasets.spec import DatasetSpec
 from labels_party.datasets.store import DatasetFiles, merge_labels
 from labels_party.datasets.uploads import validate_upload
@@ -58,12 +59,12 @@ class DatasetService:
                 "dataset-exists", f"a dataset named {name!r} already exists", status=409
             ) from exc
 
-    def list(self, tenant_id: str) -> list[Dataset]:
+    def list(self, tenant_id: str, paging: PageRequest) -> list[Dataset]:
         with self.sessions() as session:
-            rows = session.execute(
-                select(Dataset).where(Dataset.tenant_id == tenant_id).order_by(Dataset.created_at)
+            query = (
+                select(Dataset).where(Dataset.tenant_id == tenant_id).order_by(Dataset.created_at, Dataset.id)
             )
-            return list(rows.scalars())
+            return list(session.execute(paging.window(query)).scalars())
 
     def get(self, tenant_id: str, dataset_id: str) -> Dataset:
         with self.sessions() as session:

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from labeldp.common.db import owned, utcnow
 from labeldp.common.errors import DomainError
+from labeldp.common.pages import PageRequest
 from labels_party.config import LabelsSettings
 from labels_party.delivery.client import deliver
 from labels_party.delivery.message import message_path
@@ -70,13 +71,14 @@ class RecipientService:
                 "recipient-exists", f"a recipient named {name!r} already exists", status=409
             ) from exc
 
-    def list(self, tenant_id: str) -> list[Recipient]:
+    def list(self, tenant_id: str, paging: PageRequest) -> list[Recipient]:
         with self.sessions() as session:
-            return list(
-                session.execute(
-                    select(Recipient).where(Recipient.tenant_id == tenant_id).order_by(Recipient.created_at)
-                ).scalars()
+            query = (
+                select(Recipient)
+                .where(Recipient.tenant_id == tenant_id)
+                .order_by(Recipient.created_at, Recipient.id)
             )
+            return list(session.execute(paging.window(query)).scalars())
 
 
 class DeliveryService:
@@ -148,10 +150,12 @@ class DeliveryService:
             session.add(delivery)
         return delivery
 
-    def of_release(self, tenant_id: str, release_id: str) -> list[Delivery]:
+    def of_release(self, tenant_id: str, release_id: str, paging: PageRequest) -> list[Delivery]:
         with self.sessions() as session:
             owned(session, Release, release_id, tenant_id, "release")
-            rows = session.execute(
-                select(Delivery).where(Delivery.release_id == release_id).order_by(Delivery.started_at)
+            query = (
+                select(Delivery)
+                .where(Delivery.release_id == release_id)
+                .order_by(Delivery.started_at, Delivery.id)
             )
-            return list(rows.scalars())
+            return list(session.execute(paging.window(query)).scalars())

@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from labeldp.common.db import owned
 from labeldp.common.errors import DomainError
+from labeldp.common.pages import PageRequest
 from labeldp.mechanisms import PublishedMechanism, optimal_mechanism
 from labels_party.budget.epsilon import MICRO
 from labels_party.budget.ledger import BudgetExhaustedError, charge, lock_tenant
@@ -71,13 +72,15 @@ class ReleaseService:
         with self.sessions() as session:
             return owned(session, Release, release_id, tenant_id, "release")
 
-    def of_dataset(self, tenant_id: str, dataset_id: str) -> list[Release]:
+    def of_dataset(self, tenant_id: str, dataset_id: str, paging: PageRequest) -> list[Release]:
         with self.sessions() as session:
             get_dataset(session, tenant_id, dataset_id)
-            rows = session.execute(
-                select(Release).where(Release.dataset_id == dataset_id).order_by(Release.created_at)
-            ).scalars()
-            return list(rows)
+            query = (
+                select(Release)
+                .where(Release.dataset_id == dataset_id)
+                .order_by(Release.created_at, Release.id)
+            )
+            return list(session.execute(paging.window(query)).scalars())
 
     def output_path(self, tenant_id: str, release_id: str) -> Path:
         """The stored output of a complete release (reading it is free)."""

@@ -10,6 +10,7 @@ from features_party.api.schemas import FeatureTableOut
 from features_party.tables.validation import table_format
 from labeldp.common.errors import DomainError
 from labeldp.common.inputs import MAX_NAME_CHARS
+from labeldp.common.pages import Page, Paging
 from labeldp.common.spool import spool_body
 
 router = APIRouter(prefix="/v1", tags=["features"])
@@ -50,9 +51,11 @@ async def put_feature_table(
     return FeatureTableOut.of(row)
 
 
-@router.get("/feature-tables", response_model=list[FeatureTableOut])
-def list_feature_tables(tenant: Caller, tables: Tables) -> list[FeatureTableOut]:
-    return [FeatureTableOut.of(t) for t in tables.list(tenant)]
+@router.get("/feature-tables", response_model=Page[FeatureTableOut])
+def list_feature_tables(
+    tenant: Caller, tables: Tables, paging: Paging, request: Request
+) -> Page[FeatureTableOut]:
+    return Page[FeatureTableOut].of(tables.list(tenant, paging), paging, request, FeatureTableOut.of)
 
 
 @router.get("/feature-tables/{name}", response_model=FeatureTableOut)

@@ -1,17 +1,20 @@
 """``/v1/releases``: releases received and verified by the gRPC receiver."""
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from features_party.api.deps import Caller, Releases
 from features_party.api.schemas import ReceivedReleaseOut
+from labeldp.common.pages import Page, Paging
 
 router = APIRouter(prefix="/v1", tags=["releases"])
 
 
-@router.get("/releases", response_model=list[ReceivedReleaseOut])
-def list_releases(_: Caller, releases: Releases) -> list[ReceivedReleaseOut]:
+@router.get("/releases", response_model=Page[ReceivedReleaseOut])
+def list_releases(
+    _: Caller, releases: Releases, paging: Paging, request: Request
+) -> Page[ReceivedReleaseOut]:
     """Releases received and verified by the gRPC receiver, with their signed metadata."""
-    return [ReceivedReleaseOut.of(r) for r in releases.list()]
+    return Page[ReceivedReleaseOut].of(releases.list(paging), paging, request, ReceivedReleaseOut.of)
 
 
 @router.get("/releases/{release_id}", response_model=ReceivedReleaseOut)

@@ -1,9 +1,10 @@
 """``/v1/senders``: labels parties whose signed releases this party accepts."""
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from features_party.api.deps import Caller, Senders
 from features_party.api.schemas import SenderIn, SenderOut
+from labeldp.common.pages import Page, Paging
 
 router = APIRouter(prefix="/v1", tags=["senders"])
 
@@ -14,6 +15,6 @@ def pin_sender(body: SenderIn, _: Caller, senders: Senders) -> SenderOut:
     return SenderOut.of(senders.pin(body.id, body.public_key_pem))
 
 
-@router.get("/senders", response_model=list[SenderOut])
-def list_senders(_: Caller, senders: Senders) -> list[SenderOut]:
-    return [SenderOut.of(s) for s in senders.list()]
+@router.get("/senders", response_model=Page[SenderOut])
+def list_senders(_: Caller, senders: Senders, paging: Paging, request: Request) -> Page[SenderOut]:
+    return Page[SenderOut].of(senders.list(paging), paging, request, SenderOut.of)

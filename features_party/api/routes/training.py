@@ -2,11 +2,12 @@
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse
 
 from features_party.api.deps import Caller, Training
 from features_party.api.schemas import JobOut, ModelOut, PredictIn, TrainingJobIn
+from labeldp.common.pages import Page, Paging
 
 router = APIRouter(prefix="/v1", tags=["models"])
 
@@ -23,9 +24,9 @@ def get_job(job_id: str, tenant: Caller, training: Training) -> JobOut:
     return JobOut.of(training.job(tenant, job_id))
 
 
-@router.get("/models", response_model=list[ModelOut])
-def list_models(tenant: Caller, training: Training) -> list[ModelOut]:
-    return [ModelOut.of(j) for j in training.jobs(tenant)]
+@router.get("/models", response_model=Page[ModelOut])
+def list_models(tenant: Caller, training: Training, paging: Paging, request: Request) -> Page[ModelOut]:
+    return Page[ModelOut].of(training.jobs(tenant, paging), paging, request, ModelOut.of)
 
 
 @router.get("/models/{model_id}", response_model=ModelOut)

@@ -2,14 +2,13 @@
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 
+from labeldp.common.pages import Page, Paging
 from labels_party.api.deps import Budget, Caller
-from labels_party.api.schemas import BudgetOut, LedgerEntryOut, LedgerPageOut
+from labels_party.api.schemas import BudgetOut, LedgerEntryOut
 
 router = APIRouter(prefix="/v1", tags=["budget"])
-MAX_PAGE = 1000
-MAX_OFFSET = 2**31 - 1  # far beyond any ledger; keeps the value a database integer
 
 
 @router.get("/datasets/{dataset_id}/budget", response_model=BudgetOut)
@@ -31,16 +30,9 @@ def get_budget(
     return BudgetOut.of(answer, epsilon, epsilon_user)
 
 
-@router.get("/ledger", response_model=LedgerPageOut)
-def get_ledger(
-    caller: Caller,
-    budget: Budget,
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
-    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
-) -> LedgerPageOut:
+@router.get("/ledger", response_model=Page[LedgerEntryOut])
+def get_ledger(caller: Caller, budget: Budget, paging: Paging, request: Request) -> Page[LedgerEntryOut]:
     """Append-only ledger entries of this tenant, oldest first."""
-    page = budget.ledger(caller.tenant_id, limit, offset)
-    return LedgerPageOut(
-        items=[LedgerEntryOut.of(e) for e in page.entries],
-        next_offset=offset + limit if offset + limit < page.total else None,
-    )
+    page = budget.ledger(caller.tenant_id, paging.limit, paging.offset)
+    more = paging.offset + paging.limit < page.total
+    return Page[LedgerEntryOut].of(page.entries, paging, request, LedgerEntryOut.of, more=more)

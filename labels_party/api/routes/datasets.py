@@ -5,6 +5,7 @@ from pathlib import Path
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 
+from labeldp.common.pages import Page, Paging
 from labeldp.common.spool import spool_body
 from labels_party.api.deps import Caller, Datasets, Services
 from labels_party.api.schemas import DatasetIn, DatasetOut, UploadOut
@@ -21,9 +22,9 @@ def create_dataset(body: DatasetIn, caller: Caller, datasets: Datasets) -> Datas
     return DatasetOut.of(datasets.create(caller.tenant_id, body.name, spec))
 
 
-@router.get("/datasets", response_model=list[DatasetOut])
-def list_datasets(caller: Caller, datasets: Datasets) -> list[DatasetOut]:
-    return [DatasetOut.of(d) for d in datasets.list(caller.tenant_id)]
+@router.get("/datasets", response_model=Page[DatasetOut])
+def list_datasets(caller: Caller, datasets: Datasets, paging: Paging, request: Request) -> Page[DatasetOut]:
+    return Page[DatasetOut].of(datasets.list(caller.tenant_id, paging), paging, request, DatasetOut.of)
 
 
 @router.get("/datasets/{dataset_id}", response_model=DatasetOut)

@@ -1,7 +1,8 @@
 """``/v1/releases/{id}/deliveries``: stream the stored signed message to the recipient."""
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
+from labeldp.common.pages import Page, Paging
 from labels_party.api.deps import Caller, Deliveries
 from labels_party.api.schemas import DeliveryOut
 
@@ -15,6 +16,9 @@ def deliver(release_id: str, caller: Caller, deliveries: Deliveries) -> Delivery
     return DeliveryOut.of(deliveries.deliver(caller.tenant_id, release_id))
 
 
-@router.get("/releases/{release_id}/deliveries", response_model=list[DeliveryOut])
-def list_deliveries(release_id: str, caller: Caller, deliveries: Deliveries) -> list[DeliveryOut]:
-    return [DeliveryOut.of(d) for d in deliveries.of_release(caller.tenant_id, release_id)]
+@router.get("/releases/{release_id}/deliveries", response_model=Page[DeliveryOut])
+def list_deliveries(
+    release_id: str, caller: Caller, deliveries: Deliveries, paging: Paging, request: Request
+) -> Page[DeliveryOut]:
+    rows = deliveries.of_release(caller.tenant_id, release_id, paging)
+    return Page[DeliveryOut].of(rows, paging, request, DeliveryOut.of)

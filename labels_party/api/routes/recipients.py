@@ -1,7 +1,8 @@
 """``/v1/recipients``: the features parties a tenant's releases may be addressed to."""
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
+from labeldp.common.pages import Page, Paging
 from labels_party.api.deps import Caller, Recipients
 from labels_party.api.schemas import RecipientIn, RecipientOut
 
@@ -16,6 +17,8 @@ def register_recipient(body: RecipientIn, caller: Caller, recipients: Recipients
     )
 
 
-@router.get("/recipients", response_model=list[RecipientOut])
-def list_recipients(caller: Caller, recipients: Recipients) -> list[RecipientOut]:
-    return [RecipientOut.of(r) for r in recipients.list(caller.tenant_id)]
+@router.get("/recipients", response_model=Page[RecipientOut])
+def list_recipients(
+    caller: Caller, recipients: Recipients, paging: Paging, request: Request
+) -> Page[RecipientOut]:
+    return Page[RecipientOut].of(recipients.list(caller.tenant_id, paging), paging, request, RecipientOut.of)

@@ -2,10 +2,11 @@
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Response
+from fastapi import APIRouter, Header, Request, Response
 from fastapi.responses import FileResponse
 
 from labeldp.common.errors import DomainError
+from labeldp.common.pages import Page, Paging
 from labels_party.api.deps import Caller, Releases
 from labels_party.api.schemas import AuditOut, PreviewIn, PreviewOut, ReleaseIn, ReleaseOut
 
@@ -58,9 +59,12 @@ def preview_release(dataset_id: str, body: PreviewIn, caller: Caller, releases: 
     )
 
 
-@router.get("/datasets/{dataset_id}/releases", response_model=list[ReleaseOut])
-def list_releases(dataset_id: str, caller: Caller, releases: Releases) -> list[ReleaseOut]:
-    return [ReleaseOut.of(r) for r in releases.of_dataset(caller.tenant_id, dataset_id)]
+@router.get("/datasets/{dataset_id}/releases", response_model=Page[ReleaseOut])
+def list_releases(
+    dataset_id: str, caller: Caller, releases: Releases, paging: Paging, request: Request
+) -> Page[ReleaseOut]:
+    rows = releases.of_dataset(caller.tenant_id, dataset_id, paging)
+    return Page[ReleaseOut].of(rows, paging, request, ReleaseOut.of)
 
 
 @router.get("/releases/{release_id}", response_model=ReleaseOut)
