@@ -65,6 +65,9 @@ def test_logs_are_json_with_request_ids_and_no_labels(tmp_path: Path) -> None:
             headers={"Idempotency-Key": "k2"},
         )
         assert too_much.status_code == 409
+        for page in ("/docs", "/redoc", "/openapi.json"):
+            assert httpx.get(f"{server.base_url}{page}").status_code == 200
+        assert httpx.get(f"{server.base_url}/no/such/page").status_code == 404
         m = scrape(server.base_url)
         metrics_text = httpx.get(f"{server.base_url}/metrics").text
     finally:
@@ -80,6 +83,14 @@ def test_logs_are_json_with_request_ids_and_no_labels(tmp_path: Path) -> None:
     assert not any(secret in text for secret in SECRET_LABELS)
     assert audit_values and not any(v in text for v in audit_values)  # the audit is never logged
     assert not any(secret in metrics_text for secret in SECRET_LABELS)
+    # documentation pages are routes like any other; only real misses are "unmatched"
+    for page in ("/docs", "/redoc", "/openapi.json"):
+        assert value(m, "labeldp_http_requests_total", method="GET", route=page, status="200") == 1, page
+    assert value(m, "labeldp_http_requests_total", method="GET", route="unmatched", status="404") == 1
+    # the process and the interpreter, from prometheus_client's own collectors
+    assert value(m, "process_cpu_seconds_total") > 0 and value(m, "process_resident_memory_bytes") > 0
+    assert any(name == "python_info" for name, _ in m)
+    assert value(m, "python_gc_collections_total", generation="0") > 0
     assert value(m, "labeldp_releases_total", outcome="created") == 1
     assert value(m, "labeldp_releases_total", outcome="replayed") == 1
     assert value(m, "labeldp_releases_total", outcome="budget_exhausted") == 1

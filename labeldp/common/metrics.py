@@ -13,6 +13,9 @@ from collections.abc import Awaitable, Callable
 from fastapi import FastAPI
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
     CollectorRegistry,
     Counter,
     Gauge,
@@ -21,6 +24,7 @@ from prometheus_client import (
 )
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Match
 
 
 class ServiceMetrics:
@@ -28,6 +32,10 @@ class ServiceMetrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        # the process (CPU, memory, open files, start time), the interpreter and its garbage collector:
+        # prometheus_client's own collectors, shared by every registry of the process
+        for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+            self.registry.register(collector)
         self.requests = Counter(
             "labeldp_http_requests_total",
             "HTTP requests by method, route template and status code.",
@@ -50,8 +58,14 @@ class ServiceMetrics:
 
 
 def _route_template(request: Request) -> str:
-    """The matched route's template (set in the scope by the router), or one series for all misses."""
+    """The matched route's template, or one series for all misses. API routes leave themselves in the
+    scope; plain Starlette routes (the documentation pages, the OpenAPI document, static assets) do
+    not, so those are matched again here (only for requests without a route: cheap)."""
     route = request.scope.get("route")
+    if route is None:
+        route = next(
+            (r for r in request.app.router.routes if r.matches(request.scope)[0] == Match.FULL), None
+        )
     return str(getattr(route, "path", "unmatched"))
 
 
