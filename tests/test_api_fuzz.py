@@ -1,5 +1,6 @@
 """Schemathesis against both live APIs (real HTTP, a tenant with data): no request, however hostile,
-gets a 5xx, and every error is problem+json with a machine-readable type.
+gets a 5xx, every error is problem+json with a machine-readable type, and every answer is one the
+OpenAPI document declares (status, content type, body schema).
 
 Half of the generated path parameters are replaced by IDs that exist (a dataset with labels, a
 complete release, a feature table, a trained model), and half of the release bodies name the
@@ -25,6 +26,12 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from schemathesis.checks import (
+    content_type_conformance,
+    not_a_server_error,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from features_party.config import FeaturesSettings
 from labeldp.common.identity import Identity, public_key_pem
@@ -129,10 +136,16 @@ def features_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveApi]:
         )
 
 
+# the document tells the truth: every status the server answers is declared, with the declared content
+# type and a body that validates against the declared schema (problem+json for every error)
+TRUTH = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+
+
 def check(case: Any, api: LiveApi) -> None:
     response = case.call(headers=api.headers, timeout=120)
     where = f"{case.method} {case.formatted_path} → {response.status_code}: {response.content[:500]!r}"
     assert response.status_code < 500, where
+    case.validate_response(response, checks=TRUTH)
     if response.status_code >= 400:
         assert response.headers["content-type"][0].startswith("application/problem+json"), where
         assert response.json()["type"], where

@@ -13,7 +13,7 @@ from features_party.receiver.store import ReceivedReleases, SenderRegistry
 from features_party.tables.service import FeatureTables
 from features_party.tenants import authenticate
 from features_party.training.service import TrainingService
-from labeldp.common.apikeys import bearer_token, invalid_key
+from labeldp.common.apikeys import Bearer, bearer_token, invalid_key
 from labeldp.common.identity import Identity
 
 
@@ -36,9 +36,9 @@ def services(request: Request) -> FeaturesServices:
 Services = Annotated[FeaturesServices, Depends(services)]
 
 
-def caller(request: Request, svc: Services) -> str:
+def caller(credentials: Bearer, svc: Services) -> str:
     """The tenant id of a valid bearer key (401 otherwise)."""
-    token = bearer_token(request)
+    token = bearer_token(credentials)
     with svc.sessions() as session:
         key = authenticate(session, token)
     if key is None:

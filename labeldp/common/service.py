@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from labeldp import __version__
-from labeldp.common import logs, metrics
+from labeldp.common import logs, metrics, openapi
 from labeldp.common.errors import DomainError, as_problem, problem_response
 from labeldp.mechanisms.validation import ParameterError
 
@@ -111,7 +111,16 @@ def service_app(
     http_logger: str,
     service_metrics: metrics.ServiceMetrics,
 ) -> FastAPI:
-    app = FastAPI(title=title, version=__version__, description=description, lifespan=lifespan)
+    app = FastAPI(
+        title=title,
+        version=__version__,
+        description=description,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        generate_unique_id_function=openapi.operation_id,
+    )
+    openapi.install(app)
     install_error_handlers(app, logging.getLogger(http_logger))
     metrics.install(app, service_metrics)
     app.middleware("http")(logs.request_logger(http_logger))  # sees every response

@@ -12,7 +12,7 @@ from typing import Annotated, cast
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session, sessionmaker
 
-from labeldp.common.apikeys import bearer_token, invalid_key
+from labeldp.common.apikeys import Bearer, bearer_token, invalid_key
 from labeldp.common.instance import Instance
 from labels_party.budget.service import BudgetService
 from labels_party.config import LabelsSettings
@@ -51,8 +51,8 @@ def services(request: Request) -> LabelsServices:
 Services = Annotated[LabelsServices, Depends(services)]
 
 
-def caller(request: Request, svc: Services) -> Tenant:
-    token = bearer_token(request)
+def caller(credentials: Bearer, svc: Services) -> Tenant:
+    token = bearer_token(credentials)
     with svc.sessions() as session:
         key = authenticate(session, token)
     if key is None:

@@ -10,6 +10,7 @@ from features_party.api.schemas import FeatureTableOut
 from features_party.tables.validation import table_format
 from labeldp.common.errors import DomainError
 from labeldp.common.inputs import MAX_NAME_CHARS
+from labeldp.common.openapi import errors, upload_body
 from labeldp.common.pages import Page, Paging
 from labeldp.common.spool import spool_body
 
@@ -23,7 +24,20 @@ def _columns(value: str | None) -> list[str]:
 TableName = Annotated[str, Path(min_length=1, max_length=MAX_NAME_CHARS, pattern=r"^[^\x00-\x1f\x7f]+$")]
 
 
-@router.put("/feature-tables/{name}", response_model=FeatureTableOut)
+@router.put(
+    "/feature-tables/{name}",
+    response_model=FeatureTableOut,
+    responses={
+        201: {"model": FeatureTableOut, "description": "a new table (200: a new version of one)"},
+        **errors(
+            s413="`payload-too-large`: over the upload limit",
+            s415="`unsupported-media-type`: send CSV or Parquet",
+        ),
+    },
+    openapi_extra=upload_body(
+        "text/csv", "application/vnd.apache.parquet", description="`example_id` and feature columns"
+    ),
+)
 async def put_feature_table(
     name: TableName,
     tenant: Caller,

@@ -4,11 +4,16 @@ from fastapi import APIRouter
 
 from features_party.api.deps import Caller, Releases, Tables
 from features_party.api.schemas import JoinIn, JoinOut
+from labeldp.common.openapi import errors
 
 router = APIRouter(prefix="/v1", tags=["features"])
 
 
-@router.post("/joins", response_model=JoinOut)
+@router.post(
+    "/joins",
+    response_model=JoinOut,
+    responses=errors(s404="`not-found`: no such received release or feature table"),
+)
 def post_join(body: JoinIn, tenant: Caller, releases: Releases, tables: Tables) -> JoinOut:
     """How a received release and a feature table match by example ID."""
     release = releases.get(body.release_id)

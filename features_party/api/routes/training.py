@@ -7,12 +7,21 @@ from fastapi.responses import FileResponse
 
 from features_party.api.deps import Caller, Training
 from features_party.api.schemas import JobOut, ModelOut, PredictIn, TrainingJobIn
+from labeldp.common.openapi import errors
 from labeldp.common.pages import Page, Paging
 
+MODEL_NOT_READY = errors(
+    s409="`model-not-ready`: the job has not succeeded; `model-needs-retraining`: saved by an older version"
+)
 router = APIRouter(prefix="/v1", tags=["models"])
 
 
-@router.post("/models", status_code=202, response_model=JobOut)
+@router.post(
+    "/models",
+    status_code=202,
+    response_model=JobOut,
+    responses=errors(s404="`not-found`: no such received release or feature table"),
+)
 def start_training(body: TrainingJobIn, tenant: Caller, training: Training) -> JobOut:
     """Start a training job on a received release joined to a feature table; poll ``GET /v1/jobs/{id}``.
     The model and its debiasing follow the release's published mechanism."""
@@ -37,7 +46,10 @@ def get_model(model_id: str, tenant: Caller, training: Training) -> ModelOut:
 @router.get(
     "/models/{model_id}/artifact",
     response_class=FileResponse,
-    responses={200: {"content": {"application/octet-stream": {}}, "description": "the skops file"}},
+    responses={
+        200: {"content": {"application/octet-stream": {}}, "description": "the skops file"},
+        **MODEL_NOT_READY,
+    },
 )
 def download_model(model_id: str, tenant: Caller, training: Training) -> FileResponse:
     """The model as one scikit-learn ``Pipeline`` saved with skops: raw feature columns in (a data frame;
@@ -49,7 +61,7 @@ def download_model(model_id: str, tenant: Caller, training: Training) -> FileRes
     )
 
 
-@router.post("/models/{model_id}/predictions")
+@router.post("/models/{model_id}/predictions", responses=MODEL_NOT_READY)
 def predict(model_id: str, body: PredictIn, tenant: Caller, training: Training) -> dict[str, Any]:
     """Predictions for example IDs of a feature table, or for feature rows given in the body."""
     return training.predict(

@@ -5,6 +5,7 @@ from pathlib import Path
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 
+from labeldp.common.openapi import errors, upload_body
 from labeldp.common.pages import Page, Paging
 from labeldp.common.spool import spool_body
 from labels_party.api.deps import Caller, Datasets, Services
@@ -12,10 +13,20 @@ from labels_party.api.schemas import DatasetIn, DatasetOut, UploadOut
 from labels_party.datasets.spec import DatasetSpec
 from labels_party.datasets.uploads import upload_format
 
+UPLOAD_TYPES = ("text/csv", "application/x-ndjson", "application/vnd.apache.parquet")
+UPLOAD_ERRORS = errors(
+    s413="`payload-too-large`: over the upload limit",
+    s415="`unsupported-media-type`: send CSV, NDJSON or Parquet",
+)
 router = APIRouter(prefix="/v1", tags=["datasets"])
 
 
-@router.post("/datasets", status_code=201, response_model=DatasetOut)
+@router.post(
+    "/datasets",
+    status_code=201,
+    response_model=DatasetOut,
+    responses=errors(s409="`dataset-exists`: the tenant has a dataset of that name"),
+)
 def create_dataset(body: DatasetIn, caller: Caller, datasets: Datasets) -> DatasetOut:
     """Declare a dataset's public parameters: label type, bounds, support grid, policies."""
     spec = DatasetSpec.model_validate(body.model_dump(exclude={"name"}))
@@ -40,7 +51,17 @@ async def _spool(request: Request, svc: Services) -> tuple[Path, str]:
     return await spool_body(request, spool, settings.max_upload_bytes, f".{fmt}"), fmt
 
 
-@router.put("/datasets/{dataset_id}/labels", response_model=UploadOut)
+@router.put(
+    "/datasets/{dataset_id}/labels",
+    response_model=UploadOut,
+    responses=UPLOAD_ERRORS,
+    openapi_extra=upload_body(
+        "text/csv",
+        "application/x-ndjson",
+        "application/vnd.apache.parquet",
+        description="`example_id,label[,user_id]`",
+    ),
+)
 async def put_labels(dataset_id: str, caller: Caller, request: Request, svc: Services) -> UploadOut:
     """Upload labels (CSV, NDJSON or Parquet by Content-Type) with ``example_id,label[,user_id]``;
     upserts by example ID. Validated completely first: a failed upload changes nothing."""
@@ -55,7 +76,14 @@ async def put_labels(dataset_id: str, caller: Caller, request: Request, svc: Ser
     )
 
 
-@router.put("/datasets/{dataset_id}/universe", response_model=UploadOut)
+@router.put(
+    "/datasets/{dataset_id}/universe",
+    response_model=UploadOut,
+    responses=UPLOAD_ERRORS,
+    openapi_extra=upload_body(
+        "text/csv", "application/x-ndjson", "application/vnd.apache.parquet", description="`example_id`"
+    ),
+)
 async def put_universe(dataset_id: str, caller: Caller, request: Request, svc: Services) -> UploadOut:
     """Declare every example ID a release lists (e.g. all clicks), labelled or not, so that the
     message does not reveal which examples have labels. Replaces the previous universe."""

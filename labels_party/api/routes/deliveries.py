@@ -2,6 +2,7 @@
 
 from fastapi import APIRouter, Request
 
+from labeldp.common.openapi import errors
 from labeldp.common.pages import Page, Paging
 from labels_party.api.deps import Caller, Deliveries
 from labels_party.api.schemas import DeliveryOut
@@ -9,7 +10,15 @@ from labels_party.api.schemas import DeliveryOut
 router = APIRouter(prefix="/v1", tags=["delivery"])
 
 
-@router.post("/releases/{release_id}/deliveries", status_code=201, response_model=DeliveryOut)
+@router.post(
+    "/releases/{release_id}/deliveries",
+    status_code=201,
+    response_model=DeliveryOut,
+    responses=errors(
+        s409="`release-not-complete`, `recipient-has-no-address`, `message-missing`, `tls-not-configured`",
+        s502="`delivery-failed` (or the recipient's refusal): its gRPC status and details",
+    ),
+)
 def deliver(release_id: str, caller: Caller, deliveries: Deliveries) -> DeliveryOut:
     """Stream the release's stored signed message to its recipient over gRPC. Re-delivery sends the
     same bytes and spends nothing. A recipient that refuses it answers 502 with its gRPC status."""

@@ -2,6 +2,7 @@
 
 from fastapi import APIRouter, Request
 
+from labeldp.common.openapi import errors
 from labeldp.common.pages import Page, Paging
 from labels_party.api.deps import Caller, Recipients
 from labels_party.api.schemas import RecipientIn, RecipientOut
@@ -9,7 +10,12 @@ from labels_party.api.schemas import RecipientIn, RecipientOut
 router = APIRouter(prefix="/v1", tags=["recipients"])
 
 
-@router.post("/recipients", status_code=201, response_model=RecipientOut)
+@router.post(
+    "/recipients",
+    status_code=201,
+    response_model=RecipientOut,
+    responses=errors(s409="`recipient-exists`"),
+)
 def register_recipient(body: RecipientIn, caller: Caller, recipients: Recipients) -> RecipientOut:
     """Register a features party that releases may be addressed to (and delivered to)."""
     return RecipientOut.of(

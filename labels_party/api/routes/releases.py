@@ -6,6 +6,7 @@ from fastapi import APIRouter, Header, Request, Response
 from fastapi.responses import FileResponse
 
 from labeldp.common.errors import DomainError
+from labeldp.common.openapi import errors
 from labeldp.common.pages import Page, Paging
 from labels_party.api.deps import Caller, Releases
 from labels_party.api.schemas import AuditOut, PreviewIn, PreviewOut, ReleaseIn, ReleaseOut
@@ -13,14 +14,38 @@ from labels_party.api.schemas import AuditOut, PreviewIn, PreviewOut, ReleaseIn,
 router = APIRouter(prefix="/v1", tags=["releases"])
 
 
-@router.post("/datasets/{dataset_id}/releases", status_code=201, response_model=ReleaseOut)
+@router.post(
+    "/datasets/{dataset_id}/releases",
+    status_code=201,
+    response_model=ReleaseOut,
+    responses={
+        200: {"model": ReleaseOut, "description": "a replay: the release this key created; nothing charged"},
+        202: {
+            "model": ReleaseOut,
+            "description": "with `Prefer: respond-async`: charged, randomizing; poll the release",
+        },
+        **errors(
+            s400="`idempotency-key-required`: send an Idempotency-Key header",
+            s409="`budget-exhausted`, `user-budget-exhausted`: the charge would overspend (nothing "
+            "charged, no noise drawn); `idempotency-key-reused`: the key was used with another body",
+        ),
+    },
+)
 def create_release(
     dataset_id: str,
     body: ReleaseIn,
     caller: Caller,
     releases: Releases,
     response: Response,
-    idempotency_key: Annotated[str | None, Header(max_length=200, pattern=r"^[!-~]+$")] = None,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            max_length=200,
+            pattern=r"^[!-~]+$",
+            description="required: a retry with the same key and body returns the first answer",
+        ),
+    ] = None,
     prefer: Annotated[str | None, Header(max_length=200)] = None,
 ) -> ReleaseOut:
     """Charge the budget, then privatize every label once. Needs an ``Idempotency-Key`` header:
@@ -44,7 +69,11 @@ def create_release(
     return ReleaseOut.of(release)
 
 
-@router.post("/datasets/{dataset_id}/releases:preview", response_model=PreviewOut)
+@router.post(
+    "/datasets/{dataset_id}/releases:preview",
+    response_model=PreviewOut,
+    responses=errors(s409="`no-labels`: upload labels first"),
+)
 def preview_release(dataset_id: str, body: PreviewIn, caller: Caller, releases: Releases) -> PreviewOut:
     """Free: the mechanism and expected loss a release would have under the exact histogram.
     Spends nothing, draws no noise, and is for the tenant's eyes only."""
@@ -72,7 +101,11 @@ def get_release(release_id: str, caller: Caller, releases: Releases) -> ReleaseO
     return ReleaseOut.of(releases.get(caller.tenant_id, release_id))
 
 
-@router.get("/releases/{release_id}/audit", response_model=AuditOut)
+@router.get(
+    "/releases/{release_id}/audit",
+    response_model=AuditOut,
+    responses=errors(s409="`release-not-complete`; `no-labels`: the dataset holds no labels now"),
+)
 def audit_release(release_id: str, caller: Caller, releases: Releases) -> AuditOut:
     """Free and for the tenant's eyes only (like the preview): what the best attacker learns from this
     release, computed with the raw labels the dataset holds now. Spends nothing, goes to no recipient,
@@ -80,7 +113,14 @@ def audit_release(release_id: str, caller: Caller, releases: Releases) -> AuditO
     return AuditOut.of(releases.audit(caller.tenant_id, release_id))
 
 
-@router.get("/releases/{release_id}/noisy-labels")
+@router.get(
+    "/releases/{release_id}/noisy-labels",
+    response_class=FileResponse,
+    responses={
+        200: {"content": {"application/vnd.apache.parquet": {}}, "description": "example_id, bin"},
+        **errors(s409="`release-not-complete`"),
+    },
+)
 def get_noisy_labels(release_id: str, caller: Caller, releases: Releases) -> FileResponse:
     """The stored output (Parquet: example_id, bin) exactly as it will be delivered; reading it is free."""
     path = releases.output_path(caller.tenant_id, release_id)

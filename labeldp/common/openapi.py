@@ -1,0 +1,155 @@
+"""The OpenAPI document both services publish, made to say what the servers do, and the pages that
+show it without the internet.
+
+FastAPI derives most of the document from the routes; what it cannot know is added here, in one place,
+from rules that hold for every route of both parties (so a new route is described correctly without
+anyone remembering to):
+
+* every error is RFC 9457 problem+json (``Problem``), never FastAPI's validation JSON;
+* an operation that needs the bearer key can answer 401, one with a path parameter 404, one with a
+  JSON body 413 (the body limit), one with parameters or a body 422 (``invalid-request`` names each
+  error; domain codes name the problem) — routes declare their own further codes (``errors(...)``);
+* a header the server requires is required in the document (``Idempotency-Key``);
+* operation IDs are the route functions' names (``list_datasets``), stable and readable for
+  generated clients.
+
+Swagger UI and ReDoc load their scripts from assets installed with the service (the fastapi-offline
+package's copies), so ``/docs`` works on a machine without internet.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import fastapi_offline
+from fastapi import FastAPI
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import HTMLResponse
+from fastapi.routing import APIRoute
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, ConfigDict, Field
+
+from labeldp.common.errors import PROBLEM
+
+ASSETS = Path(fastapi_offline.__file__).parent / "static"
+ASSETS_PATH = "/docs-assets"
+REQUIRED_HEADERS = {"Idempotency-Key"}
+
+GENERIC = {
+    400: "the request cannot be processed as sent",
+    401: "`unauthenticated`: no bearer key, or one that is unknown or revoked",
+    404: "`not-found`: no such resource for this tenant (another tenant's look the same)",
+    409: "the resource's state forbids it",
+    413: "`payload-too-large`: the body is over the limit",
+    415: "`unsupported-media-type`: send one of the declared content types",
+    422: "`invalid-request` (each validation error in `errors`) or a domain code naming the problem",
+}
+
+
+class Problem(BaseModel):
+    """An error (RFC 9457): ``type`` is the machine-readable code; further members (``errors``,
+    ``rows``, ``columns``, …) depend on it."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = Field(description="machine-readable code (kebab-case, stable)", examples=["not-found"])
+    title: str = Field(description="the code in words", examples=["not found"])
+    status: int = Field(description="the HTTP status", examples=[404])
+    detail: str = Field(description="what went wrong, for people", examples=["no dataset 7f0c…"])
+
+
+def errors(**codes: str) -> dict[int | str, dict[str, Any]]:
+    """A route's own error answers beyond the common ones, e.g. ``errors(s409="`budget-exhausted`:
+    …")``: the keys name the status (``s409``), the values list the codes and what they mean."""
+    return {int(k.removeprefix("s")): {"description": v} for k, v in codes.items()}
+
+
+def upload_body(*content_types: str, description: str) -> dict[str, Any]:
+    """``openapi_extra`` for a route that streams its raw body (an upload): its content types."""
+    binary = {"schema": {"type": "string", "format": "binary"}}
+    return {
+        "requestBody": {
+            "required": True,
+            "description": description,
+            "content": {ct: binary for ct in content_types},
+        }
+    }
+
+
+def operation_id(route: APIRoute) -> str:
+    return route.name
+
+
+def _complete(document: dict[str, Any]) -> dict[str, Any]:
+    components = document.setdefault("components", {})
+    schemas = components.setdefault("schemas", {})
+    schemas["Problem"] = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
+    problem = {PROBLEM: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+    for path, operations in document.get("paths", {}).items():
+        for method, op in operations.items():
+            responses = op.setdefault("responses", {})
+            implied = set()
+            if op.get("security"):
+                implied.add(401)
+            if "{" in path:
+                implied.add(404)
+            if op.get("parameters") or op.get("requestBody"):
+                implied.add(422)
+            if "requestBody" in op and method != "put":
+                implied.add(413)
+            for status in implied:
+                responses.setdefault(str(status), {"description": GENERIC[status]})
+            for status, response in responses.items():
+                if int(status) >= 400:
+                    response["content"] = problem
+                    if response.get("description") in ("Validation Error", "", None):
+                        response["description"] = GENERIC.get(int(status), "error")
+            for parameter in op.get("parameters", []):
+                if parameter.get("in") == "header" and parameter.get("name") in REQUIRED_HEADERS:
+                    parameter["required"] = True
+    for unused in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(unused, None)
+    return document
+
+
+def install(app: FastAPI) -> None:
+    """The completed document at ``/openapi.json``, Swagger UI at ``/docs`` and ReDoc at ``/redoc``
+    (the app is created with ``docs_url=None, redoc_url=None`` and ``operation_id``)."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            document = get_openapi(
+                title=app.title,
+                version=app.version,
+                description=app.description,
+                routes=app.routes,
+                tags=app.openapi_tags,
+            )
+            app.openapi_schema = _complete(document)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    app.mount(ASSETS_PATH, StaticFiles(directory=ASSETS), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    def swagger() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title=f"{app.title} — Swagger UI",
+            swagger_js_url=f"{ASSETS_PATH}/swagger-ui-bundle.js",
+            swagger_css_url=f"{ASSETS_PATH}/swagger-ui.css",
+            swagger_favicon_url=f"{ASSETS_PATH}/favicon.png",
+            swagger_ui_parameters={"persistAuthorization": True},
+        )
+
+    @app.get("/redoc", include_in_schema=False)
+    def redoc() -> HTMLResponse:
+        return get_redoc_html(
+            openapi_url="/openapi.json",
+            title=f"{app.title} — ReDoc",
+            redoc_js_url=f"{ASSETS_PATH}/redoc.standalone.js",
+            redoc_favicon_url=f"{ASSETS_PATH}/favicon.png",
+            with_google_fonts=False,
+        )
