@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
 import uuid
@@ -61,6 +62,9 @@ def configure(level: str = "info") -> None:
     logging.getLogger("uvicorn.access").disabled = True  # replaced by ``request_logger``
 
 
+REQUEST_ID = re.compile(r"[!-~]{1,200}")
+
+
 def request_logger(
     name: str,
 ) -> Callable[[Request, Callable[[Request], Awaitable[Response]]], Awaitable[Response]]:
@@ -68,7 +72,9 @@ def request_logger(
     log = logging.getLogger(name)
 
     async def middleware(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
+        given = request.headers.get("x-request-id", "")
+        # a caller's ID is kept when it is short printable ASCII; anything else is replaced, never logged
+        request_id = given if REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
         request.state.request_id = request_id
         start = time.perf_counter()
         response = await call_next(request)

@@ -9,7 +9,8 @@ anyone remembering to):
 * an operation that needs the bearer key can answer 401, one with a path parameter 404, one with a
   JSON body 413 (the body limit), one with parameters or a body 422 (``invalid-request`` names each
   error; domain codes name the problem) — routes declare their own further codes (``errors(...)``);
-* a header the server requires is required in the document (``Idempotency-Key``);
+* a header the server requires is required in the document (``Idempotency-Key``), and the optional
+  ``X-Request-ID`` every request may carry (echoed back, logged) is declared on every operation;
 * operation IDs are the route functions' names (``list_datasets``), stable and readable for
   generated clients.
 
@@ -36,6 +37,14 @@ from labeldp.common.errors import PROBLEM
 ASSETS = Path(fastapi_offline.__file__).parent / "static"
 ASSETS_PATH = "/docs-assets"
 REQUIRED_HEADERS = {"Idempotency-Key"}
+REQUEST_ID = {
+    "name": "X-Request-ID",
+    "in": "header",
+    "required": False,
+    "description": "an ID to trace this request by: echoed back and written to the service's log "
+    "(one is generated when absent)",
+    "schema": {"type": "string", "maxLength": 200},
+}
 
 GENERIC = {
     400: "the request cannot be processed as sent",
@@ -109,6 +118,8 @@ def _complete(document: dict[str, Any]) -> dict[str, Any]:
             for parameter in op.get("parameters", []):
                 if parameter.get("in") == "header" and parameter.get("name") in REQUIRED_HEADERS:
                     parameter["required"] = True
+            if path.startswith("/v1/"):
+                op.setdefault("parameters", []).append(dict(REQUEST_ID))
     for unused in ("HTTPValidationError", "ValidationError"):
         schemas.pop(unused, None)
     return document
