@@ -49,6 +49,19 @@ def _chunks(path: Path, on_bytes: Callable[[int], None] | None) -> Iterator[byte
             yield block
 
 
+def _error(r: httpx.Response) -> ApiError:
+    """An error answer (read) as an ``ApiError`` with its problem+json code and detail."""
+    try:
+        body = r.json()
+    except ValueError:
+        body = {}
+    if not isinstance(body, dict):
+        body = {}
+    return ApiError(
+        r.status_code, str(body.get("type", "http-error")), str(body.get("detail", r.text[:500])), body
+    )
+
+
 class ApiClient:
     """One service: its base URL and a tenant's bearer key."""
 
@@ -73,18 +86,7 @@ class ApiClient:
         except httpx.TransportError as exc:
             raise ApiError(0, "unreachable", f"{self.http.base_url}{path}: {exc}") from exc
         if r.status_code >= 400:
-            try:
-                body = r.json()
-            except ValueError:
-                body = {}
-            if not isinstance(body, dict):
-                body = {}
-            raise ApiError(
-                r.status_code,
-                str(body.get("type", "http-error")),
-                str(body.get("detail", r.text[:500])),
-                body,
-            )
+            raise _error(r)
         if r.headers.get("content-type", "").startswith(("application/json", "application/problem+json")):
             return r.json()
         return r.content
@@ -127,11 +129,30 @@ class LabelsClient(ApiClient):
     def datasets(self) -> list[dict[str, Any]]:
         return list(self.items("/v1/datasets"))
 
-    def dataset_id(self, name_or_id: str) -> str:
+    def dataset(self, name_or_id: str) -> dict[str, Any]:
+        """A dataset by its name or its id."""
         for ds in self.datasets():
             if name_or_id in (ds["id"], ds["name"]):
-                return str(ds["id"])
+                return ds
         raise ApiError(404, "not-found", f"no dataset named {name_or_id!r}")
+
+    def dataset_id(self, name_or_id: str) -> str:
+        return str(self.dataset(name_or_id)["id"])
+
+    def releases(self, dataset_id: str) -> list[dict[str, Any]]:
+        return list(self.items(f"/v1/datasets/{dataset_id}/releases"))
+
+    def get_release(self, release_id: str) -> dict[str, Any]:
+        return dict(self.call("GET", f"/v1/releases/{release_id}"))
+
+    def deliveries(self, release_id: str) -> list[dict[str, Any]]:
+        return list(self.items(f"/v1/releases/{release_id}/deliveries"))
+
+    def ledger(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """The tenant's ledger entries, oldest first (all of them, or the first ``limit``)."""
+        if limit is not None:
+            return list(self.call("GET", "/v1/ledger", params={"limit": limit})["items"])
+        return list(self.items("/v1/ledger"))
 
     def upload_labels(
         self, dataset_id: str, file: Path, on_bytes: Callable[[int], None] | None = None
@@ -272,6 +293,59 @@ class FeaturesClient(ApiClient):
     def model(self, model_id: str) -> dict[str, Any]:
         return dict(self.call("GET", f"/v1/models/{model_id}"))
 
+    def models(self) -> list[dict[str, Any]]:
+        return list(self.items("/v1/models"))
+
+    def received_releases(self) -> list[dict[str, Any]]:
+        return list(self.items("/v1/releases"))
+
+    def received_release(self, release_id: str) -> dict[str, Any]:
+        return dict(self.call("GET", f"/v1/releases/{release_id}"))
+
+    def tables(self) -> list[dict[str, Any]]:
+        return list(self.items("/v1/feature-tables"))
+
+    def table(self, name: str) -> dict[str, Any]:
+        return dict(self.call("GET", f"/v1/feature-tables/{name}"))
+
+    def download_model(self, model_id: str, destination: Path) -> int:
+        """Stream the model's skops artifact to ``destination`` (written whole or not at all); bytes."""
+        partial = destination.with_name(destination.name + ".partial")
+        try:
+            with self.http.stream("GET", f"/v1/models/{model_id}/artifact") as r:
+                if r.status_code >= 400:
+                    r.read()
+                    body = r.json() if r.headers.get("content-type", "").endswith("json") else {}
+                    raise ApiError(
+                        r.status_code, str(body.get("type", "http-error")), str(body.get("detail", ""))
+                    )
+                size = 0
+                with partial.open("wb") as out:
+                    for block in r.iter_bytes(CHUNK):
+                        out.write(block)
+                        size += len(block)
+        except httpx.TransportError as exc:
+            partial.unlink(missing_ok=True)
+            raise ApiError(0, "unreachable", f"{self.http.base_url}: {exc}") from exc
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
+        partial.replace(destination)
+        return size
+
+    def predictions(
+        self,
+        model_id: str,
+        *,
+        example_ids: list[str] | None = None,
+        rows: list[dict[str, Any]] | None = None,
+        feature_table: str | None = None,
+    ) -> dict[str, Any]:
+        """The model's answer for example IDs of a feature table, or for feature rows."""
+        body: dict[str, Any] = {"example_ids": example_ids} if rows is None else {"rows": rows}
+        if feature_table is not None:
+            body["feature_table"] = feature_table
+        return dict(self.call("POST", f"/v1/models/{model_id}/predictions", json=body))
+
     def predict(self, model_id: str, example_ids: list[str]) -> list[float]:
-        out = self.call("POST", f"/v1/models/{model_id}/predictions", json={"example_ids": example_ids})
-        return [float(p) for p in out["predictions"]]
+        return [float(p) for p in self.predictions(model_id, example_ids=example_ids)["predictions"]]

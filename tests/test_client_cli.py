@@ -174,3 +174,103 @@ def test_version_and_short_help() -> None:
     assert code == 0 and out.strip() == f"labeldp {__version__}"
     code, out, _ = run("audit", "-h")
     assert code == 0 and "attack" in out and "epsilon" in out
+
+
+def test_every_resource_has_a_command_with_json_and_exit_codes(
+    tmp_path: Path, files: dict[str, Path]
+) -> None:
+    """Identities, datasets, recipients and senders, releases, budget, ledger, feature tables, joins,
+    models and predictions: each through the CLI, human and --json, with its error exits."""
+    labels_dir = tmp_path / "labels"
+    labels_dir.mkdir()
+    _, labels_key = tenant_key(sqlite_url(labels_dir), "acme", "3")
+    labels_settings = LabelsSettings(
+        data_dir=labels_dir, database_url=sqlite_url(labels_dir), allow_plaintext=True
+    )
+    features_settings = FeaturesSettings(data_dir=tmp_path / "features", grpc_port=0, allow_plaintext=True)
+    features_key = features_tenant_key(features_settings, "pub")
+    with labels_server_thread(labels_settings) as lbase, features_server_thread(features_settings) as fbase:
+        L = ("--url", lbase, "--api-key", labels_key)
+        F = ("--url", fbase, "--api-key", features_key)
+
+        def ok(*args: str) -> str:
+            code, out, err = run(*args)
+            assert code == 0, (args, out, err)
+            return out
+
+        (tmp_path / "advertiser.json").write_text(ok("labels", "identity", "--json", *L))
+        (tmp_path / "publisher.json").write_text(ok("features", "identity", "--json", *F))
+        assert "pinned" in ok(
+            "features", "senders", "add", "--identity", str(tmp_path / "advertiser.json"), *F
+        )
+        out = ok("labels", "recipients", "add", "--identity", str(tmp_path / "publisher.json"),
+                 "--grpc-host", "127.0.0.1", *L)  # fmt: skip
+        assert "(plaintext)" in out
+        assert json.loads(ok("features", "senders", "list", "--json", *F))[0]["id"] == "advertiser"
+        assert "publisher" in ok("labels", "recipients", "list", *L).splitlines()[1]
+
+        ds = ok("labels", "datasets", "create", "prices", "--label-type", "real", "--lo", "0",
+                "--hi", "20000", "--support", "uniform:101", "-q", *L).strip()  # fmt: skip
+        assert len(ds) == 36  # -q: the id alone
+        ok("labels", "upload", str(files["labels"]), "--dataset", "prices", *L)
+        shown = json.loads(ok("labels", "datasets", "show", "prices", "--json", *L))
+        assert shown["id"] == ds and shown["label_count"] == N and shown["support_size"] == 101
+        listing = ok("labels", "datasets", "list", *L).splitlines()
+        assert listing[0].split()[:2] == ["NAME", "ID"] and listing[1].startswith("prices")
+        rel = ok("labels", "release", "--dataset", "prices", "--epsilon", "1", "--recipient", "publisher",
+                 "--idempotency-key", "r1", "-q", *L).strip()  # fmt: skip
+        assert json.loads(ok("labels", "releases", "list", "--dataset", ds, "--json", *L))[0]["id"] == rel
+        delivered = json.loads(ok("labels", "releases", "deliver", rel, "--json", *L))
+        assert delivered["outcome"] == "delivered"
+        assert "deliveries: delivered" in ok("labels", "releases", "show", rel, *L)
+        ok("labels", "releases", "download", rel, "-o", str(tmp_path / "noisy.parquet"), *L)
+        assert pq.read_table(tmp_path / "noisy.parquet").num_rows == N
+        budget = json.loads(ok("labels", "budget", "--dataset", "prices", "--epsilon", "2", "--json", *L))
+        assert budget["max_spent"] == 1.0 and budget["can_take"] == N
+        assert "can take ε = 2 more" in ok("labels", "budget", "--dataset", "prices", "--epsilon", "2", *L)
+        assert [e["kind"] for e in json.loads(ok("labels", "ledger", "--json", *L))] == [
+            "budget_set",
+            "charge",
+        ]
+
+        assert json.loads(ok("features", "releases", "list", "--json", *F))[0]["release_id"] == rel
+        assert f"{N:,} examples" in ok("features", "releases", "show", rel, *F)
+        ok("features", "upload", str(files["features"]), "--table", "diamonds", *F)
+        assert json.loads(ok("features", "tables", "list", "--json", *F))[0]["name"] == "diamonds"
+        assert f"{N:,} rows" in ok("features", "tables", "show", "diamonds", *F)
+        assert f"{N:,} examples in both" in ok(
+            "features", "join", "--release", rel, "--table", "diamonds", *F
+        )
+        model = ok("features", "train", "--release", rel, "--table", "diamonds", "-q", *F).strip()
+        assert json.loads(ok("features", "models", "list", "--json", *F))[0]["id"] == model
+        assert "succeeded" in ok("features", "models", "show", model, *F)
+        by_id = ok("features", "predict", model, "--ids", "d1,d2", *F).splitlines()
+        assert [line.split("\t")[0] for line in by_id] == ["d1", "d2"]
+        rows = tmp_path / "rows.json"
+        rows.write_text(
+            json.dumps(pq.read_table(files["features"]).slice(1, 2).drop_columns(["example_id"]).to_pylist())
+        )
+        answer = json.loads(ok("features", "predict", model, "--rows", str(rows), "--json", *F))
+        assert answer["predictions"] == [float(line.split("\t")[1]) for line in by_id] or np.allclose(
+            answer["predictions"], [float(line.split("\t")[1]) for line in by_id], rtol=1e-5
+        )
+        assert "bytes" in ok("features", "models", "download", model, "-o", str(tmp_path / "m.skops"), *F)
+        assert (tmp_path / "m.skops").stat().st_size > 10_000
+
+        # errors: the server's code (exit 1), local mistakes (exit 2), nothing half-written
+        code, _, err = run("features", "models", "download", "nope", "-o", str(tmp_path / "x.skops"), *F)
+        assert code == 1 and "404 not-found" in err and not list(tmp_path.glob("x.skops*"))
+        code, _, err = run(
+            "labels", "datasets", "create", "p2", "--label-type", "real", "--support", "grid:3", *L
+        )
+        assert code == 2 and "--support" in err
+        code, _, err = run("labels", "datasets", "create", "prices", "--label-type", "count", "--lo", "0",
+                           "--hi", "5", *L)  # fmt: skip
+        assert code == 1 and "409 dataset-exists" in err
+        (tmp_path / "junk.json").write_text("[1, 2]")
+        code, _, err = run("features", "senders", "add", "--identity", str(tmp_path / "junk.json"), *F)
+        assert code == 2 and "identity" in err
+        code, _, err = run("features", "predict", model, *F)
+        assert code == 2 and "--ids or --rows" in err
+        code, _, err = run("labels", "releases", "show", "nope", *L)
+        assert code == 1 and "404" in err

@@ -17,7 +17,7 @@ import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 import typer
 
-from labeldp.cli.client_commands import AsJson, LabelsKey, LabelsUrl, _errors, _show
+from labeldp.cli.client_commands import AsJson, LabelsKey, LabelsUrl, exit_on_errors, show
 from labeldp.mechanisms import PublishedMechanism
 
 audit_app = typer.Typer(
@@ -100,7 +100,7 @@ def audit_attack(
     if "mse_reduction_share" in e:
         share = e["mse_reduction_share"]
         line += f"\n  share of the squared error in the label value the release removes: {share:.2%}"
-    _show(summary, as_json, line)
+    show(summary, as_json, line)
 
 
 @audit_app.command("epsilon")
@@ -121,12 +121,12 @@ def audit_epsilon(
     from labeldp.audit.canaries import canary_audit
     from labeldp.client import LabelsClient
 
-    with _errors(api_key, "LABELDP_API_KEY"), LabelsClient(url, api_key) as client:
+    with exit_on_errors(api_key, "LABELDP_API_KEY"), LabelsClient(url, api_key) as client:
         result = canary_audit(
             client, recipient, epsilon, canaries, alpha, epsilon_prior, say=lambda t: typer.echo(t, err=True)
         )
     verdict = "PASSED" if result.passed else "FAILED: the sampler implements more ε than it claims"
-    _show(
+    show(
         result.as_dict(),
         as_json,
         f"release {result.release_id}: {result.canaries:,} canaries; ε implemented (claimed) "
@@ -147,10 +147,10 @@ def audit_release(
     """The labels party's own audit of a release with the raw labels (free, tenant-only, never logged)."""
     from labeldp.client import LabelsClient
 
-    with _errors(api_key, "LABELDP_API_KEY"), LabelsClient(url, api_key) as client:
+    with exit_on_errors(api_key, "LABELDP_API_KEY"), LabelsClient(url, api_key) as client:
         a = client.audit(release_id)
     t, r = a["true_distribution"], a["realized"]
-    _show(
+    show(
         a,
         as_json,
         f"release {a['release_id']} ({a['examples']:,} examples): worst-case additive advantage "

@@ -34,10 +34,11 @@ FeaturesKey = Annotated[
     typer.Option("--api-key", envvar="LABELDP_FEATURES_API_KEY", help="A features-party tenant's API key."),
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="Print the server's full answer as JSON.")]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print only the ID (for scripts).")]
 
 
 @contextmanager
-def _errors(api_key: str, variable: str) -> Iterator[None]:
+def exit_on_errors(api_key: str, variable: str) -> Iterator[None]:
     if not api_key:
         typer.echo(f"error: give --api-key or set {variable}", err=True)
         raise typer.Exit(code=2)
@@ -67,7 +68,7 @@ def _upload(file: Path, send: Callable[[Path, Callable[[int], None]], dict[str, 
     return upload_with_progress(_err, f"uploading {file.name}", file, send)
 
 
-def _show(answer: dict[str, Any], as_json: bool, line: str) -> None:
+def show(answer: dict[str, Any], as_json: bool, line: str) -> None:
     typer.echo(json.dumps(answer, indent=2, default=str) if as_json else line)
 
 
@@ -83,12 +84,12 @@ def labels_upload(
     as_json: AsJson = False,
 ) -> None:
     """Upload labels (example_id,label) or the ID universe to a dataset, with a progress bar."""
-    with _errors(api_key, "LABELDP_API_KEY"), LabelsClient(url, api_key) as client:
+    with exit_on_errors(api_key, "LABELDP_API_KEY"), LabelsClient(url, api_key) as client:
         ds = client.dataset_id(dataset)
         send = client.upload_universe if universe else client.upload_labels
         out = _upload(file, lambda f, cb: send(ds, f, cb))
         what = "IDs in the universe" if universe else "labels"
-        _show(out, as_json, f"{out['rows']:,} {what} stored (dataset {dataset}, version {out['version']})")
+        show(out, as_json, f"{out['rows']:,} {what} stored (dataset {dataset}, version {out['version']})")
 
 
 def labels_release(
@@ -119,11 +120,12 @@ def labels_release(
     deliver: Annotated[
         bool, typer.Option(help="Also deliver the release to its recipient over gRPC.")
     ] = False,
+    quiet: Quiet = False,
     as_json: AsJson = False,
 ) -> None:
     """Create a release (charges the budget first), optionally deliver it; prints the release id."""
     key = idempotency_key or str(uuid.uuid4())
-    with _errors(api_key, "LABELDP_API_KEY"), LabelsClient(url, api_key) as client:
+    with exit_on_errors(api_key, "LABELDP_API_KEY"), LabelsClient(url, api_key) as client:
         amount, bound = _privacy_unit(privacy_unit, epsilon, epsilon_user, contribution_bound)
         rel = client.release(
             client.dataset_id(dataset),
@@ -154,7 +156,10 @@ def labels_release(
             line += (
                 f"\ndelivered to {recipient}: {answer['delivery']['wire_bytes']:,} bytes, receipt verified"
             )
-        _show(answer, as_json, line)
+        if quiet:
+            typer.echo(rel["id"])
+            return
+        show(answer, as_json, line)
 
 
 def labels_preview(
@@ -176,7 +181,7 @@ def labels_preview(
     at this ε — before spending anything."""
     from labeldp.mechanisms import PublishedMechanism
 
-    with _errors(api_key, "LABELDP_API_KEY"), LabelsClient(url, api_key) as client:
+    with exit_on_errors(api_key, "LABELDP_API_KEY"), LabelsClient(url, api_key) as client:
         p = client.preview(client.dataset_id(dataset), epsilon, loss, epsilon_prior, prior_release)
     mech = PublishedMechanism.model_validate(p["mechanism"])
     error = p["expected_loss"]
@@ -185,7 +190,7 @@ def labels_preview(
     source = {"labels": "the exact label histogram", "release": "that release's noisy prior"}.get(
         p["prior_source"], "the given prior"
     )
-    _show(
+    show(
         p,
         as_json,
         f"ε = {p['epsilon']:g} (ε₁ = {p['epsilon_prior']:.3g}) over {p['examples']:,} examples: "
@@ -227,9 +232,9 @@ def features_upload(
     as_json: AsJson = False,
 ) -> None:
     """Upload a feature table, with a progress bar."""
-    with _errors(api_key, "LABELDP_FEATURES_API_KEY"), FeaturesClient(url, api_key) as client:
+    with exit_on_errors(api_key, "LABELDP_FEATURES_API_KEY"), FeaturesClient(url, api_key) as client:
         out = _upload(file, lambda f, cb: client.upload_table(table, f, cb))
-        _show(
+        show(
             out,
             as_json,
             f"feature table {table} v{out['version']}: {out['rows']:,} rows, schema {out['schema']}",
@@ -244,13 +249,14 @@ def features_train(
     model: Annotated[str, typer.Option(help="hgb (gradient boosting) or linear.")] = "hgb",
     debias: Annotated[str, typer.Option(help="none, affine or unbiased.")] = "affine",
     wait: Annotated[bool, typer.Option(help="Wait for the job, with a progress bar.")] = True,
+    quiet: Quiet = False,
     as_json: AsJson = False,
 ) -> None:
     """Start a training job on a release joined with a feature table; prints the model id."""
-    with _errors(api_key, "LABELDP_FEATURES_API_KEY"), FeaturesClient(url, api_key) as client:
+    with exit_on_errors(api_key, "LABELDP_FEATURES_API_KEY"), FeaturesClient(url, api_key) as client:
         job = client.train(release, table, model, debias)
         if not wait:
-            _show(job, as_json, f"job {job['id']} {job['state']}")
+            show(job, as_json, f"job {job['id']} {job['state']}")
             return
         with Progress(
             TextColumn("training"),
@@ -262,12 +268,15 @@ def features_train(
         ) as bar:
             task = bar.add_task("train", total=None, stage="queued")
 
-            def show(state: dict[str, Any]) -> None:
+            def report(state: dict[str, Any]) -> None:
                 p = state["progress"]
                 total = 200 if model == "hgb" else None
                 bar.update(task, total=total, completed=p.get("iterations", 0), stage=p.get("stage", ""))
 
-            client.wait_for_job(job["id"], show)
+            client.wait_for_job(job["id"], report)
         trained = client.model(job["id"])
-        metrics = ", ".join(f"{k} {v:.4g}" for k, v in trained["metrics"].items())
-        _show(trained, as_json, f"model {trained['id']} trained: {metrics}")
+        if quiet:
+            typer.echo(trained["id"])
+            return
+        metrics = ", ".join(f"{k} {v:,.2f}".rstrip("0").rstrip(".") for k, v in trained["metrics"].items())
+        show(trained, as_json, f"model {trained['id']} trained: {metrics}")

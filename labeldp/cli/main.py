@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from labeldp.cli import client_commands as client_cli
+from labeldp.cli import resource_commands as resources
 from labeldp.cli.audit_commands import audit_app
 
 if TYPE_CHECKING:
@@ -494,6 +495,19 @@ def keys_dev_ca(
 _key_commands(features_app, _features_transaction, _features_models)
 
 labels_app.command("upload")(client_cli.labels_upload)
+labels_app.command("identity")(resources.labels_identity)
+labels_app.command("budget")(resources.labels_budget)
+labels_app.command("ledger")(resources.labels_ledger)
+labels_app.add_typer(resources.labels_datasets, name="datasets")
+labels_app.add_typer(resources.labels_recipients, name="recipients")
+labels_app.add_typer(resources.labels_releases, name="releases")
+features_app.command("identity")(resources.features_identity)
+features_app.command("join")(resources.features_join)
+features_app.command("predict")(resources.features_predict)
+features_app.add_typer(resources.features_senders, name="senders")
+features_app.add_typer(resources.features_releases, name="releases")
+features_app.add_typer(resources.features_tables, name="tables")
+features_app.add_typer(resources.features_models, name="models")
 labels_app.command("release")(client_cli.labels_release)
 labels_app.command("preview")(client_cli.labels_preview)
 features_app.command("upload")(client_cli.features_upload)
