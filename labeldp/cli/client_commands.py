@@ -68,6 +68,17 @@ def _upload(file: Path, send: Callable[[Path, Callable[[int], None]], dict[str, 
     return upload_with_progress(_err, f"uploading {file.name}", file, send)
 
 
+def cell(value: Any) -> str:
+    """A value as people read it: thousands separated, never ``1e+06``; ``-`` for none."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.2f}".rstrip("0").rstrip(".") if abs(value) >= 1 else f"{value:.4g}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
 def show(answer: dict[str, Any], as_json: bool, line: str) -> None:
     typer.echo(json.dumps(answer, indent=2, default=str) if as_json else line)
 
@@ -278,5 +289,5 @@ def features_train(
         if quiet:
             typer.echo(trained["id"])
             return
-        metrics = ", ".join(f"{k} {v:,.2f}".rstrip("0").rstrip(".") for k, v in trained["metrics"].items())
+        metrics = ", ".join(f"{k} {cell(v)}" for k, v in trained["metrics"].items())
         show(trained, as_json, f"model {trained['id']} trained: {metrics}")

@@ -24,6 +24,7 @@ from labeldp.cli.client_commands import (
     LabelsKey,
     LabelsUrl,
     Quiet,
+    cell,
     exit_on_errors,
     show,
 )
@@ -49,21 +50,11 @@ def _columns(rows: Sequence[dict[str, Any]], columns: Sequence[str], as_json: bo
     if as_json:
         typer.echo(json.dumps(list(rows), indent=2, default=str))
         return
-    cells = [[_cell(r.get(c)) for c in columns] for r in rows]
+    cells = [[cell(r.get(c)) for c in columns] for r in rows]
     widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
     typer.echo("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
     for row in cells:
         typer.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):  # thousands separated, never 1e+06
-        return f"{value:,.2f}".rstrip("0").rstrip(".") if abs(value) >= 1 else f"{value:.4g}"
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f"{value:,}"
-    return str(value)
 
 
 def _created(answer: dict[str, Any], quiet: bool, as_json: bool, line: str) -> None:
@@ -415,7 +406,7 @@ def modelsshow(
     """One model: status, metrics and provenance (release, ε, feature table, code version)."""
     with exit_on_errors(api_key, "LABELDP_FEATURES_API_KEY"), FeaturesClient(url, api_key) as client:
         m = client.model(model)
-    metrics = ", ".join(f"{k} {_cell(v)}" for k, v in m["metrics"].items())
+    metrics = ", ".join(f"{k} {cell(v)}" for k, v in m["metrics"].items())
     line = f"model {m['id']} {m['status']} ({m['model']}, {m['loss']}, debias {m['debias']}): {metrics}"
     show(m, as_json, line)
 
