@@ -2,39 +2,49 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+HASH   := $(shell cat pyproject.toml | sha256sum | cut -c1-12)
+DEMO   := $(VENV)/.demo-$(HASH)
+DEV    := $(VENV)/.dev-$(HASH)
 
 .PHONY: demo test lint typecheck unit bench proto clean
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+
+# what the demo needs: the package and matplotlib
+$(DEMO): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[demo]'
+	rm -f $(VENV)/.demo-* && touch $@
+
+# tests, benchmarks, stubs: the development tools too (a superset of the demo's)
+$(DEV): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'
-	rm -f $(VENV)/.installed-* && touch $@
+	rm -f $(VENV)/.dev-* $(VENV)/.demo-* && touch $@ $(DEMO)
 
 ## make demo: the two-party demo (both services on loopback, one release, training; writes demo-output/)
-demo: $(STAMP)
+demo: $(DEMO)
 	$(BIN)/labeldp demo
 
 ## make test: ruff, mypy and the whole pytest suite
 test: lint typecheck unit
 
-lint: $(STAMP)
+lint: $(DEV)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-typecheck: $(STAMP)
+typecheck: $(DEV)
 	$(BIN)/mypy
 
-unit: $(STAMP)
+unit: $(DEV)
 	$(BIN)/python -m pytest -q
 
 ## make bench: every benchmark; results land in benchmarks/results/ and are summarized in BENCHMARKS.md
-bench: $(STAMP)
+bench: $(DEV)
 	PYTHON=$(BIN)/python $(BIN)/python -m benchmarks.run_all
 
 ## make proto: regenerate the gRPC stubs in labeldp/v1 (their import path) from proto/labeldp/v1/*.proto (committed)
-proto: $(STAMP)
+proto: $(DEV)
 	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=. --pyi_out=. --grpc_python_out=. proto/labeldp/v1/*.proto
 
 clean:

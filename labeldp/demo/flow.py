@@ -215,10 +215,12 @@ def run_flow(
 
         with steps.step("score", "scoring on held-out test examples against their TRUE labels"):
             test_ids = [str(i) for i in world.ids[world.test]]
+            steps.say(f"the private model predicts {len(test_ids):,} test clicks (REST)")
             private = np.asarray(features.predict(model["id"], test_ids))
             y_test = world.y[world.test]
             # the baselines are trained on exactly the examples the private model saw: released and matched
             trained_on = world.train & world.has_features
+            steps.say(f"baseline: the same model on the {int(trained_on.sum()):,} raw labels (no privacy)")
             non_private = _local_model(world, ft["schema"], trained_on, world.y[trained_on], world.test)
             lap_on, lap_eps = trained_on, epsilon
             if user_level:  # the same kept examples, each at ε_user/τ: a user spends ε_user in all
@@ -227,6 +229,7 @@ def run_flow(
                 )
                 lap_on = trained_on & np.array([i not in capped for i in world.ids])
                 lap_eps = epsilon / (mech.contribution_bound or 1)
+            steps.say(f"baseline: the same model on Laplace-noised labels at ε = {lap_eps:g}")
             lap = laplace_labels(world.dataset, lap_eps, world.y[lap_on])
             laplace_model = _local_model(world, ft["schema"], lap_on, lap, world.test)
 
@@ -241,6 +244,9 @@ def run_flow(
             }
 
         with steps.step("audit", "attacking the release as the publisher could, scored against the truth"):
+            steps.say(
+                "the attacker learns each click's prior from its features (two folds), then reads its bin"
+            )
             attack, lap_adv = _audit(world, mech, noisy, lap_eps)
             m = attack.measured
             steps.say(
@@ -250,8 +256,11 @@ def run_flow(
                 f"e^{mech.implemented_epsilon:.2f})"
             )
 
-        with steps.step("budget", "reading the budget and the noisy labels back"):
+        with steps.step("budget", "reading the budget and the ledger back"):
             budget = labels.budget(ds["id"], mech.epsilon_per_example, epsilon)
+            ledger = [
+                {k: e[k] for k in ("kind", "epsilon", "examples", "created_at")} for e in labels.ledger()
+            ]
 
     report.values.update(
         {
@@ -268,6 +277,7 @@ def run_flow(
             "model_metrics": model["metrics"],
             "test_examples": int(world.test.sum()),
             "test_rmse": errors,
+            "ledger": ledger,
             "budget": {
                 "per_example": budget["per_example_budget"],
                 "spent_max": budget["max_spent"],

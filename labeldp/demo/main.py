@@ -99,6 +99,7 @@ def run_demo(
             parties = local_parties(work, out / "logs", world.run_id, epsilon, postgres_url, say)
         with parties as conn:
             report = run_flow(conn, world, epsilon, work, console, contribution_bound)
+        console.print("[bold cyan][…][/] drawing the figures")
         figures = draw(world, report, out)
     report.timings_s["total"] = round(time.monotonic() - started, 1)
     print_report(console, report)

@@ -15,7 +15,6 @@ import numpy as np
 from labeldp.datasets import LabelDataset, load
 from labeldp.mechanisms import (
     LabelRelease,
-    PublishedMechanism,
     discrete_laplace,
     laplace,
     optimize_rr_on_bins,
@@ -81,120 +80,16 @@ def run_mechanism_demo(
         echo(f"{head}  {losses}  {_fmt_bins(rel.mechanism.bin_values)}")
     out.mkdir(parents=True, exist_ok=True)
     focus = min(epsilons, key=lambda e: abs(e - 1.0))
+    from labeldp.demo.plots import loss_curve_figure, mechanism_figure, save
+
     figure = out / f"mechanism_{ds.name}_eps{focus:g}.png"
-    _plot_mechanism(ds, releases[focus], laplace_labels(ds, focus), true_prior, figure)
+    rel = releases[focus]
+    save(
+        mechanism_figure(ds, y, true_prior, rel.published(), rel.noisy_labels, laplace_labels(ds, focus)),
+        figure,
+    )
     curve = out / f"loss_vs_epsilon_{ds.name}.png"
-    plot_loss_curve(ds, rows, curve)
+    save(loss_curve_figure(ds, rows), curve)
     echo(f"\nRR-on-Bins beats Laplace at every ε: {all(r['rr_on_bins'] < r['laplace'] for r in rows)}")
     echo(f"Wrote {figure} and {curve}")
     return rows
-
-
-def _plot_mechanism(
-    ds: LabelDataset, rel: LabelRelease, lap: np.ndarray, true_prior: np.ndarray, path: Path
-) -> None:
-    plot_mechanism(
-        path,
-        ds,
-        ds.labels,
-        true_prior,
-        rel.published(),
-        rel.noisy_labels,
-        lap,
-    )
-
-
-def plot_mechanism(
-    path: Path,
-    ds: LabelDataset,
-    y: np.ndarray,
-    true_prior: np.ndarray,
-    mech: PublishedMechanism,
-    noisy: np.ndarray,
-    lap: np.ndarray,
-) -> None:
-    """Prior and bins, the transition matrix, and the joint of (true, private) labels for RR-on-Bins
-    and Laplace, as in the paper's Figure 2."""
-    noisy_prior = np.asarray(mech.prior)
-    epsilon_prior, epsilon = mech.epsilon_prior, mech.epsilon
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    sup = mech.mechanism().support
-    bin_values = np.asarray(mech.bin_values)
-    fig, axes = plt.subplots(1, 4, figsize=(20, 4.6))
-    width = (sup.hi - sup.lo) / max(sup.k - 1, 1)
-    ax = axes[0]
-    ax.bar(sup.values, true_prior, width=width, color="0.75", label="true prior")
-    ax.step(
-        sup.values,
-        noisy_prior,
-        where="mid",
-        color="tab:blue",
-        lw=1,
-        label=f"noisy prior (ε₁={epsilon_prior:.3g})",
-    )
-    for lo, _hi in mech.bin_edges[1:]:
-        ax.axvline(lo - width / 2, color="tab:red", ls="--", lw=1)
-    ax.plot(bin_values, np.zeros(mech.m), "v", color="tab:red", ms=10, label="bin values")
-    ax.set_title(f"{ds.name}: prior and the {mech.m} optimal bins")
-    ax.set_xlabel("label")
-    ax.legend(fontsize=8)
-
-    ax = axes[1]
-    im = ax.imshow(
-        mech.transition_matrix().T,
-        aspect="auto",
-        origin="lower",
-        extent=(sup.lo, sup.hi, -0.5, mech.m - 0.5),
-        cmap="viridis",
-        vmin=0,
-        vmax=1,
-    )
-    ax.set_yticks(range(mech.m), [f"{v:,.0f}" for v in bin_values] if mech.m <= 12 else None)
-    ax.set_title(f"transition matrix P(output | label), ε₂={mech.epsilon_randomize:.3g}")
-    ax.set_xlabel("true label")
-    ax.set_ylabel("output bin value")
-    fig.colorbar(im, ax=ax)
-
-    edges = (
-        np.arange(ds.lo - 0.5, ds.hi + 1.5) if ds.integer and sup.k <= 200 else np.linspace(ds.lo, ds.hi, 51)
-    )
-    for ax, private, title in (
-        (axes[2], noisy, "RR-on-Bins"),
-        (axes[3], lap, "Laplace (clipped)"),
-    ):
-        hist, _, _ = np.histogram2d(y, private, bins=(edges, edges))
-        ax.imshow(
-            np.log1p(hist.T), origin="lower", extent=(ds.lo, ds.hi, ds.lo, ds.hi), cmap="magma", aspect="auto"
-        )
-        ax.set_title(f"{title}: joint of (true, private) labels, ε={epsilon:.3g}")
-        ax.set_xlabel("true label")
-        ax.set_ylabel("private label")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def plot_loss_curve(ds: LabelDataset, rows: list[dict[str, float]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    eps = [r["epsilon"] for r in rows]
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(eps, [r["rr_on_bins"] for r in rows], "o-", label="RR-on-Bins (private prior)")
-    ax.plot(eps, [r["known_prior"] for r in rows], "s--", label="RR-on-Bins (known prior)")
-    ax.plot(eps, [r["laplace"] for r in rows], "^-", label="Laplace (clipped)")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("ε")
-    ax.set_ylabel("MSE against the true labels")
-    ax.set_title(f"{ds.name}: mechanism error versus ε")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)

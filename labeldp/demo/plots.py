@@ -1,25 +1,199 @@
-"""The demo's figures: the release's mechanism, mechanism error versus ε, and the privacy budget."""
+"""The demo's figures: the release's mechanism, mechanism error versus ε, the privacy budget over the
+ledger, and the privacy audit.
+
+Each figure is built by a function that returns a matplotlib ``Figure`` (no pyplot state), so
+tests/test_demo_plots.py can check what is drawn: cells drawn as cells (``pcolormesh``, never an
+interpolated image: a transition matrix has no gradient between bins), a colour bar for every heat map,
+the "predict the mean" reference, and tick labels that do not overlap. Constrained layout keeps panels
+apart; large numbers are written with thousands separators and at most a handful of ticks.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from labeldp.datasets import LabelDataset
 from labeldp.demo.flow import Report
-from labeldp.demo.mechanism import laplace_labels, mechanism_rows, plot_loss_curve, plot_mechanism
+from labeldp.demo.mechanism import laplace_labels, mechanism_rows
 from labeldp.demo.world import World
 from labeldp.mechanisms import PublishedMechanism
 
 EPSILONS = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+DPI = 110
 
 
-def draw(world: World, report: Report, out: Path) -> list[Path]:
+def _figure(columns: int, size: tuple[float, float]) -> tuple[Any, Any]:
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
+    fig = Figure(figsize=size, layout="constrained")
+    return fig, fig.subplots(1, columns, squeeze=False)[0]
+
+
+def _readable(axis: Any, ticks: int = 5) -> None:
+    """At most ``ticks`` ticks, written 12,000 rather than 12000 or 1.2e4."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(nbins=ticks))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if abs(v) >= 1000 else f"{v:g}"))
+
+
+def save(fig: Any, path: Path) -> Path:
+    fig.savefig(path, dpi=DPI)
+    return path
+
+
+def mechanism_figure(
+    ds: LabelDataset,
+    y: np.ndarray,
+    true_prior: np.ndarray,
+    mech: PublishedMechanism,
+    noisy: np.ndarray,
+    lap: np.ndarray,
+) -> Any:
+    """Prior and bins, the transition matrix, and the joint of (true, private) labels for RR-on-Bins and
+    Laplace, as in the paper's Figure 2."""
+    from matplotlib.colors import LogNorm
+
+    fig, axes = _figure(4, (21, 4.8))
+    sup = mech.mechanism().support
+    values = np.asarray(sup.values, dtype=np.float64)
+    bin_values = np.asarray(mech.bin_values)
+    width = (sup.hi - sup.lo) / max(sup.k - 1, 1)
+    ax = axes[0]
+    ax.bar(values, true_prior, width=width, color="0.75", label="true prior")
+    ax.step(
+        values,
+        mech.prior,
+        where="mid",
+        color="tab:blue",
+        lw=1,
+        label=f"noisy prior (ε₁={mech.epsilon_prior:.3g})",
+    )
+    for lo, _hi in mech.bin_edges[1:]:
+        ax.axvline(lo - width / 2, color="tab:red", ls="--", lw=1)
+    ax.plot(bin_values, np.zeros(mech.m), "v", color="tab:red", ms=10, label="bin values")
+    ax.set_title(f"{ds.name}: prior and the {mech.m} optimal bins")
+    ax.set_xlabel("label")
+    ax.set_ylabel("share of examples")
+    ax.legend(fontsize=8)
+    _readable(ax.xaxis)
+
+    ax = axes[1]  # one cell per (support point, output bin): no interpolation between bins
+    middles = (values[1:] + values[:-1]) / 2
+    x_edges = np.concatenate([[values[0] - width / 2], middles, [values[-1] + width / 2]])
+    y_edges = np.arange(mech.m + 1) - 0.5
+    mesh = ax.pcolormesh(x_edges, y_edges, mech.transition_matrix().T, cmap="viridis", vmin=0, vmax=1)
+    fig.colorbar(mesh, ax=ax, label="P(output bin | true label)")
+    if mech.m <= 12:
+        ax.set_yticks(range(mech.m), [f"{v:,.0f}" if abs(v) >= 1000 else f"{v:g}" for v in bin_values])
+    ax.set_title(f"transition matrix, ε₂={mech.epsilon_randomize:.3g}")
+    ax.set_xlabel("true label")
+    ax.set_ylabel("output bin value")
+    _readable(ax.xaxis)
+
+    edges = (
+        np.arange(ds.lo - 0.5, ds.hi + 1.5) if ds.integer and sup.k <= 200 else np.linspace(ds.lo, ds.hi, 51)
+    )
+    counts = [np.histogram2d(y, private, bins=(edges, edges))[0] for private in (noisy, lap)]
+    norm = LogNorm(vmin=1, vmax=max(1.0, *(float(c.max()) for c in counts)))
+    for ax, hist, title in zip(axes[2:], counts, ("RR-on-Bins", "Laplace (clipped)"), strict=True):
+        cells = np.ma.masked_equal(hist.T, 0)  # no examples: blank, not the darkest colour
+        mesh = ax.pcolormesh(edges, edges, cells, cmap="magma", norm=norm)
+        fig.colorbar(mesh, ax=ax, label="examples (log scale)")
+        ax.set_title(f"{title}: (true, private) labels, ε={mech.epsilon:.3g}")
+        ax.set_xlabel("true label")
+        ax.set_ylabel("private label")
+        _readable(ax.xaxis)
+        _readable(ax.yaxis)
+    return fig
+
+
+def loss_curve_figure(ds: LabelDataset, rows: Sequence[dict[str, float]]) -> Any:
+    """Mechanism error against the true labels versus ε, with what needs no labels at all: predicting
+    the mean (its MSE is the labels' variance)."""
+    fig, (ax,) = _figure(1, (6.5, 4.2))
+    eps = [r["epsilon"] for r in rows]
+    ax.plot(eps, [r["rr_on_bins"] for r in rows], "o-", label="RR-on-Bins (private prior)")
+    ax.plot(eps, [r["known_prior"] for r in rows], "s--", label="RR-on-Bins (known prior)")
+    ax.plot(eps, [r["laplace"] for r in rows], "^-", label="Laplace (clipped)")
+    ax.axhline(float(np.var(ds.labels)), color="0.5", ls=":", label="predict the mean")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("ε")
+    ax.set_ylabel("MSE against the true labels")
+    ax.set_title(f"{ds.name}: mechanism error versus ε")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def budget_figure(values: dict[str, Any]) -> Any:
+    """The tenant's ledger over time (budget and the ε each release charged, cumulated) and what the
+    release bought (test RMSE of the models against the true labels)."""
+    fig, (left, right) = _figure(2, (11.5, 4.2))
+    ledger = values["ledger"]
+    steps = np.arange(1, len(ledger) + 1)
+    budget, charged, total = [], [], 0.0
+    current = 0.0
+    for entry in ledger:
+        if entry["kind"] == "budget_set":
+            current = float(entry["epsilon"])
+        elif entry["kind"].startswith("charge"):
+            total += float(entry["epsilon"])
+        budget.append(current)
+        charged.append(total)
+    edges = np.arange(len(ledger) + 1) + 0.5  # each entry holds until the next one
+    left.stairs(budget, edges, color="tab:green", lw=2, label="budget per example")
+    left.stairs(charged, edges, color="tab:red", lw=2, label="ε charged by releases (cumulative)")
+    left.set_xticks(steps, [e["kind"].replace("_", " ") for e in ledger], rotation=30, ha="right")
+    left.set_ylim(0, max([*budget, *charged, 1e-9]) * 1.15)
+    left.set_ylabel("ε")
+    left.set_title("the tenant's ledger, entry by entry")
+    left.legend(loc="lower right", fontsize=8)
+    errors = values["test_rmse"]
+    names = ["RR-on-Bins", "Laplace", "non-private", "predict the mean"]
+    keys = ["rr_on_bins_private", "laplace_baseline", "non_private", "predict_mean"]
+    bars = right.bar(names, [errors[k] for k in keys], color=["tab:blue", "tab:orange", "0.5", "0.8"])
+    right.bar_label(bars, labels=[f"{errors[k]:,.0f}" for k in keys], fontsize=8)
+    right.set_ylabel("test RMSE against the true labels")
+    right.set_title(f"what ε = {values['privacy']['epsilon']:g} bought")
+    _readable(right.yaxis)
+    return fig
+
+
+def audit_figure(report: Report, mech: PublishedMechanism) -> Any:
+    """Per-example advantages of the publisher's attacker: RR-on-Bins against Laplace at the same ε."""
+    assert report.attack is not None and report.laplace_advantages is not None
+    rr, lap = report.attack.exact, report.laplace_advantages
+    lap_eps = report.values["privacy_audit"]["laplace_epsilon"]
+    fig, (left, right) = _figure(2, (11.5, 4.2))
+    for adv, name, color in (
+        (rr, "RR-on-Bins", "tab:blue"),
+        (lap, f"Laplace (ε = {lap_eps:g})", "tab:orange"),
+    ):
+        x = np.sort(adv.additive)
+        left.step(x, np.arange(1, x.size + 1) / x.size, where="post", color=color, label=name)
+        y = np.sort(adv.multiplicative)
+        right.step(y, np.arange(1, y.size + 1) / y.size, where="post", color=color, label=name)
+    left.axvline(mech.worst_case_additive_advantage, color="0.4", ls="--", label="worst case, any prior")
+    left.set_xlabel("additive advantage (exact, per example)")
+    left.set_ylabel("share of examples at or below")
+    left.set_title("how much more often the attacker guesses the label's bin")
+    left.legend(loc="lower right", fontsize=8)
+    right.axvline(mech.implemented_epsilon, color="0.4", ls="--", label="implemented ε")
+    right.set_xlabel("multiplicative advantage (log-odds shift, worst output)")
+    right.set_title("how far one release moves the attacker's odds")
+    right.legend(loc="lower right", fontsize=8)
+    return fig
+
+
+def draw(world: World, report: Report, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     ds = world.dataset
     values, epsilon = report.values, report.epsilon
@@ -33,76 +207,13 @@ def draw(world: World, report: Report, out: Path) -> list[Path]:
     y = world.y[rows][informative]
     noisy = np.asarray(mech.bin_values)[codes[informative]]
     true_prior = ds.support.counts(y) / y.size
-    paths = [
-        out / "mechanism.png",
-        out / "loss_vs_epsilon.png",
-        out / "budget.png",
-        out / "privacy_audit.png",
-    ]
-    plot_mechanism(
-        paths[0],
-        ds,
-        y,
-        true_prior,
-        mech,
-        noisy,
-        laplace_labels(ds, epsilon, y),
-    )
     curve, _ = mechanism_rows(ds, sorted({*EPSILONS, epsilon}))
-    plot_loss_curve(ds, curve, paths[1])
-
-    b = values["budget"]
-    errors = values["test_rmse"]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    left.barh(["per-example ε"], [b["spent_max"]], color="tab:red", label=f"spent ({b['spent_max']:g})")
-    left.barh(
-        ["per-example ε"],
-        [b["left"]],
-        left=[b["spent_max"]],
-        color="tab:green",
-        label=f"left ({b['left']:g})",
-    )
-    left.set_xlim(0, b["per_example"])
-    left.set_xlabel("ε")
-    left.set_title(f"privacy budget of each of {values['examples_released']:,} released examples")
-    left.legend(loc="lower right")
-    names = ["RR-on-Bins", "Laplace", "non-private", "constant"]
-    keys = ["rr_on_bins_private", "laplace_baseline", "non_private", "predict_mean"]
-    right.bar(names, [errors[k] for k in keys], color=["tab:blue", "tab:orange", "0.5", "0.8"])
-    right.set_ylabel("test RMSE against the true labels")
-    right.set_title(f"what the budget bought (ε = {epsilon:g})")
-    fig.tight_layout()
-    fig.savefig(paths[2], dpi=110)
-    plt.close(fig)
-    plot_audit(report, mech, paths[3])
-    return paths
-
-
-def plot_audit(report: Report, mech: PublishedMechanism, path: Path) -> None:
-    """Per-example advantages of the publisher's attacker: RR-on-Bins against Laplace at the same ε."""
-    import matplotlib.pyplot as plt
-
-    assert report.attack is not None and report.laplace_advantages is not None
-    rr, lap = report.attack.exact, report.laplace_advantages
-    lap_eps = report.values["privacy_audit"]["laplace_epsilon"]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    for adv, name, color in (
-        (rr, "RR-on-Bins", "tab:blue"),
-        (lap, f"Laplace (ε = {lap_eps:g})", "tab:orange"),
-    ):
-        x = np.sort(adv.additive)
-        left.step(x, np.arange(1, x.size + 1) / x.size, where="post", color=color, label=name)
-        y = np.sort(adv.multiplicative)
-        right.step(y, np.arange(1, y.size + 1) / y.size, where="post", color=color, label=name)
-    left.axvline(mech.worst_case_additive_advantage, color="0.4", ls="--", label="worst case, any prior")
-    left.set_xlabel("additive advantage (exact, per example)")
-    left.set_ylabel("share of examples at or below")
-    left.set_title("how much more often the attacker guesses the label's bin")
-    left.legend(loc="lower right")
-    right.axvline(mech.implemented_epsilon, color="0.4", ls="--", label="implemented ε")
-    right.set_xlabel("multiplicative advantage (log-odds shift, worst output)")
-    right.set_title("how far one release moves the attacker's odds")
-    right.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return [
+        save(
+            mechanism_figure(ds, y, true_prior, mech, noisy, laplace_labels(ds, epsilon, y)),
+            out / "mechanism.png",
+        ),
+        save(loss_curve_figure(ds, curve), out / "loss_vs_epsilon.png"),
+        save(budget_figure(values), out / "budget.png"),
+        save(audit_figure(report, mech), out / "privacy_audit.png"),
+    ]
