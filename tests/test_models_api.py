@@ -13,12 +13,13 @@ import httpx
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from features_party.config import FeaturesSettings
 from labeldp.common.identity import Identity, public_key_pem
 from labeldp.common.wire import build_frames
 from labeldp.datasets import weeks_worked
-from labeldp.mechanisms import optimize_rr_on_bins
+from labeldp.mechanisms import PublishedMechanism, optimize_rr_on_bins
 from labeldp.v1 import delivery_pb2_grpc as pb_grpc
 from tests.support.messages import SENDER, release
 from tests.support.metrics import scrape, value
@@ -88,6 +89,10 @@ def test_train_inspect_predict_and_survive_a_restart(tmp_path: Path) -> None:
         stamps += [s["created_at"] for s in c.get("/v1/senders").json()["items"]]
         assert all(s.endswith(("+00:00", "Z")) for s in stamps), stamps  # timezone-aware UTC
         assert model["metrics"]["validation_examples"] > 0
+        mechanism = PublishedMechanism.model_validate(model["provenance"]["mechanism"])
+        assert model["metrics"]["release_binning_loss_under_noisy_prior"] == pytest.approx(
+            mechanism.binning_loss_under_prior()
+        )
         assert (
             model["provenance"]["release_id"] == rel.release_id
             and model["provenance"]["epsilon_total"] == 1.0

@@ -24,6 +24,7 @@ from labeldp.mechanisms import (
     optimal_mechanism,
     optimize_rr_on_bins,
     optimize_rr_top_k,
+    resolve_loss,
     uniform_grid,
 )
 from labeldp.v1 import delivery_pb2 as pb
@@ -190,3 +191,24 @@ def test_messages_of_senders_before_support_bins_are_still_understood(kind: str)
         del header.mechanism.bin_lower[:]
         del header.mechanism.bin_upper[:]
     assert mechanism_from_header(header) == published
+
+
+@pytest.mark.parametrize("loss", ["squared", "absolute", "poisson"])
+def test_binning_loss_is_the_noisy_priors_average_loss_of_bin_values(loss: str) -> None:
+    """Checked by a plain loop over the support: Σ_i prior_i · ℓ(bin value of i, support value i)."""
+    support = integer_grid(0, 9)
+    prior = np.array([5, 1, 0, 3, 2, 8, 1, 1, 4, 2], dtype=float)
+    published = optimize_rr_on_bins(support, prior, 1.0, loss).describe(prior=prior, epsilon_prior=0.1)
+    ell = resolve_loss(loss)
+
+    def one(f: float, y: float) -> float:
+        return float(ell(np.array([f]), np.array([y]))[0])
+
+    total = sum(
+        p / prior.sum() * (one(published.bin_values[b], v) - one(v, v))
+        for p, b, v in zip(prior, published.support_bins, published.support, strict=True)
+    )
+    assert published.binning_loss_under_prior() == pytest.approx(total, rel=1e-12)
+    assert published.m < support.k and total > 0  # fewer bins than labels: the bins cost something
+    exact = RROnBins(1.0, support, np.arange(support.k), support.values, ell)  # every label its own bin
+    assert exact.describe(prior=prior, epsilon_prior=0.1).binning_loss_under_prior() == pytest.approx(0.0)

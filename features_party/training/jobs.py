@@ -145,6 +145,8 @@ def run(sessions: sessionmaker[Session], data_dir: Path, job_id: str) -> str:
             trained: Trained = fit_classifier(released, features, table.schema, noise, **options)
         else:
             trained = fit(released, features, table.schema, noise, mechanism.loss, **options)
+        # what a loss against the bins leaves out: how far the bins are from the labels (noisy prior)
+        trained.metrics["release_binning_loss_under_noisy_prior"] = mechanism.binning_loss_under_prior()
         save(trained, mechanism, model_dir(data_dir, job_id))
         final = trained.model[-1]
         iterations = int(getattr(getattr(final, "estimator", final), "n_iter_", 0) or 0)

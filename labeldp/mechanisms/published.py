@@ -230,6 +230,22 @@ class PublishedMechanism(BaseModel):
         """The expected loss of the outputs if labels followed the (noisy) prior it carries."""
         return self.mechanism().expected_loss(self.support, self.prior)
 
+    def binning_loss_under_prior(self) -> float:
+        """The loss of a label's bin value against the label itself, beyond the loss of the label itself
+        (``ℓ(Φ(y), y) − ℓ(y, y)``: Poisson's is not zero), averaged over the noisy prior it carries:
+        how far the bins are from the labels before any noise. A model trained on the release
+        learns the bins, so this is the part of its error against the true labels that a loss
+        measured against the bins does not show. RR-Top-k (classes): the mass of unreported classes."""
+        prior = np.asarray(self.prior, dtype=np.float64)
+        prior = prior / prior.sum() if prior.sum() > 0 else prior
+        bins = np.asarray(self.support_bins, dtype=np.int64)
+        if self.kind == "rr_top_k":
+            return float(prior[bins < 0].sum())
+        values = np.asarray(self.bin_values, dtype=np.float64)[bins]
+        labels = np.asarray(self.support, dtype=np.float64)
+        ell = resolve_loss(self.loss)
+        return float(np.dot(prior, ell(values, labels) - ell(labels, labels)))  # 0 for exact bins
+
 
 def publish(
     mechanism: Mechanism,
