@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from features_party.receiver.store import published_mechanism
 from features_party.storage.orm import FeatureTable, ReceivedRelease, Sender, TrainingJob
@@ -85,6 +85,12 @@ class FeatureTableOut(BaseModel):
 
 
 class JoinIn(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"release_id": "0c65852a-c874-4cdc-ade5-053ad195b61d", "feature_table": "diamonds"}]
+        }
+    )
+
     release_id: str = Field(max_length=64)
     feature_table: Name
 
@@ -116,6 +122,19 @@ class JoinOut(BaseModel):
 
 
 class TrainingJobIn(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "release_id": "0c65852a-c874-4cdc-ade5-053ad195b61d",
+                    "feature_table": "diamonds",
+                    "model": "hgb",
+                    "debias": "affine",
+                }
+            ]
+        }
+    )
+
     release_id: str = Field(max_length=64)
     feature_table: Name
     model: Literal["hgb", "linear"] = "hgb"
@@ -178,6 +197,15 @@ MAX_PREDICTIONS = 100_000  # per request; larger sets are a batch job, not a req
 
 
 class PredictIn(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"example_ids": ["click-1", "click-2"]},
+                {"rows": [{"carat": 0.23, "cut": "Ideal", "color": "E", "clarity": "SI2", "depth": 61.5}]},
+            ]
+        }
+    )
+
     example_ids: list[ExampleId] | None = Field(
         None,
         min_length=1,

@@ -23,6 +23,18 @@ from labels_party.storage.orm import Dataset, Delivery, LedgerEntry, Recipient, 
 
 
 class RecipientIn(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "publisher",
+                    "grpc_address": "publisher.example:8501",
+                    "fingerprint": "ed25519:4b47bdb2497d2b734bb4f0663cb6c42a",
+                }
+            ]
+        }
+    )
+
     name: Name = Field(description="the features party's id (its party_id)")
     grpc_address: str | None = Field(
         None,
@@ -83,6 +95,21 @@ class DeliveryOut(BaseModel):
 
 
 class DatasetIn(DatasetSpec):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "prices",
+                    "label_type": "real",
+                    "lo": 0,
+                    "hi": 20000,
+                    "support": {"kind": "uniform", "k": 201},
+                },
+                {"name": "conversions", "label_type": "count", "lo": 0, "hi": 52, "default_label": 0},
+            ]
+        }
+    )
+
     name: Name
 
 
@@ -117,7 +144,20 @@ class UploadOut(BaseModel):
 
 
 class ReleaseIn(BaseModel):
-    model_config = ConfigDict(allow_inf_nan=False)
+    model_config = ConfigDict(
+        allow_inf_nan=False,
+        json_schema_extra={
+            "examples": [
+                {"epsilon": 1, "recipient": "publisher", "loss": "squared"},
+                {
+                    "privacy_unit": "user",
+                    "epsilon_user": 4,
+                    "contribution_bound": "auto",
+                    "recipient": "publisher",
+                },
+            ]
+        },
+    )
 
     privacy_unit: PrivacyUnit = Field(
         "example",
