@@ -174,3 +174,14 @@ def test_exported_pipelines_reproduce_the_api_in_a_fresh_process(tmp_path: Path)
         assert wait(c, failed.json()["id"])["state"] == "failed"
         refused = c.get(f"/v1/models/{failed.json()['id']}/artifact")
         assert refused.status_code == 409 and refused.json()["type"] == "model-not-ready"
+    # a model saved before models were pipelines is refused with a clear code, not mis-served
+    meta = settings.data_dir / "models" / job / "meta.json"
+    old = {k: v for k, v in json.loads(meta.read_text()).items() if k != "format"}
+    meta.write_text(json.dumps(old))
+    with features_server_thread(settings) as base:
+        c = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60)
+        for r in (
+            c.get(f"/v1/models/{job}/artifact"),
+            c.post(f"/v1/models/{job}/predictions", json={"rows": census_rows[:2]}),
+        ):
+            assert r.status_code == 409 and r.json()["type"] == "model-needs-retraining", r.text
