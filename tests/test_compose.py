@@ -122,11 +122,11 @@ def test_compose_stack_runs_the_demo_and_serves_both_apis(
     key = _run(env, *compose, "exec", "-T", "labels-party", "cat", "/keys/labels-api-key")
     datasets = httpx.get(
         f"{labels}/v1/datasets", headers={"Authorization": f"Bearer {key}"}, timeout=10
-    ).json()
+    ).json()["items"]
     assert [d["name"] for d in datasets] == [f"demo-prices-{report['run_id']}"]
     pkey = _run(env, *compose, "exec", "-T", "features-party", "cat", "/keys/features-api-key")
     received = httpx.get(f"{features}/v1/releases", headers={"Authorization": f"Bearer {pkey}"}, timeout=10)
-    assert [r["release_id"] for r in received.json()] == [report["release_id"]]
+    assert [r["release_id"] for r in received.json()["items"]] == [report["release_id"]]
     metrics = httpx.get(f"{labels}/metrics", timeout=10).text
     assert 'labeldp_deliveries_total{outcome="delivered"} 1.0' in metrics
     # the labels party's database is the compose PostgreSQL
@@ -139,4 +139,4 @@ def test_compose_stack_runs_the_demo_and_serves_both_apis(
     _run(env, *compose, "restart", "labels-party")
     wait_healthy(labels, timeout=120)
     again = httpx.get(f"{labels}/v1/datasets", headers={"Authorization": f"Bearer {key}"}, timeout=10)
-    assert again.status_code == 200 and len(again.json()) == 1
+    assert again.status_code == 200 and len(again.json()["items"]) == 1
