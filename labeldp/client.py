@@ -315,10 +315,7 @@ class FeaturesClient(ApiClient):
             with self.http.stream("GET", f"/v1/models/{model_id}/artifact") as r:
                 if r.status_code >= 400:
                     r.read()
-                    body = r.json() if r.headers.get("content-type", "").endswith("json") else {}
-                    raise ApiError(
-                        r.status_code, str(body.get("type", "http-error")), str(body.get("detail", ""))
-                    )
+                    raise _error(r)
                 size = 0
                 with partial.open("wb") as out:
                     for block in r.iter_bytes(CHUNK):

@@ -4,6 +4,7 @@ label value."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import httpx
@@ -68,6 +69,9 @@ def test_logs_are_json_with_request_ids_and_no_labels(tmp_path: Path) -> None:
         for page in ("/docs", "/redoc", "/openapi.json"):
             assert httpx.get(f"{server.base_url}{page}").status_code == 200
         assert httpx.get(f"{server.base_url}/no/such/page").status_code == 404
+        long_id = "x" * 300  # a caller's request ID is kept only when short printable ASCII
+        echoed = httpx.get(f"{server.base_url}/healthz", headers={"X-Request-ID": long_id})
+        assert re.fullmatch(r"[0-9a-f]{32}", echoed.headers["X-Request-ID"])
         m = scrape(server.base_url)
         metrics_text = httpx.get(f"{server.base_url}/metrics").text
     finally:
@@ -81,6 +85,7 @@ def test_logs_are_json_with_request_ids_and_no_labels(tmp_path: Path) -> None:
     assert any(r["msg"] == "release charged" for r in records)
     text = log_path.read_text()
     assert not any(secret in text for secret in SECRET_LABELS)
+    assert "x" * 300 not in text
     assert audit_values and not any(v in text for v in audit_values)  # the audit is never logged
     assert not any(secret in metrics_text for secret in SECRET_LABELS)
     # documentation pages are routes like any other; only real misses are "unmatched"
