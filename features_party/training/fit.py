@@ -248,9 +248,9 @@ def fit(
         predictions = np.maximum(predictions, 1e-9)
     ell = resolve_loss(loss)
     trained.metrics = {
-        "examples_capped": float(capped),
-        "train_examples": float((~valid).sum()),
-        "validation_examples": float(valid.sum()),
+        "examples_capped": int(capped),
+        "train_examples": int((~valid).sum()),
+        "validation_examples": int(valid.sum()),
         "validation_loss_vs_noisy_labels": float(np.mean(ell(predictions, noisy[valid]))),
         "validation_loss_vs_binned_true_labels_unbiased": float(
             np.mean(noise.unbiased_loss(predictions, bins[valid], ell))
@@ -311,9 +311,9 @@ def fit_classifier(
     predicted = np.argmax(final.predict_proba(X[valid]), axis=1)
 
     trained.metrics = {
-        "examples_capped": float(capped),
-        "train_examples": float((~valid).sum()),
-        "validation_examples": float(valid.sum()),
+        "examples_capped": int(capped),
+        "train_examples": int((~valid).sum()),
+        "validation_examples": int(valid.sum()),
         "validation_error_vs_noisy_labels": float(np.mean(predicted != bins[valid])),
         "validation_error_vs_true_labels_unbiased": noise.zero_one_error(predicted, bins[valid]),
     }
