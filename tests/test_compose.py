@@ -102,6 +102,10 @@ def test_compose_stack_runs_the_demo_and_serves_both_apis(
     stack: tuple[dict[str, str], list[str], dict[str, int]],
 ) -> None:
     env, compose, ports = stack
+    # the monitoring profile is valid compose and adds exactly Prometheus and Grafana (not started here:
+    # their images come from Docker Hub; tests/test_monitoring.py checks their files and queries)
+    services = set(_run(env, *compose, "--profile", "monitoring", "config", "--services").split())
+    assert services - set(_run(env, *compose, "config", "--services").split()) == {"prometheus", "grafana"}
     demo_container = _run(env, *compose, "ps", "-a", "-q", "demo")
     exit_code = _run(env, "docker", "wait", demo_container, timeout=600)
     logs = _run(env, *compose, "logs", "demo")
