@@ -58,19 +58,11 @@ class Page(BaseModel, Generic[Item]):
 
     @classmethod
     def of(
-        cls,
-        rows: Sequence[Any],
-        paging: PageRequest,
-        request: Request,
-        convert: Callable[[Any], Item],
-        *,
-        more: bool | None = None,
+        cls, rows: Sequence[Any], paging: PageRequest, request: Request, convert: Callable[[Any], Item]
     ) -> Page[Item]:
-        """``rows`` as a page: a window's rows (``PageRequest.window``: one beyond the page means more
-        follow) or, with ``more`` given, exactly the page."""
-        follows = len(rows) > paging.limit if more is None else more
+        """A window's rows (``PageRequest.window``) as a page: a row beyond the page means more follow."""
         items = [convert(r) for r in rows[: paging.limit]]
-        if not follows:
+        if len(rows) <= paging.limit:
             return cls(items=items, next_offset=None, next=None)
         offset = paging.offset + paging.limit
         query = urlencode({**request.query_params, "limit": paging.limit, "offset": offset})

@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from labeldp.common.pages import PageRequest
 from labels_party.budget.epsilon import to_micro
 from labels_party.budget.ledger import SpendSummary, UserSpendSummary, spend_summary, user_spend_summary
 from labels_party.datasets.service import get_dataset
@@ -23,12 +24,6 @@ class DatasetBudget:
     summary: SpendSummary
     user_budget_micro: int | None  # the tenant's per-user budget (None: not limited)
     users: UserSpendSummary
-
-
-@dataclass(frozen=True)
-class LedgerPage:
-    entries: list[LedgerEntry]
-    total: int
 
 
 class BudgetService:
@@ -53,17 +48,8 @@ class BudgetService:
                 user_spend_summary(session, tenant_id, np.unique(users), to_micro(epsilon_user)),
             )
 
-    def ledger(self, tenant_id: str, limit: int, offset: int) -> LedgerPage:
-        """The tenant's append-only ledger entries, oldest first."""
+    def ledger(self, tenant_id: str, paging: PageRequest) -> list[LedgerEntry]:
+        """The tenant's append-only ledger entries, oldest first (a page window)."""
         with self.sessions() as session:
-            total = session.execute(
-                select(func.count()).select_from(LedgerEntry).where(LedgerEntry.tenant_id == tenant_id)
-            ).scalar_one()
-            rows = session.execute(
-                select(LedgerEntry)
-                .where(LedgerEntry.tenant_id == tenant_id)
-                .order_by(LedgerEntry.id)
-                .limit(limit)
-                .offset(offset)
-            ).scalars()
-            return LedgerPage(list(rows), int(total))
+            query = select(LedgerEntry).where(LedgerEntry.tenant_id == tenant_id).order_by(LedgerEntry.id)
+            return list(session.execute(paging.window(query)).scalars())

@@ -33,6 +33,6 @@ def get_budget(
 @router.get("/ledger", response_model=Page[LedgerEntryOut])
 def get_ledger(caller: Caller, budget: Budget, paging: Paging, request: Request) -> Page[LedgerEntryOut]:
     """Append-only ledger entries of this tenant, oldest first."""
-    page = budget.ledger(caller.tenant_id, paging.limit, paging.offset)
-    more = paging.offset + paging.limit < page.total
-    return Page[LedgerEntryOut].of(page.entries, paging, request, LedgerEntryOut.of, more=more)
+    return Page[LedgerEntryOut].of(
+        budget.ledger(caller.tenant_id, paging), paging, request, LedgerEntryOut.of
+    )
