@@ -17,7 +17,7 @@ import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 import typer
 
-from labeldp.cli.client_commands import AsJson, LabelsKey, LabelsUrl, exit_on_errors, show
+from labeldp.cli.client_commands import AsJson, LabelsKey, LabelsUrl, labels_client, show
 from labeldp.mechanisms import PublishedMechanism
 
 audit_app = typer.Typer(
@@ -119,9 +119,8 @@ def audit_epsilon(
     """Black-box check of a live labels party: a Clopper–Pearson lower bound on the ε its sampler
     implements, from one release of canaries with known labels; exit 1 if it exceeds the claim."""
     from labeldp.audit.canaries import canary_audit
-    from labeldp.client import LabelsClient
 
-    with exit_on_errors(api_key, "LABELDP_API_KEY"), LabelsClient(url, api_key) as client:
+    with labels_client(url, api_key) as client:
         result = canary_audit(
             client, recipient, epsilon, canaries, alpha, epsilon_prior, say=lambda t: typer.echo(t, err=True)
         )
@@ -145,9 +144,8 @@ def audit_release(
     as_json: AsJson = False,
 ) -> None:
     """The labels party's own audit of a release with the raw labels (free, tenant-only, never logged)."""
-    from labeldp.client import LabelsClient
 
-    with exit_on_errors(api_key, "LABELDP_API_KEY"), LabelsClient(url, api_key) as client:
+    with labels_client(url, api_key) as client:
         a = client.audit(release_id)
     t, r = a["true_distribution"], a["realized"]
     show(

@@ -52,6 +52,20 @@ def exit_on_errors(api_key: str, variable: str) -> Iterator[None]:
         raise typer.Exit(code=2) from exc
 
 
+@contextmanager
+def labels_client(url: str, api_key: str) -> Iterator[LabelsClient]:
+    """The labels party's client, with the CLI's error handling (exit 1 or 2) around its use."""
+    with exit_on_errors(api_key, "LABELDP_API_KEY"), LabelsClient(url, api_key) as client:
+        yield client
+
+
+@contextmanager
+def features_client(url: str, api_key: str) -> Iterator[FeaturesClient]:
+    """The features party's client, with the CLI's error handling (exit 1 or 2) around its use."""
+    with exit_on_errors(api_key, "LABELDP_FEATURES_API_KEY"), FeaturesClient(url, api_key) as client:
+        yield client
+
+
 def upload_with_progress(
     console: Console, label: str, file: Path, send: Callable[[Path, Callable[[int], None]], dict[str, Any]]
 ) -> dict[str, Any]:
@@ -95,7 +109,7 @@ def labels_upload(
     as_json: AsJson = False,
 ) -> None:
     """Upload labels (example_id,label) or the ID universe to a dataset, with a progress bar."""
-    with exit_on_errors(api_key, "LABELDP_API_KEY"), LabelsClient(url, api_key) as client:
+    with labels_client(url, api_key) as client:
         ds = client.dataset_id(dataset)
         send = client.upload_universe if universe else client.upload_labels
         out = _upload(file, lambda f, cb: send(ds, f, cb))
@@ -136,7 +150,7 @@ def labels_release(
 ) -> None:
     """Create a release (charges the budget first), optionally deliver it; prints the release id."""
     key = idempotency_key or str(uuid.uuid4())
-    with exit_on_errors(api_key, "LABELDP_API_KEY"), LabelsClient(url, api_key) as client:
+    with labels_client(url, api_key) as client:
         amount, bound = _privacy_unit(privacy_unit, epsilon, epsilon_user, contribution_bound)
         rel = client.release(
             client.dataset_id(dataset),
@@ -192,7 +206,7 @@ def labels_preview(
     at this ε — before spending anything."""
     from labeldp.mechanisms import PublishedMechanism
 
-    with exit_on_errors(api_key, "LABELDP_API_KEY"), LabelsClient(url, api_key) as client:
+    with labels_client(url, api_key) as client:
         p = client.preview(client.dataset_id(dataset), epsilon, loss, epsilon_prior, prior_release)
     mech = PublishedMechanism.model_validate(p["mechanism"])
     error = p["expected_loss"]
@@ -243,7 +257,7 @@ def features_upload(
     as_json: AsJson = False,
 ) -> None:
     """Upload a feature table, with a progress bar."""
-    with exit_on_errors(api_key, "LABELDP_FEATURES_API_KEY"), FeaturesClient(url, api_key) as client:
+    with features_client(url, api_key) as client:
         out = _upload(file, lambda f, cb: client.upload_table(table, f, cb))
         show(
             out,
@@ -264,7 +278,7 @@ def features_train(
     as_json: AsJson = False,
 ) -> None:
     """Start a training job on a release joined with a feature table; prints the model id."""
-    with exit_on_errors(api_key, "LABELDP_FEATURES_API_KEY"), FeaturesClient(url, api_key) as client:
+    with features_client(url, api_key) as client:
         job = client.train(release, table, model, debias)
         if not wait:
             show(job, as_json, f"job {job['id']} {job['state']}")

@@ -25,10 +25,10 @@ from labeldp.cli.client_commands import (
     LabelsUrl,
     Quiet,
     cell,
-    exit_on_errors,
+    features_client,
+    labels_client,
     show,
 )
-from labeldp.client import FeaturesClient, LabelsClient
 
 Dataset = Annotated[str, typer.Option(help="Dataset name or id.")]
 LABELS_URL = "http://127.0.0.1:8400"
@@ -80,7 +80,7 @@ def _identity_file(path: Path) -> dict[str, Any]:
 
 def labels_identity(url: LabelsUrl = LABELS_URL, api_key: LabelsKey = "", as_json: AsJson = False) -> None:
     """This labels party's ID and signing key: give the --json output to the features party."""
-    with exit_on_errors(api_key, "LABELDP_API_KEY"), LabelsClient(url, api_key) as client:
+    with labels_client(url, api_key) as client:
         me = client.identity()
     show(me, as_json, f"{me['party_id']}: signing key {me['key_id']}")
 
@@ -107,7 +107,7 @@ def datasets_create(
     as_json: AsJson = False,
 ) -> None:
     """Declare a dataset's public parameters (never read off the labels); prints its id."""
-    with exit_on_errors(api_key, "LABELDP_API_KEY"):
+    with labels_client(url, api_key) as client:
         spec: dict[str, Any] = {"name": name, "label_type": label_type}
         for key, value in (("lo", lo), ("hi", hi), ("out_of_bounds", out_of_bounds)):
             if value is not None:
@@ -116,8 +116,7 @@ def datasets_create(
             spec["default_label"] = default_label
         if support is not None:
             spec["support"] = _support(support)
-        with LabelsClient(url, api_key) as client:
-            ds = client.create_dataset(spec)
+        ds = client.create_dataset(spec)
         line = f"dataset {ds['name']} {ds['id']}: {ds['support_size']} support points"
         _created(ds, quiet, as_json, line)
 
@@ -142,7 +141,7 @@ def _support(text: str) -> dict[str, Any]:
 @labels_datasets.command("list")
 def datasets_list(url: LabelsUrl = LABELS_URL, api_key: LabelsKey = "", as_json: AsJson = False) -> None:
     """The tenant's datasets, oldest first."""
-    with exit_on_errors(api_key, "LABELDP_API_KEY"), LabelsClient(url, api_key) as client:
+    with labels_client(url, api_key) as client:
         rows = client.datasets()
     _columns(rows, ("name", "id", "label_count", "universe_count", "support_size", "created_at"), as_json)
 
@@ -155,7 +154,7 @@ def datasetsshow(
     as_json: AsJson = False,
 ) -> None:
     """One dataset: its public parameters and counts."""
-    with exit_on_errors(api_key, "LABELDP_API_KEY"), LabelsClient(url, api_key) as client:
+    with labels_client(url, api_key) as client:
         ds = client.dataset(dataset)
     spec = ", ".join(f"{k} {v}" for k, v in ds["spec"].items() if v is not None)
     line = f"dataset {ds['name']} {ds['id']}: {ds['label_count']:,} labels; {spec}"
@@ -181,12 +180,11 @@ def recipients_add(
     as_json: AsJson = False,
 ) -> None:
     """Register a features party (its name, receiver, CA and key fingerprint) as a recipient."""
-    with exit_on_errors(api_key, "LABELDP_API_KEY"):
+    with labels_client(url, api_key) as client:
         peer = _identity_file(identity)
         address = grpc_address or f"{grpc_host}:{peer.get('grpc_port')}"
         pem = ca.read_text() if ca is not None else None
-        with LabelsClient(url, api_key) as client:
-            out = client.register_recipient(peer["party_id"], address, pem, str(peer.get("key_id")))
+        out = client.register_recipient(peer["party_id"], address, pem, str(peer.get("key_id")))
     tls = "mutual TLS" if pem else "plaintext"
     show(out, as_json, f"recipient {out['name']} at {address} ({tls}), key {peer.get('key_id')}")
 
@@ -194,7 +192,7 @@ def recipients_add(
 @labels_recipients.command("list")
 def recipients_list(url: LabelsUrl = LABELS_URL, api_key: LabelsKey = "", as_json: AsJson = False) -> None:
     """Registered recipients."""
-    with exit_on_errors(api_key, "LABELDP_API_KEY"), LabelsClient(url, api_key) as client:
+    with labels_client(url, api_key) as client:
         rows = client.recipients()
     _columns(rows, ("name", "grpc_address", "fingerprint", "created_at"), as_json)
 
@@ -204,7 +202,7 @@ def releases_list(
     dataset: Dataset, url: LabelsUrl = LABELS_URL, api_key: LabelsKey = "", as_json: AsJson = False
 ) -> None:
     """A dataset's releases, oldest first."""
-    with exit_on_errors(api_key, "LABELDP_API_KEY"), LabelsClient(url, api_key) as client:
+    with labels_client(url, api_key) as client:
         rows = client.releases(client.dataset_id(dataset))
     _columns(rows, ("id", "status", "epsilon", "examples", "recipient_id", "created_at"), as_json)
 
@@ -217,7 +215,7 @@ def releasesshow(
     as_json: AsJson = False,
 ) -> None:
     """One release: its status, ε, mechanism and deliveries."""
-    with exit_on_errors(api_key, "LABELDP_API_KEY"), LabelsClient(url, api_key) as client:
+    with labels_client(url, api_key) as client:
         rel = client.get_release(release)
         rel["deliveries"] = client.deliveries(release)
     sent = ", ".join(f"{d['outcome']} {d['started_at']}" for d in rel["deliveries"]) or "none"
@@ -236,7 +234,7 @@ def releases_deliver(
     as_json: AsJson = False,
 ) -> None:
     """Send the stored signed message to the recipient (again: same bytes, nothing spent)."""
-    with exit_on_errors(api_key, "LABELDP_API_KEY"), LabelsClient(url, api_key) as client:
+    with labels_client(url, api_key) as client:
         out = client.deliver(release)
     show(out, as_json, f"delivered {out['wire_bytes']:,} bytes: {out['outcome']}, receipt verified")
 
@@ -249,7 +247,7 @@ def releases_download(
     api_key: LabelsKey = "",
 ) -> None:
     """The release's stored output, exactly as delivered (reading it is free)."""
-    with exit_on_errors(api_key, "LABELDP_API_KEY"), LabelsClient(url, api_key) as client:
+    with labels_client(url, api_key) as client:
         data = client.noisy_labels(release)
     out.write_bytes(data)
     typer.echo(f"{out}: {len(data):,} bytes")
@@ -264,7 +262,7 @@ def labels_budget(
     as_json: AsJson = False,
 ) -> None:
     """What the dataset's examples (and users) have spent, and what they could still take."""
-    with exit_on_errors(api_key, "LABELDP_API_KEY"), LabelsClient(url, api_key) as client:
+    with labels_client(url, api_key) as client:
         b = client.budget(client.dataset_id(dataset), epsilon, epsilon_user)
     line = (
         f"budget ε = {b['per_example_budget']:g} per example; most spent {b['max_spent']:g}; "
@@ -280,7 +278,7 @@ def labels_ledger(
     as_json: AsJson = False,
 ) -> None:
     """The tenant's append-only ledger: budget changes and charges, oldest first."""
-    with exit_on_errors(api_key, "LABELDP_API_KEY"), LabelsClient(url, api_key) as client:
+    with labels_client(url, api_key) as client:
         rows = client.ledger(limit)
     _columns(rows, ("created_at", "kind", "epsilon", "examples", "release_id", "note"), as_json)
 
@@ -293,7 +291,7 @@ def features_identity(
 ) -> None:
     """This features party's ID, receiver port and key fingerprint: give the --json output to the
     labels party."""
-    with exit_on_errors(api_key, "LABELDP_FEATURES_API_KEY"), FeaturesClient(url, api_key) as client:
+    with features_client(url, api_key) as client:
         me = client.identity()
     show(me, as_json, f"{me['party_id']}: gRPC receiver on port {me['grpc_port']}, key {me['key_id']}")
 
@@ -308,17 +306,16 @@ def senders_add(
     as_json: AsJson = False,
 ) -> None:
     """Pin a labels party's signing key: only messages it signed with that key are accepted."""
-    with exit_on_errors(api_key, "LABELDP_FEATURES_API_KEY"):
+    with features_client(url, api_key) as client:
         peer = _identity_file(identity)
-        with FeaturesClient(url, api_key) as client:
-            out = client.pin_sender(peer["party_id"], str(peer.get("public_key_pem")))
+        out = client.pin_sender(peer["party_id"], str(peer.get("public_key_pem")))
     show(out, as_json, f"sender {out['id']} pinned: key {out['key_id']}")
 
 
 @features_senders.command("list")
 def senders_list(url: FeaturesUrl = FEATURES_URL, api_key: FeaturesKey = "", as_json: AsJson = False) -> None:
     """Pinned senders."""
-    with exit_on_errors(api_key, "LABELDP_FEATURES_API_KEY"), FeaturesClient(url, api_key) as client:
+    with features_client(url, api_key) as client:
         rows = client.senders()
     _columns(rows, ("id", "key_id", "created_at"), as_json)
 
@@ -328,7 +325,7 @@ def received_list(
     url: FeaturesUrl = FEATURES_URL, api_key: FeaturesKey = "", as_json: AsJson = False
 ) -> None:
     """Releases received and verified, oldest first."""
-    with exit_on_errors(api_key, "LABELDP_FEATURES_API_KEY"), FeaturesClient(url, api_key) as client:
+    with features_client(url, api_key) as client:
         rows = client.received_releases()
     _columns(rows, ("release_id", "sender_id", "example_count", "received_at"), as_json)
 
@@ -341,7 +338,7 @@ def receivedshow(
     as_json: AsJson = False,
 ) -> None:
     """One received release: its signed metadata and mechanism."""
-    with exit_on_errors(api_key, "LABELDP_FEATURES_API_KEY"), FeaturesClient(url, api_key) as client:
+    with features_client(url, api_key) as client:
         rel = client.received_release(release)
     line = (
         f"release {rel['release_id']} from {rel['sender_id']}: {rel['example_count']:,} examples at "
@@ -353,7 +350,7 @@ def receivedshow(
 @features_tables.command("list")
 def tables_list(url: FeaturesUrl = FEATURES_URL, api_key: FeaturesKey = "", as_json: AsJson = False) -> None:
     """The tenant's feature tables."""
-    with exit_on_errors(api_key, "LABELDP_FEATURES_API_KEY"), FeaturesClient(url, api_key) as client:
+    with features_client(url, api_key) as client:
         rows = client.tables()
     _columns(rows, ("name", "version", "rows", "updated_at"), as_json)
 
@@ -366,7 +363,7 @@ def tablesshow(
     as_json: AsJson = False,
 ) -> None:
     """One feature table: version, rows and schema."""
-    with exit_on_errors(api_key, "LABELDP_FEATURES_API_KEY"), FeaturesClient(url, api_key) as client:
+    with features_client(url, api_key) as client:
         t = client.table(name)
     show(t, as_json, f"feature table {t['name']} v{t['version']}: {t['rows']:,} rows, schema {t['schema']}")
 
@@ -379,7 +376,7 @@ def features_join(
     as_json: AsJson = False,
 ) -> None:
     """How a received release and a feature table match by example ID."""
-    with exit_on_errors(api_key, "LABELDP_FEATURES_API_KEY"), FeaturesClient(url, api_key) as client:
+    with features_client(url, api_key) as client:
         j = client.join(release, table)
     line = (
         f"{j['in_both']:,} examples in both; {j['only_in_release']:,} only in the release, "
@@ -391,7 +388,7 @@ def features_join(
 @features_models.command("list")
 def models_list(url: FeaturesUrl = FEATURES_URL, api_key: FeaturesKey = "", as_json: AsJson = False) -> None:
     """The tenant's models (training jobs), oldest first."""
-    with exit_on_errors(api_key, "LABELDP_FEATURES_API_KEY"), FeaturesClient(url, api_key) as client:
+    with features_client(url, api_key) as client:
         rows = client.models()
     _columns(rows, ("id", "status", "model", "loss", "debias", "created_at"), as_json)
 
@@ -404,7 +401,7 @@ def modelsshow(
     as_json: AsJson = False,
 ) -> None:
     """One model: status, metrics and provenance (release, ε, feature table, code version)."""
-    with exit_on_errors(api_key, "LABELDP_FEATURES_API_KEY"), FeaturesClient(url, api_key) as client:
+    with features_client(url, api_key) as client:
         m = client.model(model)
     metrics = ", ".join(f"{k} {cell(v)}" for k, v in m["metrics"].items())
     line = f"model {m['id']} {m['status']} ({m['model']}, {m['loss']}, debias {m['debias']}): {metrics}"
@@ -419,7 +416,7 @@ def models_download(
     api_key: FeaturesKey = "",
 ) -> None:
     """The model as one scikit-learn pipeline (skops): load it with ``skops.io.load``."""
-    with exit_on_errors(api_key, "LABELDP_FEATURES_API_KEY"), FeaturesClient(url, api_key) as client:
+    with features_client(url, api_key) as client:
         size = client.download_model(model, out)
     typer.echo(f"{out}: {size:,} bytes (skops.io.load it; README: Take a model out)")
 
@@ -437,15 +434,14 @@ def features_predict(
     as_json: AsJson = False,
 ) -> None:
     """Predictions for example IDs of a feature table, or for feature rows (one per line)."""
-    with exit_on_errors(api_key, "LABELDP_FEATURES_API_KEY"):
+    with features_client(url, api_key) as client:
         if (ids is None) == (rows is None):
             raise ValueError("give --ids or --rows")
         given = json.loads(rows.read_text()) if rows is not None else None
         if given is not None and not isinstance(given, list):
             raise ValueError(f"{rows}: a JSON list of rows")
         wanted = [i for i in ids.split(",") if i] if ids is not None else None
-        with FeaturesClient(url, api_key) as client:
-            out = client.predictions(model, example_ids=wanted, rows=given, feature_table=table)
+        out = client.predictions(model, example_ids=wanted, rows=given, feature_table=table)
     if as_json:
         typer.echo(json.dumps(out, indent=2))
         return
