@@ -5,7 +5,6 @@ encoding and scaling, and a classifier with debiased class probabilities."""
 
 from __future__ import annotations
 
-import io
 import json
 import subprocess
 import sys
@@ -13,19 +12,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import grpc
 import httpx
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from features_party.config import FeaturesSettings
-from labeldp.common.identity import Identity, public_key_pem
-from labeldp.common.wire import build_frames
+from labeldp.common.identity import Identity
 from labeldp.datasets import adult_income
 from labeldp.mechanisms import optimize_rr_top_k, randomized_response
-from labeldp.v1 import delivery_pb2_grpc as pb_grpc
-from tests.support.messages import SENDER, release
+from tests.support.features_party import deliver, pin_sender, put_table
+from tests.support.messages import release
 from tests.support.seeded import SeededRandom
 from tests.support.servers import features_server_thread, features_tenant_key
 from tests.test_models_api import census_release, wait
@@ -69,21 +65,6 @@ def notebook(artifact: bytes, rows: list[dict[str, Any]], tmp_path: Path, name: 
     return out
 
 
-def deliver(c: httpx.Client, rel: Any, sender: Identity) -> None:
-    with grpc.insecure_channel(f"127.0.0.1:{c.get('/v1/identity').json()['grpc_port']}") as ch:
-        pb_grpc.FeaturesPartyStub(ch).DeliverRelease(iter(build_frames(rel, sender)))  # type: ignore[no-untyped-call]
-
-
-def put_table(c: httpx.Client, name: str, table: pa.Table) -> None:
-    buf = io.BytesIO()
-    pq.write_table(table, buf)
-    c.put(
-        f"/v1/feature-tables/{name}",
-        content=buf.getvalue(),
-        headers={"Content-Type": "application/vnd.apache.parquet"},
-    ).raise_for_status()
-
-
 def train(c: httpx.Client, **body: Any) -> str:
     r = c.post("/v1/models", json=body)
     assert r.status_code == 202, r.text
@@ -110,13 +91,12 @@ def test_exported_pipelines_reproduce_the_api_in_a_fresh_process(tmp_path: Path)
     with features_server_thread(settings) as base:
         c = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=120)
         other = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {other_key}"}, timeout=60)
-        c.post(
-            "/v1/senders", json={"id": SENDER, "public_key_pem": public_key_pem(sender.public_key)}
-        ).raise_for_status()
+        pin_sender(c, sender)
         deliver(c, regression, sender)
         deliver(c, binary, sender)
-        put_table(c, "census", census)
-        put_table(c, "adult", adult.features.slice(0, n).append_column("example_id", pa.array(adult_ids)))
+        put_table(c, "census", census).raise_for_status()
+        adult_table = adult.features.slice(0, n).append_column("example_id", pa.array(adult_ids))
+        put_table(c, "adult", adult_table).raise_for_status()
 
         census_rows = census.slice(0, 40).drop_columns(["example_id"]).to_pylist()
         # a notebook's rows include missing values and categories the model never saw

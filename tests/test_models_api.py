@@ -2,26 +2,22 @@
 
 from __future__ import annotations
 
-import io
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import grpc
 import httpx
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from features_party.config import FeaturesSettings
-from labeldp.common.identity import Identity, public_key_pem
-from labeldp.common.wire import build_frames
+from labeldp.common.identity import Identity
 from labeldp.datasets import weeks_worked
 from labeldp.mechanisms import PublishedMechanism, optimize_rr_on_bins
-from labeldp.v1 import delivery_pb2_grpc as pb_grpc
-from tests.support.messages import SENDER, release
+from tests.support.features_party import deliver, pin_sender, put_table
+from tests.support.messages import release
 from tests.support.metrics import scrape, value
 from tests.support.seeded import SeededRandom
 from tests.support.servers import features_server_thread, features_tenant_key
@@ -57,21 +53,12 @@ def test_train_inspect_predict_and_survive_a_restart(tmp_path: Path) -> None:
     other_key = features_tenant_key(settings, "other")
     sender = Identity.generate()
     rel, features = census_release("poisson")
-    buf = io.BytesIO()
-    pq.write_table(features, buf)
     with features_server_thread(settings) as base:
         c = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60)
         other = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {other_key}"}, timeout=60)
-        c.post(
-            "/v1/senders", json={"id": SENDER, "public_key_pem": public_key_pem(sender.public_key)}
-        ).raise_for_status()
-        with grpc.insecure_channel(f"127.0.0.1:{c.get('/v1/identity').json()['grpc_port']}") as ch:
-            pb_grpc.FeaturesPartyStub(ch).DeliverRelease(iter(build_frames(rel, sender)))  # type: ignore[no-untyped-call]
-        put = c.put(
-            "/v1/feature-tables/census",
-            content=buf.getvalue(),
-            headers={"Content-Type": "application/vnd.apache.parquet"},
-        )
+        pin_sender(c, sender)
+        deliver(c, rel, sender)
+        put = put_table(c, "census", features)
         assert put.status_code == 201, put.text
         r = c.post(
             "/v1/models", json={"release_id": rel.release_id, "feature_table": "census", "debias": "affine"}
@@ -181,20 +168,12 @@ def test_binary_release_trains_a_classifier(tmp_path: Path) -> None:
         release(ids, mechanism=mechanism, label_type="binary"),
         bins=randomized_response(y, 2, 2.0, rng=SeededRandom(3)),
     )
-    buf = io.BytesIO()
-    pq.write_table(ds.features.slice(0, n).append_column("example_id", pa.array(ids)), buf)
     with features_server_thread(settings) as base:
         c = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60)
-        c.post(
-            "/v1/senders", json={"id": SENDER, "public_key_pem": public_key_pem(sender.public_key)}
-        ).raise_for_status()
-        with grpc.insecure_channel(f"127.0.0.1:{c.get('/v1/identity').json()['grpc_port']}") as ch:
-            pb_grpc.FeaturesPartyStub(ch).DeliverRelease(iter(build_frames(rel, sender)))  # type: ignore[no-untyped-call]
-        c.put(
-            "/v1/feature-tables/adult",
-            content=buf.getvalue(),
-            headers={"Content-Type": "application/vnd.apache.parquet"},
-        ).raise_for_status()
+        pin_sender(c, sender)
+        deliver(c, rel, sender)
+        adult = ds.features.slice(0, n).append_column("example_id", pa.array(ids))
+        put_table(c, "adult", adult).raise_for_status()
         bad = c.post(
             "/v1/models", json={"release_id": rel.release_id, "feature_table": "adult", "debias": "unbiased"}
         )
