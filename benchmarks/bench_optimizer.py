@@ -8,13 +8,22 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import sys
+import tempfile
+from pathlib import Path
 
 import numpy as np
 
 from benchmarks.common import peak_rss_mib, run_isolated, timed, write
 from labeldp.datasets import diamond_prices
-from labeldp.mechanisms import optimize_rr_on_bins, private_prior, uniform_grid
+from labeldp.mechanisms import (
+    absolute_segmentation,
+    optimize,
+    optimize_rr_on_bins,
+    private_prior,
+    uniform_grid,
+)
 
 TARGET_SECONDS = {"squared": 10.0, "poisson": 10.0, "absolute": 30.0}
 
@@ -51,10 +60,64 @@ def plain_python_dp(y: list[float], p: list[float], eps: float) -> float:
     return best
 
 
-def one(loss: str, eps: float, k: int) -> None:
+def one(loss: str, eps: float, k: int, kernel: str = "default", prior_file: str = "") -> None:
+    """One optimum in this process. ``kernel``: "default", "plain" (absolute loss's pass without
+    numba), or "scan" (absolute loss with the O(k²) scan over all intervals, the old algorithm).
+    ``prior_file``: an ``.npy`` prior shared with other runs (each private prior is a fresh draw)."""
     y, p = prior_for(k)
+    if prior_file:
+        p = np.load(prior_file)
+    if kernel == "plain":
+        absolute_segmentation.COMPILE_FROM = k + 1
+    if kernel == "scan":
+        # no cost table is an instance of this, so every pass takes the generic scan
+        setattr(optimize, "AbsoluteCosts", type("NoCosts", (), {}))  # noqa: B010
+    compile_s = 0.0
+    if kernel == "default" and loss == "absolute" and k >= absolute_segmentation.COMPILE_FROM:
+        # numba compiles once per process, at the first call: time that apart on a small support
+        warm = absolute_segmentation.COMPILE_FROM
+        compile_s, _ = timed(lambda: optimize_rr_on_bins(np.arange(warm), np.ones(warm), eps, loss))
     seconds, mech = timed(lambda: optimize_rr_on_bins(y, p, eps, loss))
-    print(json.dumps({"seconds": seconds, "peak_mib": peak_rss_mib(), "m": mech.m}))
+    loss_value = mech.expected_loss(y, p)
+    print(json.dumps({"seconds": seconds, "compile_s": compile_s, "peak_mib": peak_rss_mib(), "m": mech.m,
+                      "loss": loss_value}))  # fmt: skip
+
+
+def large_supports() -> tuple[list[str], list[dict[str, object]]]:
+    """Absolute loss at k = 100,000 (numba kernel and plain Python), the old O(k²) scan at
+    k = 10,000 beside the new pass on the same prior, and squared loss at k = 100,000 (still O(k²))."""
+    lines = [
+        "| loss | ε | k | pass | m | seconds | + numba compile s | peak RSS MiB | optimum vs. reference |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    rows: list[dict[str, object]] = []
+    folder = Path(tempfile.mkdtemp())
+    for k in (10_000, 100_000):
+        np.save(folder / f"{k}.npy", prior_for(k)[1])
+
+    def run(loss: str, eps: float, k: int, kernel: str, reference: float | None = None) -> dict[str, object]:
+        prior = str(folder / f"{k}.npy")
+        r = run_isolated("benchmarks.bench_optimizer", "one", loss, str(eps), str(k), kernel, prior)
+        gap = "–" if reference is None else f"{abs(r['loss'] - reference) / reference:.1e} relative"
+        name = {"default": "O(k log k), numba", "plain": "O(k log k), plain Python", "scan": "O(k²) scan"}
+        if loss != "absolute":
+            name = {"default": "O(k²) scan"}
+        lines.append(
+            f"| {loss} | {eps:g} | {k:,} | {name[kernel]} | {r['m']} | {r['seconds']:.2f} "
+            f"| {r['compile_s']:.2f} | {r['peak_mib']:.0f} | {gap} |"
+        )
+        rows.append({"loss": loss, "epsilon": eps, "k": k, "kernel": kernel, **r})
+        return r
+
+    for eps in (0.1, 1.0, 4.0, 10.0):
+        scan = run("absolute", eps, 10_000, "scan")
+        run("absolute", eps, 10_000, "default", float(scan["loss"]))  # type: ignore[arg-type]
+    for eps in (0.1, 1.0, 4.0, 10.0):
+        fast = run("absolute", eps, 100_000, "default")
+    run("absolute", 10.0, 100_000, "plain", float(fast["loss"]))  # type: ignore[arg-type]
+    run("squared", 1.0, 100_000, "default")
+    shutil.rmtree(folder)
+    return lines, rows
 
 
 def main() -> None:
@@ -84,11 +147,14 @@ def main() -> None:
         f"| labeldp `optimize_rr_on_bins` | {ours_t:.3f} |",
         f"| ratio | {ref_t / ours_t:,.0f}× faster; same optimum to {gap:.1e} relative |",
     ]
+    large_lines, large_rows = large_supports()
+    lines += ["", *large_lines]
+    rows += large_rows
     write("optimizer", "\n".join(lines), rows)
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "one":
-        one(sys.argv[2], float(sys.argv[3]), int(sys.argv[4]))
+        one(sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), *sys.argv[5:])
     else:
         main()

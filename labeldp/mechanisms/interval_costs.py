@@ -43,6 +43,10 @@ class IntervalCosts(ABC):
         """``c(r, i)`` for ``r = 0 .. i-1``."""
         return self._costs(i, self._r[:i])[0]
 
+    def cost(self, r: int, i: int) -> float:
+        """``c(r, i)`` for one interval ``[r, i)``."""
+        return float(self._costs(i, np.array([r], dtype=np.int64))[0][0])
+
     def value(self, r: int, i: int) -> float:
         """The optimal output value ŷ for the interval ``[r, i)``."""
         return float(self._costs(i, np.array([r], dtype=np.int64))[1][0])
