@@ -8,6 +8,7 @@ import sys
 BENCHMARKS = (
     "bench_exactness",
     "bench_optimizer",
+    "bench_scale",
     "bench_randomize",
     "bench_prior_split",
     "bench_utility",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from labels_party.storage.db import sqlite_url
@@ -33,6 +33,17 @@ class LabelsSettings(BaseSettings):
         60.0, gt=0, description="how long a charged release's owner is trusted without a heartbeat"
     )
     instance_name: str | None = Field(None, description="this process's host name in ownership tokens")
+    dask_scheduler: str | None = Field(
+        None,
+        description="count and randomize example-level regression releases on a Dask cluster: "
+        "tcp://host:port (its workers must see data_dir at the same path) or 'local' (a LocalCluster "
+        "of worker processes); default: in this process",
+    )
+
+    @field_validator("dask_scheduler")
+    @classmethod
+    def _unset_when_empty(cls, value: str | None) -> str | None:
+        return value or None  # compose passes an unset variable as ""
 
     def resolved_database_url(self) -> str:
         return self.database_url or sqlite_url(self.data_dir)

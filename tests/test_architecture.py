@@ -37,7 +37,14 @@ def test_the_contracts_cover_every_layer() -> None:
 
 def test_a_violation_is_reported(tmp_path: Path) -> None:
     """The checker is not vacuous: a base module importing a party breaks the contract."""
-    for package in ("labeldp", "labeldp/common", "labeldp/mechanisms", "labeldp/v1", "labeldp/cli"):
+    for package in (
+        "labeldp",
+        "labeldp/common",
+        "labeldp/mechanisms",
+        "labeldp/scale",
+        "labeldp/v1",
+        "labeldp/cli",
+    ):
         (tmp_path / package).mkdir(parents=True, exist_ok=True)
         (tmp_path / package / "__init__.py").write_text("")
     for package in ("labels_party", "features_party"):

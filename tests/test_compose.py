@@ -66,7 +66,8 @@ def stack() -> Iterator[tuple[dict[str, str], list[str], dict[str, int]]]:
     env = _docker_env()
     ports = {"LABELS_PORT": free_port(), "FEATURES_PORT": free_port(), "FEATURES_GRPC_PORT": free_port()}
     env.update({k: str(v) for k, v in ports.items()})
-    compose = ["docker", "compose", "-p", f"labeldp-test-{os.getpid()}"]
+    env["LABELDP_DASK_SCHEDULER"] = "tcp://dask-scheduler:8786"  # the demo's release runs on the cluster
+    compose = ["docker", "compose", "-p", f"labeldp-test-{os.getpid()}", "--profile", "dask"]
     try:
         up = subprocess.run(
             [*compose, "up", "--build", "--wait"],
@@ -104,8 +105,14 @@ def test_compose_stack_runs_the_demo_and_serves_both_apis(
     env, compose, ports = stack
     # the monitoring profile is valid compose and adds exactly Prometheus and Grafana (not started here:
     # their images come from Docker Hub; tests/test_monitoring.py checks their files and queries)
-    services = set(_run(env, *compose, "--profile", "monitoring", "config", "--services").split())
-    assert services - set(_run(env, *compose, "config", "--services").split()) == {"prometheus", "grafana"}
+    without_dask = [c for c in compose if c not in ("--profile", "dask")]
+    plain = set(_run(env, *without_dask, "config", "--services").split())
+    services = set(_run(env, *without_dask, "--profile", "monitoring", "config", "--services").split())
+    assert services - plain == {"prometheus", "grafana"}
+    assert set(_run(env, *compose, "config", "--services").split()) - plain == {
+        "dask-scheduler",
+        "dask-worker",
+    }
     demo_container = _run(env, *compose, "ps", "-a", "-q", "demo")
     exit_code = _run(env, "docker", "wait", demo_container, timeout=600)
     logs = _run(env, *compose, "logs", "demo")
@@ -115,6 +122,16 @@ def test_compose_stack_runs_the_demo_and_serves_both_apis(
         _run(env, *compose, "run", "--rm", "--no-deps", "--entrypoint", "cat", "demo", "/out/report.json")
     )
     assert report["budget"]["spent_max"] == 1.0 and report["match_rate"] > 0.98
+    # the release was counted and randomized by the two Dask workers
+    probe = (
+        "from distributed import Client; c = Client('tcp://127.0.0.1:8786', timeout=10); "
+        "print(len(c.scheduler_info()['workers'])); "
+        "print(' '.join(c.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.task_prefixes))))"
+    )
+    workers, prefixes = _run(
+        env, *compose, "exec", "-T", "dask-scheduler", "python", "-c", probe
+    ).splitlines()
+    assert workers == "2" and {"count_partition", "randomize_partition"} <= set(prefixes.split())
 
     labels = f"http://127.0.0.1:{ports['LABELS_PORT']}"
     features = f"http://127.0.0.1:{ports['FEATURES_PORT']}"

@@ -27,7 +27,13 @@ from labeldp.mechanisms.factory import (
 from labeldp.mechanisms.losses import LOSS_NAMES, Loss, LossName, resolve_loss
 from labeldp.mechanisms.mechanism import Mechanism, MechanismKind
 from labeldp.mechanisms.optimize import optimize_rr_on_bins
-from labeldp.mechanisms.prior import default_prior_epsilon, noisy_counts, private_prior
+from labeldp.mechanisms.prior import (
+    default_prior_epsilon,
+    noisy_counts,
+    noisy_histogram,
+    normalize_counts,
+    private_prior,
+)
 from labeldp.mechanisms.published import PrivacyUnit, PublishedMechanism
 from labeldp.mechanisms.randomized_response import randomized_response
 from labeldp.mechanisms.release import LabelRelease, release_classes, release_labels, release_user_labels
@@ -86,6 +92,8 @@ __all__ = [
     "log_grid",
     "mechanism_kind",
     "noisy_counts",
+    "noisy_histogram",
+    "normalize_counts",
     "optimal_mechanism",
     "optimize_rr_on_bins",
     "optimize_rr_top_k",

@@ -53,18 +53,26 @@ def noisy_counts(
 
     ``contribution_bound`` τ: the most labels one protected unit (a user) has among ``labels``;
     changing all of them moves ``2τ`` units of count (1 for example-level privacy)."""
+    y = finite_vector(labels, "labels", allow_empty=True)
+    counts = as_support(support).counts(y)
+    return noisy_histogram(counts, epsilon, contribution_bound=contribution_bound, rng=rng)
+
+
+def noisy_histogram(
+    counts: IntArray, epsilon: float, *, contribution_bound: int = 1, rng: SecureRandom | None = None
+) -> IntArray:
+    """Exact counts (e.g. summed over partitions by a cluster) plus discrete Laplace noise of scale
+    ``2τ/epsilon``; the noise is drawn here, in the calling process, from its own CSPRNG."""
     eps = check_epsilon(epsilon)
     if int(contribution_bound) != contribution_bound or contribution_bound < 1:
         raise ParameterError("contribution_bound must be a positive integer", "contribution_bound")
-    sup = as_support(support)
-    y = finite_vector(labels, "labels", allow_empty=True)
-    counts = sup.counts(y)
+    counts = np.asarray(counts, dtype=np.int64)
     scale = Fraction(HISTOGRAM_SENSITIVITY * int(contribution_bound)) / Fraction(eps)
     if scale > MAX_NOISE_SCALE:  # the noise would not fit a 64-bit count
         raise ParameterError(
             f"epsilon {eps!r} is too small for the prior's noise (scale 2τ/epsilon)", "epsilon"
         )
-    return counts + sample_discrete_laplace(scale, sup.k, rng or SecureRandom())
+    return counts + sample_discrete_laplace(scale, counts.size, rng or SecureRandom())
 
 
 def normalize_counts(counts: IntArray) -> FloatArray:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -31,6 +32,10 @@ log = logging.getLogger("labeldp.labels")
 
 def create_app(settings: LabelsSettings | None = None) -> FastAPI:
     settings = settings or LabelsSettings()
+    if settings.dask_scheduler and importlib.util.find_spec("distributed") is None:
+        raise RuntimeError(
+            "LABELDP_DASK_SCHEDULER is set but Dask is not installed: pip install 'labeldp[scale]'"
+        )
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     logs.configure(settings.log_level)
     engine = make_engine(settings.resolved_database_url())
@@ -40,7 +45,14 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
         Identity.load_or_create(settings.identity_path()), settings.party_id, settings.release_ttl_seconds
     )
     instance = Instance.current(settings.instance_name)
-    work = ReleaseWork(sessions, settings.data_dir, signer, instance, settings.release_lease_seconds)
+    work = ReleaseWork(
+        sessions,
+        settings.data_dir,
+        signer,
+        instance,
+        settings.release_lease_seconds,
+        scheduler=settings.dask_scheduler,
+    )
     releases = ReleaseService(sessions, settings.data_dir, work, metrics)
 
     def recover() -> None:

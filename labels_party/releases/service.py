@@ -211,6 +211,7 @@ class ReleaseService:
             ).scalar_one_or_none()
             if recipient is None:
                 raise DomainError("unknown-recipient", f"no registered recipient named {request.recipient!r}")
+        self.work.ready(plan)  # a configured cluster must answer before anything is charged
         release = self._charge(tenant_id, api_key_id, dataset_id, key, digest, plan, recipient)
         if release is None:  # lost the race for this Idempotency-Key
             with self.sessions() as session:
@@ -293,3 +294,4 @@ class ReleaseService:
 
     def shutdown(self) -> None:
         self.background.shutdown(wait=True)
+        self.work.close()

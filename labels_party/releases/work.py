@@ -11,6 +11,7 @@ a recovering process can never both record the outcome, and a charge is never re
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,8 +25,10 @@ from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from labeldp.common.db import utcnow
+from labeldp.common.errors import DomainError
 from labeldp.common.instance import Instance
 from labeldp.mechanisms import PublishedMechanism, release_labels, release_user_labels
+from labeldp.scale import DaskEngine, Engine, read_outputs, release_partitions, write_partitions
 from labels_party.budget.ledger import record_kept_charge
 from labels_party.datasets.store import DatasetFiles
 from labels_party.delivery.message import Signer, message_path, write_message
@@ -40,6 +43,11 @@ def release_path(data_dir: Path, release_id: str) -> Path:
     return data_dir / "releases" / f"{release_id}.parquet"
 
 
+def partitions_path(data_dir: Path, release_id: str) -> Path:
+    """Where a cluster release keeps its input and output partitions while it runs."""
+    return data_dir / "partitions" / release_id
+
+
 class ReleaseWork:
     def __init__(
         self,
@@ -48,9 +56,45 @@ class ReleaseWork:
         signer: Signer,
         instance: Instance,
         lease_seconds: float,
+        *,
+        scheduler: str | None = None,
     ) -> None:
         self.sessions, self.data_dir, self.signer = sessions, data_dir, signer
         self.instance, self.lease = instance, timedelta(seconds=lease_seconds)
+        self.scheduler = scheduler
+        self._engine: Engine | None = None
+        self._engine_lock = threading.Lock()
+
+    def on_cluster(self, plan: Plan) -> bool:
+        """Example-level regression releases run on the configured cluster; the others here."""
+        return self.scheduler is not None and plan.user is None and plan.loss != "zero_one"
+
+    def ready(self, plan: Plan) -> None:
+        """Connect to the cluster now if the plan needs it (503 ``cluster-unavailable``, before any
+        charge, when it does not answer)."""
+        if self.on_cluster(plan):
+            self._cluster()
+
+    def _cluster(self) -> Engine:
+        with self._engine_lock:
+            if self._engine is None:
+                assert self.scheduler is not None
+                try:
+                    self._engine = DaskEngine(self.scheduler)
+                except (OSError, TimeoutError) as exc:
+                    log.warning("the Dask cluster did not answer", extra={"path": self.scheduler})
+                    raise DomainError(
+                        "cluster-unavailable",
+                        "the Dask cluster configured for releases did not answer; nothing was charged",
+                        status=503,
+                    ) from exc
+            return self._engine
+
+    def close(self) -> None:
+        with self._engine_lock:
+            if self._engine is not None:
+                self._engine.close()
+                self._engine = None
 
     def claim(self, release: Release) -> None:
         """Stamp a new release (before its charge commits) as this process's work."""
@@ -122,6 +166,10 @@ class ReleaseWork:
     def _privatize(self, release_id: str, plan: Plan, recipient: str) -> tuple[PublishedMechanism, int]:
         """Draw the noise, write the output (example_id, bin code) and the signed message. Examples
         over a user-level release's bound have the code ``m`` (no label information)."""
+        if self.on_cluster(plan):
+            published, ids, bins = self._privatize_on_cluster(release_id, plan)
+            self._write(release_id, plan, recipient, published, ids, bins)
+            return published, 0
         if plan.user is None:
             result = release_labels(
                 plan.examples.labels, plan.support, plan.epsilon, plan.loss, plan.epsilon_prior
@@ -141,8 +189,39 @@ class ReleaseWork:
                 epsilon_bound=split.epsilon_bound if plan.user.bound == "private" else None,
             )
         published = result.published()
+        self._write(release_id, plan, recipient, published, plan.examples.ids, np.asarray(result.bin_indices))
+        return published, int(result.capped.sum())
+
+    def _privatize_on_cluster(
+        self, release_id: str, plan: Plan
+    ) -> tuple[PublishedMechanism, pa.Array, np.ndarray]:
+        """Counting and randomizing on the cluster's workers (``labeldp.scale``); the prior's noise
+        and the optimization run here, after the charge like every draw."""
+        folder = partitions_path(self.data_dir, release_id)
+        parts = write_partitions(folder / "in", plan.examples.ids, plan.examples.labels)
+        result = release_partitions(
+            self._cluster(), parts, folder / "out", plan.support, plan.epsilon, plan.loss, plan.epsilon_prior
+        )
+        table = read_outputs(result)
+        ids = table.column("example_id").combine_chunks()
+        if not ids.equals(plan.examples.ids):
+            raise RuntimeError("the cluster's output partitions do not list the release's examples in order")
+        bins = np.asarray(table.column("bin").to_numpy(), dtype=np.int64)
+        shutil.rmtree(folder, ignore_errors=True)
+        return result.published(), ids, bins
+
+    def _write(
+        self,
+        release_id: str,
+        plan: Plan,
+        recipient: str,
+        published: PublishedMechanism,
+        ids: pa.Array,
+        bins: np.ndarray,
+    ) -> None:
+        """The stored output (example_id, bin code) and the signed message."""
         dtype = pa.uint8() if published.bin_codes <= 256 else pa.uint16()
-        table = pa.table({"example_id": plan.examples.ids, "bin": pa.array(result.bin_indices, dtype)})
+        table = pa.table({"example_id": ids, "bin": pa.array(bins, dtype)})
         DatasetFiles(self.data_dir, plan.dataset_id).write(release_path(self.data_dir, release_id), table)
         write_message(
             self.data_dir,
@@ -151,10 +230,9 @@ class ReleaseWork:
             recipient=recipient,
             label_type=plan.spec.label_type,
             mechanism=published,
-            example_ids=plan.examples.ids,
-            bins=np.asarray(result.bin_indices),
+            example_ids=ids,
+            bins=bins,
         )
-        return published, int(result.capped.sum())
 
     def _fail(self, release_id: str, error: str, note: str) -> bool:
         """Mark a charged release failed and record that its charge stands — once, whoever gets there
@@ -172,6 +250,7 @@ class ReleaseWork:
     def _remove_outputs(self, release_id: str) -> None:
         release_path(self.data_dir, release_id).unlink(missing_ok=True)
         message_path(self.data_dir, release_id).unlink(missing_ok=True)
+        shutil.rmtree(partitions_path(self.data_dir, release_id), ignore_errors=True)
 
     def recover(self) -> int:
         """Fail the charged releases whose owner is gone or whose lease expired; returns how many."""

@@ -28,6 +28,7 @@ router = APIRouter(prefix="/v1", tags=["releases"])
             s400="`idempotency-key-required`: send an Idempotency-Key header",
             s409="`budget-exhausted`, `user-budget-exhausted`: the charge would overspend (nothing "
             "charged, no noise drawn); `idempotency-key-reused`: the key was used with another body",
+            s503="`cluster-unavailable`: the configured Dask cluster did not answer (nothing charged)",
         ),
     },
 )

@@ -1,0 +1,23 @@
+"""Scale-out: label releases over partitioned Parquet, on this process or a Dask cluster."""
+
+from labeldp.scale.engine import LOCAL, DaskEngine, Engine, InProcess, engine_for
+from labeldp.scale.release import (
+    PartitionedRelease,
+    PartitionOutput,
+    read_outputs,
+    release_partitions,
+    write_partitions,
+)
+
+__all__ = [
+    "LOCAL",
+    "DaskEngine",
+    "Engine",
+    "InProcess",
+    "PartitionOutput",
+    "PartitionedRelease",
+    "engine_for",
+    "read_outputs",
+    "release_partitions",
+    "write_partitions",
+]

@@ -1,0 +1,82 @@
+"""Releases through the labels party's real HTTP API with ``LABELDP_DASK_SCHEDULER`` pointing at a
+Dask cluster the test runs (two worker processes): the work happens on the cluster, the released bins
+follow the published mechanism (chi-square, α = 1e-6), the partitions are cleaned up, and an
+unreachable cluster answers 503 before anything is charged."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from distributed import Client, LocalCluster
+
+from labeldp.mechanisms import PublishedMechanism
+from labels_party.config import LabelsSettings
+from tests.support.servers import labels_server_thread
+from tests.support.stats import ALPHA, chi_square_ok
+from tests.test_labels_api import Api, charges, problem, release, with_recipient
+from tests.test_release_privacy import labelled, noisy
+
+
+@dataclass
+class Cluster:
+    client: Client
+    address: str
+
+
+@pytest.fixture
+def scheduler() -> Iterator[Cluster]:
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    client = Client(cluster)
+    yield Cluster(client, cluster.scheduler_address)
+    client.close()
+    cluster.close()
+
+
+def api_with(tmp_path: Path, database_url: str, scheduler_address: str) -> Iterator[Api]:
+    settings = LabelsSettings(
+        data_dir=tmp_path / "data", database_url=database_url, dask_scheduler=scheduler_address
+    )
+    with labels_server_thread(settings) as base:
+        yield Api(base, database_url, settings.data_dir)
+
+
+def task_prefixes(client: Client) -> set[str]:
+    """The kinds of task the cluster has run (a fresh cluster per test)."""
+    return set(client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.task_prefixes)))
+
+
+def test_a_release_runs_on_the_cluster_and_follows_the_published_mechanism(
+    scheduler: Cluster, tmp_path: Path, database_url: str
+) -> None:
+    for api in api_with(tmp_path, database_url, scheduler.address):
+        c = with_recipient(api.tenant("acme", "10"))
+        ds, truth = labelled(c)
+        r = release(c, ds, "dask", epsilon=6.0, epsilon_prior=2.0)
+        assert r.status_code == 201, r.text
+        assert {"count_partition", "randomize_partition"} <= task_prefixes(scheduler.client)
+        mechanism = PublishedMechanism.model_validate(r.json()["mechanism"])
+        assert mechanism.epsilon_prior == 2.0 and mechanism.epsilon_randomize <= 4.0
+        ids, out = noisy(c, r.json()["id"])
+        assert sorted(ids) == sorted(truth)
+        support = np.asarray(mechanism.support)
+        true_bin = np.asarray(mechanism.support_bins)[np.searchsorted(support, [truth[i] for i in ids])]
+        matrix = mechanism.bin_transition()
+        for b in range(mechanism.m):
+            ok, ratio = chi_square_ok(
+                np.bincount(out[true_bin == b], minlength=mechanism.m), matrix[b], alpha=ALPHA
+            )
+            assert ok, f"true bin {b}: chi-square at {ratio:.2f} of its critical value"
+        assert not any((api.data_dir / "partitions").glob("*"))  # the partitions are removed
+
+
+def test_an_unreachable_cluster_is_refused_before_the_charge(tmp_path: Path, database_url: str) -> None:
+    for api in api_with(tmp_path, database_url, "tcp://127.0.0.1:9"):
+        c = with_recipient(api.tenant("acme", "10"))
+        ds, _ = labelled(c, n=100)
+        problem(release(c, ds, "down"), 503, "cluster-unavailable")
+        assert charges(c) == []
+        assert c.get(f"/v1/datasets/{ds}/releases").json()["items"] == []
