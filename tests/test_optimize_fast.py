@@ -63,7 +63,7 @@ def test_step_costs_over_values_are_monge_but_interval_costs_are_not() -> None:
 
 def scan_objective(costs: AbsoluteCosts, reward: float) -> tuple[float, np.ndarray]:
     starts = opt._segment(opt._RowCache(costs), reward)
-    return opt._partition_cost(costs, starts) - reward * starts.size, starts
+    return costs.partition_cost(starts) - reward * starts.size, starts
 
 
 @pytest.mark.parametrize("compiled", [False, True])
@@ -75,12 +75,12 @@ def test_pass_reaches_the_scan_minimum(compiled: bool) -> None:
         eps = float(math.exp(rng.uniform(math.log(0.05), math.log(12))))
         costs = interval_costs(resolve_loss("absolute"), y, p, eps)
         assert isinstance(costs, AbsoluteCosts)
-        lam0 = opt._partition_cost(costs, np.array([0])) / math.exp(eps)  # Dinkelbach's first reward
+        lam0 = costs.partition_cost(np.array([0])) / math.exp(eps)  # Dinkelbach's first reward
         for reward in (lam0, 0.5 * lam0, 0.05 * lam0):
             want, _ = scan_objective(costs, reward)
             starts = fast.segment_absolute(costs, reward, compiled=compiled)
             assert starts[0] == 0 and np.all(np.diff(starts) > 0) and starts[-1] < k
-            got = opt._partition_cost(costs, starts) - reward * starts.size
+            got = costs.partition_cost(starts) - reward * starts.size
             assert got <= want + 1e-10 * max(1.0, abs(want))
 
 
@@ -89,7 +89,7 @@ def test_compiled_and_plain_kernels_agree() -> None:
     y, p = noisy_prior(rng, 5_000)
     costs = interval_costs(resolve_loss("absolute"), y, p, 3.0)
     assert isinstance(costs, AbsoluteCosts)
-    reward = 0.2 * opt._partition_cost(costs, np.array([0])) / math.exp(3.0)
+    reward = 0.2 * costs.partition_cost(np.array([0])) / math.exp(3.0)
     np.testing.assert_array_equal(
         fast.segment_absolute(costs, reward, compiled=True),
         fast.segment_absolute(costs, reward, compiled=False),
@@ -104,11 +104,11 @@ def test_optimum_equals_the_scan_optimum_at_a_large_support(eps: float) -> None:
     costs = interval_costs(resolve_loss("absolute"), y, p, eps)
     assert isinstance(costs, AbsoluteCosts)
     e = math.exp(eps)
-    ratio = opt._partition_cost(costs, np.array([0])) / e
+    ratio = costs.partition_cost(np.array([0])) / e
     while True:
         value, candidate = scan_objective(costs, ratio)
         if value - ratio * (e - 1) >= -1e-12 * ratio * e:
             break
-        ratio = opt._partition_cost(costs, candidate) / (e + candidate.size - 1)
+        ratio = costs.partition_cost(candidate) / (e + candidate.size - 1)
     mech = opt.optimize_rr_on_bins(y, p, eps, "absolute")
     assert mech.expected_loss(y, p) == pytest.approx(ratio, rel=1e-12)

@@ -47,6 +47,11 @@ class IntervalCosts(ABC):
         """``c(r, i)`` for one interval ``[r, i)``."""
         return float(self._costs(i, np.array([r], dtype=np.int64))[0][0])
 
+    def partition_cost(self, starts: IntArray) -> float:
+        """``Σ c(bin)`` over the bins starting at ``starts`` (the last ends at ``k``)."""
+        ends = np.append(starts[1:], self.k)
+        return float(sum(self.cost(int(a), int(b)) for a, b in zip(starts, ends, strict=True)))
+
     def value(self, r: int, i: int) -> float:
         """The optimal output value ŷ for the interval ``[r, i)``."""
         return float(self._costs(i, np.array([r], dtype=np.int64))[1][0])

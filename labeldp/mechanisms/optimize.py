@@ -125,11 +125,6 @@ def _segment(costs: _RowCache, reward: float) -> IntArray:
     return np.array(starts[::-1], dtype=np.int64)
 
 
-def _partition_cost(costs: IntervalCosts, starts: IntArray) -> float:
-    ends = np.append(starts[1:], costs.k)
-    return float(sum(costs.cost(int(a), int(b)) for a, b in zip(starts, ends, strict=True)))
-
-
 def _best_partition(interval: IntervalCosts, e_eps: float) -> IntArray:
     """Dinkelbach iteration on ``N(P) / (e^ε + m(P) − 1)`` starting from the single bin."""
     if isinstance(interval, AbsoluteCosts):
@@ -137,10 +132,10 @@ def _best_partition(interval: IntervalCosts, e_eps: float) -> IntArray:
     else:
         segment = partial(_segment, _RowCache(interval))
     starts = np.array([0], dtype=np.int64)
-    ratio = _partition_cost(interval, starts) / e_eps
+    ratio = interval.partition_cost(starts) / e_eps
     for _ in range(_MAX_PASSES):
         candidate = segment(ratio)
-        cand_numerator = _partition_cost(interval, candidate)
+        cand_numerator = interval.partition_cost(candidate)
         # N(P) − ratio·D(P) for the pass's partition P: the pass's minimum, so >= 0 means optimal
         gap = cand_numerator - ratio * (e_eps + candidate.size - 1)
         if gap >= -_REL_TOL * max(abs(ratio) * e_eps, 1e-300):
