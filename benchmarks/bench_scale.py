@@ -1,5 +1,5 @@
 """Partitioned releases (``labeldp.scale``): this process versus a two-worker Dask LocalCluster, in
-the same run, at 10M and 100M labels in partitions of 1M (the census weeks-worked labels, repeated).
+the same run, at 10M, 100M and 1B labels in partitions of 1M (the census weeks-worked labels, repeated).
 
 Each (size, engine) runs in a fresh process: its peak RSS is its own; the workers report theirs.
 Input and output Parquet live in a temporary folder that is removed afterwards.
@@ -24,7 +24,7 @@ from labeldp.mechanisms import integer_grid
 from labeldp.scale import LOCAL, DaskEngine, Engine, InProcess, release_partitions
 
 PART_ROWS = 1_000_000
-SIZES = (10_000_000, 100_000_000)
+SIZES = (10_000_000, 100_000_000, 1_000_000_000)
 
 
 def make_parts(folder: Path, n: int) -> list[str]:
