@@ -40,9 +40,8 @@ def join_case(n: int) -> None:
         print(json.dumps({"seconds": seconds, "peak_mib": peak_rss_mib(), "in_both": report.in_both}))
 
 
-def train_case(n: int, n_features: int) -> None:
-    from features_party.training.fit import fit
-
+def synthetic(n: int, n_features: int) -> tuple[pa.Table, pa.Table, dict[str, str], BinsNoise]:
+    """(release, features, schema, noise): a noisy 5-bin release of a label driven by four numbers."""
     rng = np.random.default_rng(0)  # benchmark-only synthetic data
     X = rng.normal(size=(n, n_features))
     truth = np.clip(5 + 3 * X[:, 0] - 2 * X[:, 1] + X[:, 2] * X[:, 3], 0, 30)
@@ -57,6 +56,13 @@ def train_case(n: int, n_features: int) -> None:
     features = pa.table({"example_id": example_ids, **columns})
     release = pa.table({"example_id": example_ids, "bin": pa.array(bins.astype(np.uint16))})
     schema = {c: ("categorical" if c in ("region", "device") else "numeric") for c in columns}
+    return release, features, schema, noise
+
+
+def train_case(n: int, n_features: int) -> None:
+    from features_party.training.fit import fit
+
+    release, features, schema, noise = synthetic(n, n_features)
     start = time.perf_counter()
     trained = fit(release, features, schema, noise, "squared", model="hgb", debias="affine")
     seconds = time.perf_counter() - start

@@ -9,6 +9,7 @@ BENCHMARKS = (
     "bench_exactness",
     "bench_optimizer",
     "bench_scale",
+    "bench_scale_training",
     "bench_randomize",
     "bench_prior_split",
     "bench_utility",

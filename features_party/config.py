@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from labeldp.common.db import sqlite_url
@@ -36,6 +36,16 @@ class FeaturesSettings(BaseSettings):
     )
     instance_name: str | None = Field(None, description="this process's host name in ownership tokens")
     log_level: str = Field("info", description="debug, info, warning or error")
+    dask_scheduler: str | None = Field(
+        None,
+        description="train `lightgbm` models on a Dask cluster: tcp://host:port (its workers must see "
+        "data_dir at the same path) or 'local' (a LocalCluster of worker processes); default: none",
+    )
+
+    @field_validator("dask_scheduler")
+    @classmethod
+    def _unset_when_empty(cls, value: str | None) -> str | None:
+        return value or None  # compose passes an unset variable as ""
 
     def resolved_database_url(self) -> str:
         return self.database_url or sqlite_url(self.data_dir, "features.db")

@@ -43,7 +43,9 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
         senders=SenderRegistry(sessions),
         releases=releases,
         tables=tables,
-        training=TrainingService(sessions, settings.data_dir, releases, tables, metrics),
+        training=TrainingService(
+            sessions, settings.data_dir, releases, tables, metrics, scheduler=settings.dask_scheduler
+        ),
     )
 
     @asynccontextmanager

@@ -137,7 +137,11 @@ class TrainingJobIn(BaseModel):
 
     release_id: str = Field(max_length=64)
     feature_table: Name
-    model: Literal["hgb", "linear"] = "hgb"
+    model: Literal["hgb", "linear", "lightgbm"] = Field(
+        "hgb",
+        description="hgb: gradient boosting in this process; linear: ridge/Poisson/logistic; lightgbm: "
+        "LightGBM on the configured Dask cluster (regression releases)",
+    )
     debias: Literal["none", "affine", "unbiased"] = "affine"
     validation_fraction: float = Field(0.2, gt=0, lt=1)
 

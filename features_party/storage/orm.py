@@ -102,7 +102,7 @@ class TrainingJob(Base):
     release_id: Mapped[str] = mapped_column(String(64))
     feature_table: Mapped[str] = mapped_column(String(200))
     feature_table_version: Mapped[int] = mapped_column(Integer)
-    kind: Mapped[str] = mapped_column(String(16))  # hgb | linear
+    kind: Mapped[str] = mapped_column(String(16))  # hgb | linear | lightgbm
     debias: Mapped[str] = mapped_column(String(16))
     loss: Mapped[str] = mapped_column(String(16))
     validation_fraction: Mapped[float] = mapped_column(Float)

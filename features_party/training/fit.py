@@ -96,12 +96,19 @@ class Encoder:
         return feature_frame(table, self.columns, self.categorical)
 
     def fit(self, table: pa.Table) -> Encoder:
-        categories = []
+        counts = []
         for name in self.categorical:
-            counts = pc.value_counts(pc.cast(table.column(name), pa.string()).combine_chunks())
-            pairs = [(c["values"], c["counts"]) for c in counts.to_pylist() if c["values"] is not None]
-            pairs.sort(key=lambda p: (-p[1], p[0]))
-            categories.append([v for v, _ in pairs[:MAX_CATEGORIES]])
+            pairs = pc.value_counts(pc.cast(table.column(name), pa.string()).combine_chunks()).to_pylist()
+            counts.append({c["values"]: c["counts"] for c in pairs if c["values"] is not None})
+        return self.fit_with(counts, table)
+
+    def fit_with(self, counts: list[dict[str, int]], table: pa.Table) -> Encoder:
+        """Fit with each categorical column's value counts over the training split given (e.g. summed
+        over a cluster's partitions); ``table`` is the training split, or for gradient boosting any
+        sample of it (ordinal codes and passed-through numbers learn nothing else from it)."""
+        categories = [
+            [v for v, _ in sorted(c.items(), key=lambda p: (-p[1], p[0]))[:MAX_CATEGORIES]] for c in counts
+        ]
         if self.linear:
             encode: Any = OneHotEncoder(categories=categories, handle_unknown="ignore", sparse_output=False)
             scale: Any = make_pipeline(
@@ -190,8 +197,9 @@ def regressor(model: ModelKind, loss: str, encoder: Encoder) -> Any:
     return Ridge(alpha=1.0)
 
 
-def _encoder(schema: dict[str, str], features: pa.Table, *, linear: bool) -> Encoder:
-    columns = [c for c in schema if c in features.column_names]
+def _encoder(schema: dict[str, str], features: pa.Table | list[str], *, linear: bool) -> Encoder:
+    names = features if isinstance(features, list) else features.column_names
+    columns = [c for c in schema if c in names]
     return Encoder(columns, [c for c in columns if schema[c] == "categorical"], linear=linear)
 
 

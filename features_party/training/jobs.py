@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -23,15 +23,18 @@ from sqlalchemy.orm import Session, sessionmaker
 from features_party.receiver.store import published_mechanism
 from features_party.storage.orm import FeatureTable, ReceivedRelease, TrainingJob
 from features_party.tables.service import table_path
-from features_party.training.fit import Trained, TrainedClassifier, fit, fit_classifier
+from features_party.training.fit import Debias, Trained, TrainedClassifier, fit, fit_classifier
 from labeldp import __version__
 from labeldp.common.db import utcnow
 from labeldp.common.errors import DomainError
 from labeldp.mechanisms import BinsNoise, PublishedMechanism
 from labeldp.mechanisms.estimators import TRUSTED_TYPES
+from labeldp.scale import DaskEngine
 
-# HistGradientBoosting keeps its loss as a partial; the pipeline's last step is a debiasing wrapper
-TRUSTED_EXTRA = {"functools.partial", *TRUSTED_TYPES}
+# HistGradientBoosting keeps its loss as a partial; the pipeline's last step is a debiasing wrapper;
+# models trained on a cluster are LightGBM boosters (training/distributed.py)
+LIGHTGBM_TYPES = {"lightgbm.basic.Booster", "lightgbm.sklearn.LGBMRegressor", "collections.OrderedDict"}
+TRUSTED_EXTRA = {"functools.partial", *TRUSTED_TYPES, *LIGHTGBM_TYPES}
 MODEL_FORMAT = 2  # 1: a bare estimator with the encoding in meta.json (before models were exportable)
 ARTIFACT = "model.skops"
 
@@ -101,7 +104,23 @@ def provenance(
     }
 
 
-def run(sessions: sessionmaker[Session], data_dir: Path, job_id: str) -> str:
+def _fit_on_cluster(
+    scheduler: str, release_file: str, feature_file: Path, job: TrainingJob, schema: dict[str, str],
+    noise: BinsNoise, loss: str,
+) -> Trained:  # fmt: skip
+    from features_party.training.distributed import fit_on_cluster
+
+    engine = DaskEngine(scheduler)
+    try:
+        return fit_on_cluster(
+            engine.client, release_file, str(feature_file), schema, noise, loss,
+            debias=cast(Debias, job.debias), validation_fraction=job.validation_fraction,
+        )  # fmt: skip
+    finally:
+        engine.close()
+
+
+def run(sessions: sessionmaker[Session], data_dir: Path, job_id: str, scheduler: str | None = None) -> str:
     """The job body: never raises; a failure is kept on the job with its error. Returns the final
     status (``succeeded`` or ``failed``)."""
     started = time.monotonic()
@@ -141,8 +160,14 @@ def run(sessions: sessionmaker[Session], data_dir: Path, job_id: str) -> str:
             "validation_fraction": job.validation_fraction,
             "progress": report,
         }
-        if is_classification(mechanism):
-            trained: Trained = fit_classifier(released, features, table.schema, noise, **options)
+        if job.kind == "lightgbm":
+            assert scheduler is not None  # checked when the job was accepted
+            trained: Trained = _fit_on_cluster(
+                scheduler, release.path, table_path(data_dir, table.id, job.feature_table_version), job,
+                table.schema, noise, mechanism.loss,
+            )  # fmt: skip
+        elif is_classification(mechanism):
+            trained = fit_classifier(released, features, table.schema, noise, **options)
         else:
             trained = fit(released, features, table.schema, noise, mechanism.loss, **options)
         # what a loss against the bins leaves out: how far the bins are from the labels (noisy prior)

@@ -30,7 +30,7 @@ from labeldp.common.pages import PageRequest
 class TrainingRequest:
     release_id: str
     feature_table: str
-    model: Literal["hgb", "linear"] = "hgb"
+    model: Literal["hgb", "linear", "lightgbm"] = "hgb"
     debias: Literal["none", "affine", "unbiased"] = "affine"
     validation_fraction: float = 0.2
 
@@ -43,7 +43,10 @@ class TrainingService:
         releases: ReceivedReleases,
         tables: FeatureTables,
         metrics: FeaturesMetrics,
+        *,
+        scheduler: str | None = None,
     ) -> None:
+        self.scheduler = scheduler
         self.sessions, self.data_dir, self.releases, self.tables, self.metrics = (
             sessions,
             data_dir,
@@ -73,6 +76,14 @@ class TrainingService:
         release = self.releases.get(request.release_id)
         table = self.tables.get(tenant_id, request.feature_table)
         mechanism = published_mechanism(release)
+        if request.model == "lightgbm" and self.scheduler is None:
+            raise DomainError(
+                "cluster-not-configured",
+                "lightgbm models train on a Dask cluster, and this service has none "
+                "(LABELDP_FEATURES_DASK_SCHEDULER)",
+            )
+        if request.model == "lightgbm" and is_classification(mechanism):
+            raise DomainError("unsupported-model", "lightgbm models are trained for regression releases")
         if is_classification(mechanism):
             loss = "zero_one"
             if request.debias == "unbiased":
@@ -109,7 +120,7 @@ class TrainingService:
 
     def _run(self, job_id: str) -> None:
         try:
-            self.metrics.training_jobs.labels(run(self.sessions, self.data_dir, job_id)).inc()
+            self.metrics.training_jobs.labels(run(self.sessions, self.data_dir, job_id, self.scheduler)).inc()
         finally:
             self.metrics.training_running.dec()
 

@@ -20,7 +20,11 @@ router = APIRouter(prefix="/v1", tags=["models"])
     "/models",
     status_code=202,
     response_model=JobOut,
-    responses=errors(s404="`not-found`: no such received release or feature table"),
+    responses=errors(
+        s404="`not-found`: no such received release or feature table",
+        s422="`cluster-not-configured`: `lightgbm` needs LABELDP_FEATURES_DASK_SCHEDULER; "
+        "`unsupported-model`, `invalid-debias`, `unsupported-release`: no such model for this release",
+    ),
 )
 def start_training(body: TrainingJobIn, tenant: Caller, training: Training) -> JobOut:
     """Start a training job on a received release joined to a feature table; poll ``GET /v1/jobs/{id}``.

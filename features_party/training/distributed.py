@@ -1,0 +1,169 @@
+"""Training on a Dask cluster: the join as a Dask merge, LightGBM's Dask learner, one exported model.
+
+The steps mirror ``fit.fit`` with each one where the data is:
+
+- the received release and the feature table are read as partitions (Parquet row groups) and joined
+  by a Dask merge on ``example_id``; examples over a user-level bound (bin code ``m``) are dropped;
+- the validation split is the same hash of the example ID, evaluated per partition;
+- the encoder's categories are the top ``MAX_CATEGORIES`` values of each categorical column over the
+  whole training split, counted by a Dask reduction (so the encoding is the one ``fit`` would choose);
+- ``lightgbm.dask.DaskLGBMRegressor`` trains on the workers with the release's loss, on the noisy
+  labels (or the unbiased targets), and the booster is brought back (``to_local``) and wrapped in the
+  same debiasing step and ``Pipeline`` as a single-process model, so export and serving do not change;
+- validation losses are summed per partition on the workers.
+
+Only gradient boosting runs here (a linear model's imputation and scaling would need their own
+reductions); LightGBM is an optional extra (``pip install 'labeldp[scale]'``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+from sklearn.pipeline import Pipeline
+
+from features_party.training.fit import (
+    HGB_ITERATIONS,
+    SKLEARN_LOSS,
+    Debias,
+    Encoder,
+    Trained,
+    TrainingError,
+    _encoder,
+    validation_mask,
+)
+from labeldp.mechanisms import BinsNoise, resolve_loss
+from labeldp.mechanisms.estimators import AffineDebiasedRegressor
+
+LGBM_OBJECTIVE = {"squared": "regression", "absolute": "regression_l1", "poisson": "poisson"}
+
+
+def _with_split(part: pd.DataFrame, fraction: float) -> pd.DataFrame:
+    ids = pa.array(part["example_id"].astype(str), pa.string())
+    return part.assign(_validation=validation_mask(ids, fraction) if len(part) else np.zeros(0, bool))
+
+
+def _first_rows(frame: Any, n: int) -> pd.DataFrame:
+    """Up to ``n`` rows from the first non-empty partition (``head`` over all partitions would gather
+    the whole frame here)."""
+    for i in range(frame.npartitions):
+        rows = frame.get_partition(i).head(n, npartitions=1)
+        if len(rows):
+            return rows
+    raise TrainingError("the training split is empty")
+
+
+def _category_counts(part: pd.DataFrame, column: str) -> pd.Series:
+    """Value counts of one categorical column, its values read as text the way the encoder reads them."""
+    values = pc.cast(pa.array(part[column]), pa.string())
+    pairs = pc.value_counts(values).to_pylist() if len(values) else []
+    counts = {p["values"]: p["counts"] for p in pairs if p["values"] is not None}
+    return pd.Series(counts, dtype="int64")
+
+
+def _encoded(part: pd.DataFrame, encoder: Encoder) -> pd.DataFrame:
+    table = pa.Table.from_pandas(part[encoder.columns], preserve_index=False)
+    names = [f"f{i}" for i in range(len(encoder.columns))]
+    return pd.DataFrame(encoder.transform(table), index=part.index, columns=names)
+
+
+def _losses(part: pd.DataFrame, model: Any, encoder: Encoder, noise: BinsNoise, loss: str) -> pd.DataFrame:
+    """Per partition of the validation split: summed losses and the example count."""
+    if not len(part):
+        return pd.DataFrame({"noisy": [0.0], "unbiased": [0.0], "n": [0]})
+    bins = part["bin"].to_numpy(dtype=np.int64)
+    predictions = np.asarray(model.predict(_encoded(part, encoder).to_numpy()), dtype=np.float64)
+    if loss == "poisson":
+        predictions = np.maximum(predictions, 1e-9)
+    ell = resolve_loss(loss)
+    return pd.DataFrame(
+        {
+            "noisy": [float(np.sum(ell(predictions, noise.bin_values[bins])))],
+            "unbiased": [float(np.sum(noise.unbiased_loss(predictions, bins, ell)))],
+            "n": [len(part)],
+        }
+    )
+
+
+def fit_on_cluster(
+    client: Any,
+    release_file: str,
+    feature_file: str,
+    schema: dict[str, str],
+    noise: BinsNoise,
+    loss: str,
+    *,
+    debias: Debias = "affine",
+    validation_fraction: float = 0.2,
+    iterations: int = HGB_ITERATIONS,
+) -> Trained:
+    """Train a LightGBM regressor on the cluster ``client`` is connected to; the files are paths the
+    workers can read (the features party's data directory, shared)."""
+    import dask.dataframe as dd
+    from dask.base import compute
+    from lightgbm.dask import DaskLGBMRegressor
+
+    if loss not in SKLEARN_LOSS:
+        raise TrainingError(f"regression models take loss {sorted(SKLEARN_LOSS)}, got {loss!r}")
+    if debias == "unbiased" and loss == "poisson":
+        raise TrainingError(
+            "unbiased targets can be negative, which Poisson regression cannot fit; use affine"
+        )
+    if not 0 < validation_fraction < 1:
+        raise TrainingError("validation_fraction must be in (0, 1)")
+    release = dd.read_parquet(release_file, columns=["example_id", "bin"], split_row_groups=True)
+    features = dd.read_parquet(feature_file, split_row_groups=True)
+    encoder = _encoder(schema, list(features.columns), linear=False)
+    joined = release.merge(features[["example_id", *encoder.columns]], on="example_id", how="inner")
+    informative = joined[joined["bin"] < noise.m]  # over a user-level bound: no label information
+    split_meta = informative._meta.assign(_validation=pd.Series(dtype=bool))
+    split = informative.map_partitions(_with_split, validation_fraction, meta=split_meta)
+    train = split[~split["_validation"]]
+    valid = split[split["_validation"]]
+    counted = [
+        train.map_partitions(_category_counts, c, meta=pd.Series(dtype="int64"))
+        .compute()  # one (value, count) series per partition, concatenated: small
+        .groupby(level=0)
+        .sum()
+        for c in encoder.categorical
+    ]
+    train_rows, capped = (int(n) for n in compute(train.shape[0], (joined["bin"] >= noise.m).sum()))
+    if train_rows < 10:
+        raise TrainingError(f"only {train_rows} examples with label information are in the training split")
+    sample = pa.Table.from_pandas(_first_rows(train, 1000)[encoder.columns], preserve_index=False)
+    encoder.fit_with([{str(v): int(n) for v, n in c.items()} for c in counted], sample)
+    names = [f"f{i}" for i in range(len(encoder.columns))]
+    X = train.map_partitions(_encoded, encoder, meta=pd.DataFrame({n: pd.Series(dtype=float) for n in names}))
+    target = noise.unbiased_targets if debias == "unbiased" else (lambda b: noise.bin_values[b])
+    values = train["bin"].map_partitions(
+        lambda b: pd.Series(target(b.to_numpy(dtype=np.int64)), index=b.index), meta=pd.Series(dtype=float)
+    )
+    estimator = DaskLGBMRegressor(
+        client=client, objective=LGBM_OBJECTIVE[loss], n_estimators=iterations, verbose=-1
+    )
+    # arrays, as the exported pipeline passes them (its encoder's output has no column names)
+    estimator.fit(
+        X.to_dask_array(lengths=True),
+        values.to_dask_array(lengths=True),
+        categorical_feature=list(range(len(encoder.categorical))) or "auto",
+    )
+    local = estimator.to_local()
+    final = AffineDebiasedRegressor(local, noise) if debias == "affine" else local
+    pipeline = Pipeline([("encode", encoder.transformer), ("model", final)])
+    losses_meta = pd.DataFrame({"noisy": pd.Series(dtype=float), "unbiased": pd.Series(dtype=float),
+                                "n": pd.Series(dtype="int64")})  # fmt: skip
+    sums = valid.map_partitions(_losses, final, encoder, noise, loss, meta=losses_meta).sum().compute()
+    n = int(sums["n"])
+    trained = Trained(pipeline, encoder.columns, encoder.categorical, noise, loss, debias, {})
+    trained.metrics = {
+        "examples_capped": capped,
+        "train_examples": train_rows,
+        "validation_examples": n,
+        "validation_loss_vs_noisy_labels": float(sums["noisy"]) / max(n, 1),
+        "validation_loss_vs_binned_true_labels_unbiased": float(sums["unbiased"]) / max(n, 1),
+    }
+    return trained

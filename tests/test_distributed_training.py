@@ -1,0 +1,163 @@
+"""Training on a real Dask LocalCluster (``features_party.training.distributed``): the Dask merge
+joins exactly what the single-process join does, the encoder chooses the same categories, LightGBM's
+Dask learner learns (its unbiased validation loss against the binned true labels is far below a
+constant's and close to the single-process model's), and the exported pipeline — debiasing included —
+survives saving and loading with the same predictions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from distributed import Client, LocalCluster
+from sklearn.pipeline import Pipeline
+
+from features_party.config import FeaturesSettings
+from features_party.training import jobs
+from features_party.training.distributed import fit_on_cluster
+from features_party.training.fit import TrainingError, fit
+from labeldp.common.identity import Identity
+from labeldp.mechanisms import BinsNoise, PublishedMechanism, integer_grid, optimize_rr_on_bins
+from labeldp.mechanisms.estimators import AffineDebiasedRegressor
+from tests.support.features_party import deliver, pin_sender, put_table
+from tests.support.seeded import SeededRandom
+from tests.support.servers import features_server_thread, features_tenant_key
+from tests.test_models_api import census_release, wait
+
+N = 40_000
+SCHEMA = {"x": "numeric", "city": "categorical"}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalCluster]:
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def client(cluster: LocalCluster) -> Iterator[Client]:
+    with Client(cluster) as c:
+        yield c
+
+
+@dataclass(frozen=True)
+class Release:
+    release_file: Path
+    feature_file: Path
+    noise: BinsNoise
+    published: PublishedMechanism
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory: pytest.TempPathFactory) -> Release:
+    """A count label that depends on a number and a city; features for 90 % of the released IDs."""
+    rng = np.random.default_rng(5)
+    folder = tmp_path_factory.mktemp("release")
+    x = rng.uniform(0, 10, N)
+    city = rng.choice([f"c{i}" for i in range(30)], N)
+    effect = {f"c{i}": i % 7 for i in range(30)}
+    labels = np.clip(np.round(2 * x + np.array([effect[c] for c in city]) + rng.normal(0, 1, N)), 0, 30)
+    support = integer_grid(0, 30)
+    prior = support.counts(labels) / N
+    mechanism = optimize_rr_on_bins(support, prior, 2.0, "squared")
+    bins = mechanism.randomize(labels, rng=SeededRandom(1))
+    ids = pa.array([f"e{i}" for i in range(N)])
+    release_file, feature_file = folder / "release.parquet", folder / "features.parquet"
+    pq.write_table(
+        pa.table({"example_id": ids, "bin": pa.array(bins, pa.uint8())}), release_file, row_group_size=7_000
+    )
+    keep = rng.random(N) < 0.9
+    features = pa.table({"example_id": ids, "x": pa.array(x), "city": pa.array(city)}).filter(pa.array(keep))
+    pq.write_table(features, feature_file, row_group_size=6_000)
+    published = mechanism.describe(prior=prior, epsilon_prior=0.5)
+    return Release(release_file, feature_file, BinsNoise.of_published(published), published)
+
+
+def test_cluster_model_learns_like_the_single_process_one_and_exports(
+    client: Client, release: Release, tmp_path: Path
+) -> None:
+    release_file, feature_file, noise = release.release_file, release.feature_file, release.noise
+    trained = fit_on_cluster(client, str(release_file), str(feature_file), SCHEMA, noise, "squared")
+    local = fit(pq.read_table(release_file), pq.read_table(feature_file), SCHEMA, noise, "squared")
+    # the same join and the same hash split
+    for name in ("train_examples", "validation_examples", "examples_capped"):
+        assert trained.metrics[name] == local.metrics[name]
+    # the same encoding: categories counted over the whole training split by a reduction
+    cluster_categories = trained.model.named_steps["encode"].named_transformers_["categorical"].categories_
+    local_categories = local.model.named_steps["encode"].named_transformers_["categorical"].categories_
+    assert [list(c) for c in cluster_categories] == [list(c) for c in local_categories]
+    # it learned: far below answering the mean, close to the single-process gradient boosting
+    values = noise.bin_values[pq.read_table(release_file).column("bin").to_numpy().astype(np.int64)]
+    constant = float(np.var(values))
+    ours = trained.metrics["validation_loss_vs_binned_true_labels_unbiased"]
+    theirs = local.metrics["validation_loss_vs_binned_true_labels_unbiased"]
+    assert ours < 0.5 * constant and ours < 1.15 * theirs + 0.05, (ours, theirs, constant)
+    # one exported pipeline with the release's debiasing, unchanged by saving and loading
+    assert isinstance(trained.model, Pipeline)
+    assert isinstance(trained.model.named_steps["model"], AffineDebiasedRegressor)
+    jobs.save(trained, release.published, tmp_path / "model")
+    loaded = jobs.load(tmp_path / "model")
+    rows = pq.read_table(feature_file).slice(0, 500)
+    np.testing.assert_array_equal(loaded.predict(rows), trained.predict(rows))
+
+
+def test_refuses_what_it_cannot_train(client: Client, release: Release) -> None:
+    release_file, feature_file, noise = release.release_file, release.feature_file, release.noise
+    with pytest.raises(TrainingError, match="regression models"):
+        fit_on_cluster(client, str(release_file), str(feature_file), SCHEMA, noise, "zero_one")
+    with pytest.raises(TrainingError, match="unbiased targets"):
+        fit_on_cluster(
+            client, str(release_file), str(feature_file), SCHEMA, noise, "poisson", debias="unbiased"
+        )
+
+
+def trained_parts(client: Client) -> int:
+    """How many LightGBM training tasks (prefix ``train_part``) the cluster has finished so far."""
+
+    def finished(dask_scheduler: Any) -> int:
+        prefix = dask_scheduler.task_prefixes.get("train_part")
+        return 0 if prefix is None else int(prefix.state_counts.get("memory", 0))
+
+    return int(client.run_on_scheduler(finished))
+
+
+def test_the_api_trains_lightgbm_on_the_configured_cluster(
+    cluster: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    rel, features = census_release("squared")
+    sender = Identity.generate()
+    for scheduler in (None, cluster.scheduler_address):
+        settings = FeaturesSettings(
+            data_dir=tmp_path / str(bool(scheduler)),
+            grpc_port=0,
+            allow_plaintext=True,
+            dask_scheduler=scheduler,
+        )
+        key = features_tenant_key(settings, "ml")
+        with features_server_thread(settings) as base:
+            c = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60)
+            pin_sender(c, sender)
+            deliver(c, rel, sender)
+            assert put_table(c, "census", features).status_code == 201
+            body = {"release_id": rel.release_id, "feature_table": "census", "model": "lightgbm"}
+            before = trained_parts(client)
+            r = c.post("/v1/models", json=body)
+            if scheduler is None:
+                assert r.status_code == 422 and r.json()["type"] == "cluster-not-configured", r.text
+                continue
+            assert r.status_code == 202, r.text
+            done = wait(c, r.json()["id"])
+            assert done["state"] == "succeeded", done
+            model = c.get(f"/v1/models/{done['id']}").json()
+            assert model["model"] == "lightgbm" and model["metrics"]["validation_examples"] > 1000
+            assert trained_parts(client) > before  # LightGBM's training tasks ran on the cluster
+            predicted = c.post(f"/v1/models/{done['id']}/predictions", json={"example_ids": ["w1", "w2"]})
+            assert predicted.status_code == 200 and len(predicted.json()["predictions"]) == 2
+            assert c.get(f"/v1/models/{done['id']}/artifact").status_code == 200
