@@ -1,6 +1,9 @@
 """Several labels-party processes on one PostgreSQL database (and one data directory): a process that
 starts while another is privatizing a release leaves it alone; a release whose owner died is failed,
-keeping its charge, once the owner's lease expires."""
+keeping its charge, once the owner's lease expires.
+
+Process A randomizes on a one-worker Dask cluster that the test keeps busy with a sleeping task, so its
+releases stay in their work for as long as the test needs (the optimizer alone is too fast now)."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+from distributed import Client, Future, LocalCluster
 
 from tests.support import postgres
 from tests.support.servers import LabelsProcess, tenant_key
@@ -26,13 +30,27 @@ def shared(postgres_server: str, tmp_path: Path) -> Iterator[tuple[str, Path]]:
     postgres.drop_database(postgres_server, url)
 
 
-def process(data: Path, url: str, name: str) -> LabelsProcess:
+@pytest.fixture
+def busy() -> Iterator[Client]:
+    """A one-worker cluster: a task sleeping on it holds back every release that runs there."""
+    cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None)
+    with cluster, Client(cluster) as client:
+        yield client
+
+
+def occupy(client: Client, seconds: float) -> Future[None]:
+    return client.submit(time.sleep, seconds, pure=False)
+
+
+def process(data: Path, url: str, name: str, scheduler: str | None = None) -> LabelsProcess:
     env = {"LABELDP_INSTANCE_NAME": name, "LABELDP_RELEASE_LEASE_SECONDS": str(LEASE_S)}
+    if scheduler:
+        env["LABELDP_DASK_SCHEDULER"] = scheduler
     return LabelsProcess(data, url, log_path=data.parent / f"{name}.log", env=env)
 
 
 def slow_release(c: httpx.Client, ds: str, key: str) -> dict[str, Any]:
-    """An asynchronous release whose work takes several seconds (absolute loss on 10,000 points)."""
+    """An asynchronous release (its work waits for the busy cluster)."""
     r = c.post(
         f"/v1/datasets/{ds}/releases",
         json={"epsilon": 0.05, "recipient": "publisher", "loss": "absolute"},
@@ -54,11 +72,13 @@ def wait_for(c: httpx.Client, release_id: str, wanted: str, timeout: float = 120
         time.sleep(0.1)
 
 
-def test_a_second_process_leaves_live_work_alone_and_recovers_dead_work(shared: tuple[str, Path]) -> None:
+def test_a_second_process_leaves_live_work_alone_and_recovers_dead_work(
+    shared: tuple[str, Path], busy: Client
+) -> None:
     url, data = shared
     data.mkdir(parents=True)
     _, key = tenant_key(url, "acme", "100")
-    a = process(data, url, "host-a")
+    a = process(data, url, "host-a", busy.scheduler_info()["address"])
     a.start()
     b = process(data, url, "host-b")
     try:
@@ -78,6 +98,7 @@ def test_a_second_process_leaves_live_work_alone_and_recovers_dead_work(shared: 
             f"/v1/datasets/{ds}/labels", content=body, headers={"Content-Type": "text/csv"}
         ).raise_for_status()
 
+        sleeper = occupy(busy, 4 * LEASE_S)
         live = slow_release(c, ds, "live")
         b.start()  # its start-up recovery runs while A is still privatizing
         state = status(c, live["id"])
@@ -87,6 +108,8 @@ def test_a_second_process_leaves_live_work_alone_and_recovers_dead_work(shared: 
         kinds = [e["kind"] for e in c.get("/v1/ledger").json()["items"] if e["release_id"] == live["id"]]
         assert kinds == ["charge"]  # nobody recorded a kept charge for live work
 
+        sleeper.cancel()
+        sleeper = occupy(busy, 30 * LEASE_S)
         dead = slow_release(c, ds, "dead")
         a.kill()  # the owner dies mid-work, on "another host" as far as B can tell
         other = httpx.Client(base_url=b.base_url, headers={"Authorization": f"Bearer {key}"}, timeout=120)

@@ -33,7 +33,7 @@ from features_party.training.fit import (
     Encoder,
     Trained,
     TrainingError,
-    _encoder,
+    encoder_for,
     validation_mask,
 )
 from labeldp.mechanisms import BinsNoise, resolve_loss
@@ -117,7 +117,7 @@ def fit_on_cluster(
         raise TrainingError("validation_fraction must be in (0, 1)")
     release = dd.read_parquet(release_file, columns=["example_id", "bin"], split_row_groups=True)
     features = dd.read_parquet(feature_file, split_row_groups=True)
-    encoder = _encoder(schema, list(features.columns), linear=False)
+    encoder = encoder_for(schema, list(features.columns), linear=False)
     joined = release.merge(features[["example_id", *encoder.columns]], on="example_id", how="inner")
     informative = joined[joined["bin"] < noise.m]  # over a user-level bound: no label information
     split_meta = informative._meta.assign(_validation=pd.Series(dtype=bool))

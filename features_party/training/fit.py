@@ -197,7 +197,8 @@ def regressor(model: ModelKind, loss: str, encoder: Encoder) -> Any:
     return Ridge(alpha=1.0)
 
 
-def _encoder(schema: dict[str, str], features: pa.Table | list[str], *, linear: bool) -> Encoder:
+def encoder_for(schema: dict[str, str], features: pa.Table | list[str], *, linear: bool) -> Encoder:
+    """An unfitted encoder for the schema's columns present in the feature table (or column names)."""
     names = features if isinstance(features, list) else features.column_names
     columns = [c for c in schema if c in names]
     return Encoder(columns, [c for c in columns if schema[c] == "categorical"], linear=linear)
@@ -243,7 +244,7 @@ def fit(
     valid = validation_mask(joined.column("example_id").combine_chunks(), validation_fraction)
     if valid.all() or not valid.any():
         raise TrainingError("the validation split is empty or covers everything; change validation_fraction")
-    encoder = _encoder(schema, features, linear=model == "linear").fit(joined.filter(pa.array(~valid)))
+    encoder = encoder_for(schema, features, linear=model == "linear").fit(joined.filter(pa.array(~valid)))
     X = encoder.transform(joined)
     target = noise.unbiased_targets(bins) if debias == "unbiased" else noisy
     estimator = regressor(model, loss, encoder)
@@ -302,7 +303,7 @@ def fit_classifier(
         raise TrainingError("the validation split is empty or covers everything; change validation_fraction")
     if np.unique(bins[~valid]).size < 2:
         raise TrainingError("the training split has a single class; nothing to learn")
-    encoder = _encoder(schema, features, linear=model == "linear").fit(joined.filter(pa.array(~valid)))
+    encoder = encoder_for(schema, features, linear=model == "linear").fit(joined.filter(pa.array(~valid)))
     X = encoder.transform(joined)
     if model == "hgb":
         estimator: Any = HistGradientBoostingClassifier(
