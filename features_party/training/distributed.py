@@ -28,15 +28,16 @@ from sklearn.pipeline import Pipeline
 
 from features_party.training.fit import (
     HGB_ITERATIONS,
-    SKLEARN_LOSS,
     Debias,
     Encoder,
     Trained,
     TrainingError,
+    check_regression,
     encoder_for,
+    validation_losses,
     validation_mask,
 )
-from labeldp.mechanisms import BinsNoise, resolve_loss
+from labeldp.mechanisms import BinsNoise
 from labeldp.mechanisms.estimators import AffineDebiasedRegressor
 
 LGBM_OBJECTIVE = {"squared": "regression", "absolute": "regression_l1", "poisson": "poisson"}
@@ -76,16 +77,9 @@ def _losses(part: pd.DataFrame, model: Any, encoder: Encoder, noise: BinsNoise, 
     if not len(part):
         return pd.DataFrame({"noisy": [0.0], "unbiased": [0.0], "n": [0]})
     bins = part["bin"].to_numpy(dtype=np.int64)
-    predictions = np.asarray(model.predict(_encoded(part, encoder).to_numpy()), dtype=np.float64)
-    if loss == "poisson":
-        predictions = np.maximum(predictions, 1e-9)
-    ell = resolve_loss(loss)
+    noisy, unbiased = validation_losses(model.predict(_encoded(part, encoder).to_numpy()), bins, noise, loss)
     return pd.DataFrame(
-        {
-            "noisy": [float(np.sum(ell(predictions, noise.bin_values[bins])))],
-            "unbiased": [float(np.sum(noise.unbiased_loss(predictions, bins, ell)))],
-            "n": [len(part)],
-        }
+        {"noisy": [float(noisy.sum())], "unbiased": [float(unbiased.sum())], "n": [len(part)]}
     )
 
 
@@ -107,12 +101,7 @@ def fit_on_cluster(
     from dask.base import compute
     from lightgbm.dask import DaskLGBMRegressor
 
-    if loss not in SKLEARN_LOSS:
-        raise TrainingError(f"regression models take loss {sorted(SKLEARN_LOSS)}, got {loss!r}")
-    if debias == "unbiased" and loss == "poisson":
-        raise TrainingError(
-            "unbiased targets can be negative, which Poisson regression cannot fit; use affine"
-        )
+    check_regression(loss, debias)
     if not 0 < validation_fraction < 1:
         raise TrainingError("validation_fraction must be in (0, 1)")
     release = dd.read_parquet(release_file, columns=["example_id", "bin"], split_row_groups=True)

@@ -232,12 +232,7 @@ def fit(
     progress: Progress | None = None,
 ) -> Trained:
     """``release`` has ``example_id, bin``; ``features`` has ``example_id`` and the schema's columns."""
-    if loss not in SKLEARN_LOSS:
-        raise TrainingError(f"regression models take loss {sorted(SKLEARN_LOSS)}, got {loss!r}")
-    if debias == "unbiased" and loss == "poisson":
-        raise TrainingError(
-            "unbiased targets can be negative, which Poisson regression cannot fit; use affine"
-        )
+    check_regression(loss, debias)
     joined, capped = join_informative(release, features, noise)
     bins = np.asarray(joined.column("bin").to_numpy(), dtype=np.int64)
     noisy = noise.bin_values[bins]
@@ -252,20 +247,40 @@ def fit(
     final = AffineDebiasedRegressor(estimator, noise) if debias == "affine" else estimator
     pipeline = Pipeline([("encode", encoder.transformer), ("model", final)])
     trained = Trained(pipeline, encoder.columns, encoder.categorical, noise, loss, debias, {})
-    predictions = np.asarray(final.predict(X[valid]), dtype=np.float64)
-    if loss == "poisson":
-        predictions = np.maximum(predictions, 1e-9)
-    ell = resolve_loss(loss)
+    against_noisy, unbiased = validation_losses(final.predict(X[valid]), bins[valid], noise, loss)
     trained.metrics = {
         "examples_capped": int(capped),
         "train_examples": int((~valid).sum()),
         "validation_examples": int(valid.sum()),
-        "validation_loss_vs_noisy_labels": float(np.mean(ell(predictions, noisy[valid]))),
-        "validation_loss_vs_binned_true_labels_unbiased": float(
-            np.mean(noise.unbiased_loss(predictions, bins[valid], ell))
-        ),
+        "validation_loss_vs_noisy_labels": float(np.mean(against_noisy)),
+        "validation_loss_vs_binned_true_labels_unbiased": float(np.mean(unbiased)),
     }
     return trained
+
+
+def check_regression(loss: str, debias: Debias) -> None:
+    """The loss and debiasing a regression model can be trained with."""
+    if loss not in SKLEARN_LOSS:
+        raise TrainingError(f"regression models take loss {sorted(SKLEARN_LOSS)}, got {loss!r}")
+    if debias == "unbiased" and loss == "poisson":
+        raise TrainingError(
+            "unbiased targets can be negative, which Poisson regression cannot fit; use affine"
+        )
+
+
+def validation_losses(
+    predictions: npt.ArrayLike, bins: npt.NDArray[np.int64], noise: BinsNoise, loss: str
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Per validation example: the loss against its noisy label, and the unbiased estimate of the loss
+    against its binned true label (``BinsNoise.unbiased_loss``)."""
+    predicted = np.asarray(predictions, dtype=np.float64)
+    if loss == "poisson":
+        predicted = np.maximum(predicted, 1e-9)
+    ell = resolve_loss(loss)
+    return (
+        np.asarray(ell(predicted, noise.bin_values[bins]), dtype=np.float64),
+        np.asarray(noise.unbiased_loss(predicted, bins, ell), dtype=np.float64),
+    )
 
 
 @dataclass

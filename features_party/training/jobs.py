@@ -139,17 +139,9 @@ def run(sessions: sessionmaker[Session], data_dir: Path, job_id: str, scheduler:
         progress(status="running", progress={"stage": "loading", "elapsed_s": 0.0})
         mechanism = published_mechanism(release)
         noise = BinsNoise.of_published(mechanism)
-        features = pq.read_table(table_path(data_dir, table.id, job.feature_table_version))
-        released = pq.read_table(release.path).cast(
-            pa.schema([("example_id", pa.string()), ("bin", pa.uint16())])
-        )
-        progress(
-            progress={
-                "stage": "fitting",
-                "rows_seen": released.num_rows,
-                "elapsed_s": time.monotonic() - started,
-            }
-        )
+        feature_file = table_path(data_dir, table.id, job.feature_table_version)
+        rows = pq.ParquetFile(release.path).metadata.num_rows
+        progress(progress={"stage": "fitting", "rows_seen": rows, "elapsed_s": time.monotonic() - started})
 
         def report(values: dict[str, float]) -> None:
             progress(progress={"stage": "fitting", **values})
@@ -160,16 +152,20 @@ def run(sessions: sessionmaker[Session], data_dir: Path, job_id: str, scheduler:
             "validation_fraction": job.validation_fraction,
             "progress": report,
         }
-        if job.kind == "lightgbm":
+        if job.kind == "lightgbm":  # the workers read both files; nothing is loaded here
             assert scheduler is not None  # checked when the job was accepted
             trained: Trained = _fit_on_cluster(
-                scheduler, release.path, table_path(data_dir, table.id, job.feature_table_version), job,
-                table.schema, noise, mechanism.loss,
-            )  # fmt: skip
-        elif is_classification(mechanism):
-            trained = fit_classifier(released, features, table.schema, noise, **options)
+                scheduler, release.path, feature_file, job, table.schema, noise, mechanism.loss
+            )
         else:
-            trained = fit(released, features, table.schema, noise, mechanism.loss, **options)
+            features = pq.read_table(feature_file)
+            released = pq.read_table(release.path).cast(
+                pa.schema([("example_id", pa.string()), ("bin", pa.uint16())])
+            )
+            if is_classification(mechanism):
+                trained = fit_classifier(released, features, table.schema, noise, **options)
+            else:
+                trained = fit(released, features, table.schema, noise, mechanism.loss, **options)
         # what a loss against the bins leaves out: how far the bins are from the labels (noisy prior)
         trained.metrics["release_binning_loss_under_noisy_prior"] = mechanism.binning_loss_under_prior()
         save(trained, mechanism, model_dir(data_dir, job_id))
@@ -180,7 +176,7 @@ def run(sessions: sessionmaker[Session], data_dir: Path, job_id: str, scheduler:
             metrics=trained.metrics,
             progress={
                 "stage": "done",
-                "rows_seen": released.num_rows,
+                "rows_seen": rows,
                 "iterations": iterations,
                 "elapsed_s": time.monotonic() - started,
             },

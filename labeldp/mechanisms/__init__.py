@@ -32,6 +32,7 @@ from labeldp.mechanisms.prior import (
     noisy_counts,
     noisy_histogram,
     normalize_counts,
+    prior_split,
     private_prior,
 )
 from labeldp.mechanisms.published import PrivacyUnit, PublishedMechanism
@@ -98,6 +99,7 @@ __all__ = [
     "optimize_rr_on_bins",
     "optimize_rr_top_k",
     "plan_user_split",
+    "prior_split",
     "private_contribution_bound",
     "private_prior",
     "randomized_response",

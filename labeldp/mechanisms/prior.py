@@ -13,6 +13,7 @@ from fractions import Fraction
 import numpy as np
 
 from labeldp.mechanisms._types import ArrayLike, FloatArray, IntArray
+from labeldp.mechanisms.epsilon import split_epsilon
 from labeldp.mechanisms.exact_laplace import sample_discrete_laplace
 from labeldp.mechanisms.rng import SecureRandom
 from labeldp.mechanisms.support import Support, as_support
@@ -39,6 +40,13 @@ def default_prior_epsilon(epsilon: float, n: int, k: int) -> float:
     if n <= 0 or k <= 0:
         raise ParameterError(f"n and k must be positive, got n={n}, k={k}")
     return min(eps / 2, PRIOR_EPSILON_SCALE * math.sqrt(k / n))
+
+
+def prior_split(epsilon: float, n: int, k: int, epsilon_prior: float | None = None) -> tuple[float, float]:
+    """``(ε₁, ε₂)``: the prior's part (``epsilon_prior``, or the default for ``n`` labels on ``k``
+    support points) and the randomization's, exactly within ``epsilon``."""
+    prior = default_prior_epsilon(epsilon, n, k) if epsilon_prior is None else epsilon_prior
+    return split_epsilon(epsilon, prior)
 
 
 def noisy_counts(

@@ -16,12 +16,12 @@ import numpy as np
 import numpy.typing as npt
 
 from labeldp.mechanisms._types import ArrayLike, FloatArray, IntArray
-from labeldp.mechanisms.epsilon import UserBudget, float_at_most, split_epsilon
+from labeldp.mechanisms.epsilon import UserBudget, float_at_most
 from labeldp.mechanisms.factory import mechanism_kind, optimal_mechanism
 from labeldp.mechanisms.losses import Loss, LossFn, LossName, check_labels_for_loss, resolve_loss
 from labeldp.mechanisms.mechanism import Mechanism
 from labeldp.mechanisms.optimize import optimize_rr_on_bins
-from labeldp.mechanisms.prior import default_prior_epsilon, private_prior
+from labeldp.mechanisms.prior import prior_split, private_prior
 from labeldp.mechanisms.published import PublishedMechanism
 from labeldp.mechanisms.randomized_response import class_labels
 from labeldp.mechanisms.rng import SecureRandom
@@ -98,8 +98,7 @@ def release_labels(
     sup = as_support(support)
     loss_spec = resolve_loss(loss)
     y = _checked_labels(labels, sup, loss_spec)
-    eps_prior = default_prior_epsilon(eps, y.size, sup.k) if epsilon_prior is None else epsilon_prior
-    eps_prior, eps_randomize = split_epsilon(eps, eps_prior)
+    eps_prior, eps_randomize = prior_split(eps, y.size, sup.k, epsilon_prior)
     stream = rng or SecureRandom()
     prior = private_prior(y, sup, eps_prior, rng=stream)
     if isinstance(loss, str):

@@ -4,6 +4,7 @@ from labeldp.scale.engine import LOCAL, DaskEngine, Engine, InProcess, engine_fo
 from labeldp.scale.release import (
     PartitionedRelease,
     PartitionOutput,
+    bin_array,
     read_outputs,
     release_partitions,
     write_partitions,
@@ -16,6 +17,7 @@ __all__ = [
     "InProcess",
     "PartitionOutput",
     "PartitionedRelease",
+    "bin_array",
     "engine_for",
     "read_outputs",
     "release_partitions",

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -32,11 +33,10 @@ from labeldp.mechanisms import (
     PublishedMechanism,
     RROnBins,
     Support,
-    default_prior_epsilon,
     noisy_histogram,
     normalize_counts,
     optimize_rr_on_bins,
-    split_epsilon,
+    prior_split,
 )
 from labeldp.mechanisms._types import FloatArray, IntArray
 from labeldp.mechanisms.losses import check_labels_for_loss, resolve_loss
@@ -79,6 +79,11 @@ class PartitionedRelease:
         )
 
 
+def bin_array(bins: npt.ArrayLike, codes: int) -> pa.Array:
+    """The stored ``bin`` column: one byte per example while the ``codes`` fit, else two."""
+    return pa.array(bins, pa.uint8() if codes <= 256 else pa.uint16())
+
+
 def write_partitions(
     folder: Path, ids: pa.Array, labels: FloatArray, rows: int = PARTITION_ROWS
 ) -> list[str]:
@@ -108,15 +113,11 @@ def randomize_partition(path: str, out_path: str, mechanism: RROnBins) -> Partit
     """Randomize one partition with a stream keyed on this worker, and write it atomically."""
     table = pq.read_table(path, columns=[ID_COLUMN, LABEL_COLUMN])
     bins = mechanism.randomize(table.column(LABEL_COLUMN).to_numpy())  # fresh SecureRandom(), here
-    dtype = pa.uint8() if mechanism.m <= 256 else pa.uint16()
-    write_parquet_atomic(
-        Path(out_path), pa.table({ID_COLUMN: table.column(ID_COLUMN), "bin": pa.array(bins, dtype)})
-    )
-    digest = hashlib.sha256()
+    output = pa.table({ID_COLUMN: table.column(ID_COLUMN), "bin": bin_array(bins, mechanism.m)})
+    write_parquet_atomic(Path(out_path), output)
     with open(out_path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return PartitionOutput(out_path, table.num_rows, digest.hexdigest())
+        digest = hashlib.file_digest(fh, "sha256").hexdigest()
+    return PartitionOutput(out_path, table.num_rows, digest)
 
 
 def release_partitions(
@@ -140,8 +141,7 @@ def release_partitions(
     n = int(counts.sum())
     if n == 0:
         raise ParameterError("the partitions hold no labels", "parts")
-    eps_prior = default_prior_epsilon(eps, n, support.k) if epsilon_prior is None else epsilon_prior
-    eps_prior, eps_randomize = split_epsilon(eps, eps_prior)
+    eps_prior, eps_randomize = prior_split(eps, n, support.k, epsilon_prior)
     prior = normalize_counts(noisy_histogram(counts, eps_prior))  # the first draw: after the charge
     mechanism = optimize_rr_on_bins(support, prior, eps_randomize, loss_spec)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -28,11 +28,10 @@ from labeldp.mechanisms import (
     Support,
     UserSplit,
     contribution_ranks,
-    default_prior_epsilon,
     examples_per_user,
     float_at_most,
     plan_user_split,
-    split_epsilon,
+    prior_split,
 )
 from labels_party.budget.epsilon import MICRO, to_micro
 from labels_party.budget.ledger import UserCharge
@@ -116,10 +115,7 @@ def split(request: ReleaseRequest, n: int, k: int) -> tuple[int, float, float, f
     try:
         micro = to_micro(request.epsilon)
         epsilon = float_at_most(Fraction(micro, MICRO))
-        prior = (
-            default_prior_epsilon(epsilon, n, k) if request.epsilon_prior is None else request.epsilon_prior
-        )
-        eps_prior, eps_randomize = split_epsilon(epsilon, prior)
+        eps_prior, eps_randomize = prior_split(epsilon, n, k, request.epsilon_prior)
     except (ParameterError, ValueError) as exc:
         raise DomainError("invalid-epsilon", str(exc)) from exc
     return micro, epsilon, eps_prior, eps_randomize

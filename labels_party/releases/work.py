@@ -28,7 +28,7 @@ from labeldp.common.db import utcnow
 from labeldp.common.errors import DomainError
 from labeldp.common.instance import Instance
 from labeldp.mechanisms import PublishedMechanism, release_labels, release_user_labels
-from labeldp.scale import DaskEngine, Engine, read_outputs, release_partitions, write_partitions
+from labeldp.scale import DaskEngine, Engine, bin_array, read_outputs, release_partitions, write_partitions
 from labels_party.budget.ledger import record_kept_charge
 from labels_party.datasets.store import DatasetFiles
 from labels_party.delivery.message import Signer, message_path, write_message
@@ -220,8 +220,7 @@ class ReleaseWork:
         bins: np.ndarray,
     ) -> None:
         """The stored output (example_id, bin code) and the signed message."""
-        dtype = pa.uint8() if published.bin_codes <= 256 else pa.uint16()
-        table = pa.table({"example_id": ids, "bin": pa.array(bins, dtype)})
+        table = pa.table({"example_id": ids, "bin": bin_array(bins, published.bin_codes)})
         DatasetFiles(self.data_dir, plan.dataset_id).write(release_path(self.data_dir, release_id), table)
         write_message(
             self.data_dir,
