@@ -64,8 +64,7 @@ def main(n: int = 10_000_000) -> None:
             recipient="publisher",
             label_type="count",
             mechanism=mechanism,
-            example_ids=ids,
-            bins=bins,
+            pieces=[(ids, bins)],
         )
         build_seconds = time.perf_counter() - build_start
         features = FeaturesProcess(env)

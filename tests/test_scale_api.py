@@ -80,3 +80,40 @@ def test_an_unreachable_cluster_is_refused_before_the_charge(tmp_path: Path, dat
         problem(release(c, ds, "down"), 503, "cluster-unavailable")
         assert charges(c) == []
         assert c.get(f"/v1/datasets/{ds}/releases").json()["items"] == []
+
+
+def test_the_charge_runs_on_the_cluster_exactly_once_and_refuses_leaving_nothing(
+    scheduler: Cluster, tmp_path: Path, database_url: str
+) -> None:
+    """The ledger's merge and check ran on the workers and the spend lives in segment files; the
+    budget route and an in-process (user-level) release read it; a release over the budget is a 409
+    that charges nothing and leaves no partitions and no new segments behind."""
+    for api in api_with(tmp_path, database_url, scheduler.address):
+        c = with_recipient(api.tenant("acme", "1"))
+        ds, truth = labelled(c, n=3000)
+        r = release(c, ds, "first", epsilon=0.6)
+        assert r.status_code == 201, r.text
+        assert {"sort_keys", "merge_shard"} <= task_prefixes(scheduler.client)
+        budget = c.get(f"/v1/datasets/{ds}/budget", params={"epsilon": 0.4}).json()
+        assert (budget["examples"], budget["max_spent"], budget["min_spent"]) == (3000, 0.6, 0.6)
+        assert budget["can_take"] == 3000 and budget["users"]["spent"]["max"] == 0.6
+        ledger = api.data_dir / "ledger"
+        segments = {p.name for p in ledger.iterdir()}
+        assert segments and all(p.startswith(("example-", "user-")) for p in segments)
+
+        problem(release(c, ds, "over", epsilon=0.6), 409, "budget-exhausted")
+        assert [e["examples"] for e in charges(c)] == [3000]
+        assert not any((api.data_dir / "partitions").glob("*"))
+        assert {p.name for p in ledger.iterdir()} == segments
+
+        body = {
+            "epsilon_user": 0.4,
+            "privacy_unit": "user",
+            "contribution_bound": 1,
+            "recipient": "publisher",
+        }
+        user_level = c.post(f"/v1/datasets/{ds}/releases", json=body, headers={"Idempotency-Key": "users"})
+        assert user_level.status_code == 201, user_level.text  # in process, over the segment shards
+        after = c.get(f"/v1/datasets/{ds}/budget", params={"epsilon": 0.1}).json()
+        assert after["can_take"] == 0 and after["max_spent"] == 1.0
+        assert len(truth) == 3000

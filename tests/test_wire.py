@@ -5,13 +5,26 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import fields
+from itertools import pairwise
+from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from labeldp.common.identity import Identity
-from labeldp.common.wire import ChunkStream, WireError, build_frames, check_header, decode_chunk
+from labeldp.common.wire import (
+    ChunkStream,
+    MessageHeader,
+    WireError,
+    build_frames,
+    check_header,
+    decode_chunk,
+    read_records,
+    store_message,
+)
 from labeldp.v1 import delivery_pb2 as pb
 from tests.support.messages import RECEIVER, SENDER, release
 
@@ -156,3 +169,37 @@ def test_a_user_level_message_carries_the_capped_code_and_its_accounting() -> No
     plain = release([f"e{i}" for i in range(10)], num_bins=3)
     frames = build_frames(replace(plain, bins=np.full(10, 3)), me)
     assert code_of(lambda: receive(frames, me)) == "invalid_argument"
+
+
+def test_a_message_streamed_from_pieces_is_the_message_built_in_memory(tmp_path: Path) -> None:
+    """``store_message`` (what a release on a cluster uses, one output partition at a time) stores a
+    message the receiver verifies and reassembles in order: with pieces cut at chunk boundaries it has
+    the in-memory message's chunks; with uneven pieces, chunks never span two pieces."""
+    me = Identity.generate()
+    ids = [f"click-{i:09d}" for i in range(600_000)]
+    rel = release(ids)
+    header = MessageHeader(**{f.name: getattr(rel, f.name) for f in fields(MessageHeader)})
+    in_memory = build_frames(rel, me)
+    cut = in_memory[1].chunk.examples
+    for name, bounds in (("aligned", (0, cut, 600_000)), ("uneven", (0, 1000, 300_000, 600_000))):
+        spans = list(pairwise(bounds))
+        pieces = [(pa.array(ids[a:b]), rel.bins[a:b]) for a, b in spans]
+        store_message(tmp_path / f"{name}.frames", header, iter(pieces), me)
+        frames = [pb.ReleaseFrame.FromString(r) for r in read_records(tmp_path / f"{name}.frames")]
+        got_ids, got_bins = receive(frames, me)
+        assert got_ids == ids and np.array_equal(got_bins, rel.bins)
+        per_piece = [len(build_frames(release(ids[a:b]), me)) - 1 for a, b in spans]
+        assert len(frames) == 1 + sum(per_piece)
+        if name == "aligned":
+            assert [f.chunk.examples for f in frames] == [f.chunk.examples for f in in_memory]
+    assert not list(tmp_path.glob(".*"))  # no spool or temporary file left
+
+
+def test_a_streamed_message_with_a_bad_piece_leaves_nothing(tmp_path: Path) -> None:
+    rel = release(["a", "b", "c"])
+    header = MessageHeader(**{f.name: getattr(rel, f.name) for f in fields(MessageHeader)})
+    with pytest.raises(ValueError, match="same length"):
+        store_message(
+            tmp_path / "bad.frames", header, iter([(pa.array(["a", "b"]), rel.bins)]), Identity.generate()
+        )
+    assert list(tmp_path.iterdir()) == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,10 +22,18 @@ def fsync_directory(directory: Path) -> None:
 
 def write_parquet_atomic(path: Path, table: pa.Table) -> None:
     """After a crash at any point, ``path`` holds either the old file or the complete new one."""
+    write_tables_atomic(path, table.schema, [table])
+
+
+def write_tables_atomic(path: Path, schema: pa.Schema, tables: Iterable[pa.Table]) -> None:
+    """``write_parquet_atomic`` for tables that arrive one at a time (one or more row groups each),
+    so a file larger than memory can be written."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
-        pq.write_table(table, tmp)
+        with pq.ParquetWriter(tmp, schema) as writer:
+            for table in tables:
+                writer.write_table(table)
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)

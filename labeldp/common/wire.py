@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import struct
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -150,8 +151,8 @@ def mechanism_from_header(header: pb.ReleaseHeader) -> PublishedMechanism:
 
 # -- sender side ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class ReleaseMessage:
-    """What the labels party puts in a message (all of it already privatized or public)."""
+class MessageHeader:
+    """What the labels party states about a release in its message (all of it public)."""
 
     release_id: str
     sender_id: str
@@ -160,8 +161,17 @@ class ReleaseMessage:
     expires_at_unix_ms: int
     label_type: str
     mechanism: PublishedMechanism
+
+
+@dataclass(frozen=True)
+class ReleaseMessage(MessageHeader):
+    """A whole message in memory: the header and the released (example ID, bin) pairs."""
+
     example_ids: pa.Array
     bins: npt.NDArray[np.integer]
+
+
+Pieces = Iterable[tuple[pa.Array, npt.NDArray[np.integer]]]  # (example IDs, bins), in message order
 
 
 def encoding_for(num_bins: int) -> pb.BinEncoding:
@@ -196,25 +206,29 @@ def _chunk_bounds(ids: pa.Array) -> Iterator[tuple[int, int]]:
         start = stop
 
 
-def build_frames(release: ReleaseMessage, identity: Identity) -> list[pb.ReleaseFrame]:
-    """The whole message: the signed header frame, then the chunk frames."""
-    ids = release.example_ids.cast(pa.string())
-    if len(ids) != len(release.bins):
-        raise ValueError("example_ids and bins must have the same length")
+def _chunks(pieces: Pieces, encoding: pb.BinEncoding) -> Iterator[pb.Chunk]:
+    """The chunk frames of the pieces, numbered in order (a piece never shares a chunk)."""
+    index = 0
+    for example_ids, bins in pieces:
+        ids = example_ids.cast(pa.string())
+        if isinstance(ids, pa.ChunkedArray):
+            ids = ids.combine_chunks()
+        if len(ids) != len(bins):
+            raise ValueError("example_ids and bins must have the same length")
+        for start, stop in _chunk_bounds(ids):
+            yield pb.Chunk(
+                index=index,
+                examples=stop - start,
+                example_ids=_encode_ids(ids.slice(start, stop - start)),
+                bins=_pack_bins(bins[start:stop], encoding),
+            )
+            index += 1
+
+
+def _signed_header(
+    release: MessageHeader, identity: Identity, examples: int, chunks: int, digest: bytes
+) -> pb.ReleaseFrame:
     fields = mechanism_to_proto(release.mechanism)
-    encoding = encoding_for(release.mechanism.bin_codes)
-    chunks = [
-        pb.Chunk(
-            index=i,
-            examples=stop - start,
-            example_ids=_encode_ids(ids.slice(start, stop - start)),
-            bins=_pack_bins(release.bins[start:stop], encoding),
-        )
-        for i, (start, stop) in enumerate(_chunk_bounds(ids))
-    ]
-    digest = hashlib.sha256()
-    for chunk in chunks:
-        digest.update(chunk.SerializeToString(deterministic=True))
     header = pb.ReleaseHeader(
         format_version=FORMAT_VERSION,
         release_id=release.release_id,
@@ -229,14 +243,45 @@ def build_frames(release: ReleaseMessage, identity: Identity) -> list[pb.Release
         epsilon_randomize=fields.epsilon_randomize,
         mechanism=fields.mechanism,
         prior=fields.prior,
-        example_count=len(ids),
-        chunk_count=len(chunks),
-        payload_sha256=digest.digest(),
-        bin_encoding=encoding,
+        example_count=examples,
+        chunk_count=chunks,
+        payload_sha256=digest,
+        bin_encoding=encoding_for(release.mechanism.bin_codes),
     )
     header_bytes = header.SerializeToString(deterministic=True)
-    signed = pb.SignedHeader(header=header_bytes, signature=identity.sign(header_bytes))
-    return [pb.ReleaseFrame(header=signed), *(pb.ReleaseFrame(chunk=c) for c in chunks)]
+    return pb.ReleaseFrame(header=pb.SignedHeader(header=header_bytes, signature=identity.sign(header_bytes)))
+
+
+def build_frames(release: ReleaseMessage, identity: Identity) -> list[pb.ReleaseFrame]:
+    """The whole message in memory: the signed header frame, then the chunk frames."""
+    encoding = encoding_for(release.mechanism.bin_codes)
+    chunks = list(_chunks([(release.example_ids, release.bins)], encoding))
+    digest = hashlib.sha256()
+    for chunk in chunks:
+        digest.update(chunk.SerializeToString(deterministic=True))
+    header = _signed_header(release, identity, len(release.example_ids), len(chunks), digest.digest())
+    return [header, *(pb.ReleaseFrame(chunk=c) for c in chunks)]
+
+
+def store_message(path: Path, release: MessageHeader, pieces: Pieces, identity: Identity) -> None:
+    """Build a message from ``pieces`` and store it at ``path`` without holding it in memory: the chunk
+    frames are spooled (and hashed, in order) one at a time, then the signed header and the spooled
+    chunks are written atomically. Chunks never span two pieces; the receiver cannot tell the pieces
+    apart."""
+    encoding = encoding_for(release.mechanism.bin_codes)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    spool = path.with_name(f".{path.name}.{uuid.uuid4().hex}.chunks")
+    try:
+        digest, examples, count = hashlib.sha256(), 0, 0
+        with open(spool, "wb") as fh:
+            for chunk in _chunks(pieces, encoding):
+                digest.update(chunk.SerializeToString(deterministic=True))
+                write_records(fh, [pb.ReleaseFrame(chunk=chunk).SerializeToString(deterministic=True)])
+                examples, count = examples + chunk.examples, count + 1
+        header = _signed_header(release, identity, examples, count, digest.digest())
+        _store_records(path, header.SerializeToString(deterministic=True), spool)
+    finally:
+        spool.unlink(missing_ok=True)
 
 
 # -- frames on disk ---------------------------------------------------------------------------------
@@ -262,11 +307,21 @@ def read_records(path: Path) -> Iterator[bytes]:
 
 def store_frames(path: Path, frames: Iterable[pb.ReleaseFrame]) -> None:
     """Write a message's frames atomically (temporary file, fsync, rename)."""
+    records = (f.SerializeToString(deterministic=True) for f in frames)
+    _store_records(path, next(records), None, records)
+
+
+def _store_records(path: Path, first: bytes, spooled: Path | None, rest: Iterable[bytes] = ()) -> None:
+    """Atomically write the record ``first``, then a spool file's records as they are, then ``rest``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
         with open(tmp, "wb") as fh:
-            write_records(fh, (f.SerializeToString(deterministic=True) for f in frames))
+            write_records(fh, [first])
+            if spooled is not None:
+                with open(spooled, "rb") as src:
+                    shutil.copyfileobj(src, fh, 4 * 2**20)
+            write_records(fh, rest)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

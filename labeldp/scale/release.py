@@ -18,7 +18,7 @@ step 1 draws no noise, and step 2 is the first draw.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,19 +85,29 @@ def bin_array(bins: npt.ArrayLike, codes: int) -> pa.Array:
 
 
 def write_partitions(
-    folder: Path, ids: pa.Array, labels: FloatArray, rows: int = PARTITION_ROWS
+    folder: Path,
+    ids: pa.Array,
+    labels: FloatArray,
+    rows: int = PARTITION_ROWS,
+    extra: Mapping[str, npt.NDArray[np.int64]] | None = None,
 ) -> list[str]:
-    """Split in-memory examples into Parquet partitions of ``rows`` (for a cluster to read)."""
+    """Split in-memory examples into Parquet partitions of ``rows`` (for a cluster to read); ``extra``
+    adds columns aligned with ``ids`` (e.g. the ledger's keys)."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for i, start in enumerate(range(0, len(ids), rows)):
         path = folder / f"part-{i:05d}.parquet"
-        chunk = pa.table(
-            {ID_COLUMN: ids[start : start + rows], LABEL_COLUMN: pa.array(labels[start : start + rows])}
-        )
-        write_parquet_atomic(path, chunk)
+        columns = {ID_COLUMN: ids[start : start + rows], LABEL_COLUMN: pa.array(labels[start : start + rows])}
+        for name, values in (extra or {}).items():
+            columns[name] = pa.array(values[start : start + rows])
+        write_parquet_atomic(path, pa.table(columns))
         paths.append(str(path))
     return paths
+
+
+def partitions_in(folder: Path) -> list[str]:
+    """The partitions ``write_partitions`` wrote into ``folder``, in order."""
+    return [str(p) for p in sorted(folder.glob("part-*.parquet"))]
 
 
 def count_partition(path: str, support: Support, loss: Loss) -> IntArray:
@@ -152,4 +162,17 @@ def release_partitions(
 
 def read_outputs(release: PartitionedRelease) -> pa.Table:
     """The released ``(example_id, bin)`` rows of every partition, in partition order."""
-    return pa.concat_tables(pq.read_table(out.path) for out in release.outputs)
+    return pa.concat_tables(output_tables(release))
+
+
+def output_tables(release: PartitionedRelease) -> Iterator[pa.Table]:
+    """Each partition's released ``(example_id, bin)`` rows, one partition at a time, checked against
+    the digest its worker returned (a file changed after it was written is refused)."""
+    for out in release.outputs:
+        data = Path(out.path).read_bytes()
+        if hashlib.sha256(data).hexdigest() != out.sha256:
+            raise RuntimeError(f"output partition {out.path} changed after it was written")
+        table = pq.read_table(pa.BufferReader(data))
+        if table.num_rows != out.rows:
+            raise RuntimeError(f"output partition {out.path} has {table.num_rows} rows, not {out.rows}")
+        yield table

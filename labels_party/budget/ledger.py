@@ -11,12 +11,18 @@ touches, checks and adds with exact int64 arithmetic, and writes them back; a mi
 a few megabytes of I/O rather than a million row and index updates. Per-user spend lives in
 ``UserSpendShard`` rows of the same shape, and a charge checks and updates both under the same lock
 in the same transaction: examples and users are charged together or not at all.
+
+A shard may instead live in an immutable segment file (``segments.py``), written by a partitioned
+charge (``partitioned.py``) whose merging and checking ran on a cluster; reading such a shard needs
+the ``SegmentStore``. Every change to a tenant's spend or budgets bumps ``Tenant.ledger_version``
+under the tenant's lock: a partitioned charge commits only if the version is still the one it read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -24,6 +30,7 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
 from labeldp.common.errors import DomainError
+from labels_party.budget.segments import SegmentStore
 from labels_party.storage.orm import ExampleSpendShard, LedgerEntry, SpendShard, Tenant, UserSpendShard
 
 Keys = npt.NDArray[np.int64]
@@ -87,7 +94,8 @@ class UserCharge:
 
 
 def lock_tenant(session: Session, tenant_id: str) -> Tenant:
-    """Load the tenant and hold its write lock until the transaction ends."""
+    """Load the tenant and hold its write lock until the transaction ends. (Callers that change spend
+    or budgets bump ``ledger_version`` with ``_changed``.)"""
     stmt = select(Tenant).where(Tenant.id == tenant_id)
     if session.get_bind().dialect.name == "postgresql":
         stmt = stmt.with_for_update()
@@ -98,7 +106,13 @@ def lock_tenant(session: Session, tenant_id: str) -> Tenant:
 
 
 # -- the sharded spend arrays --------------------------------------------------------------------
-def _decode(blob: bytes) -> Keys:
+def _changed(tenant: Tenant) -> None:
+    """Mark a change of the tenant's spend or budgets: a partitioned charge that read the old version
+    can no longer commit."""
+    tenant.ledger_version = (tenant.ledger_version or 0) + 1
+
+
+def decode(blob: bytes) -> Keys:
     return np.frombuffer(blob, dtype="<i8").astype(np.int64)
 
 
@@ -106,7 +120,7 @@ def _encode(values: Keys) -> bytes:
     return values.astype("<i8").tobytes()
 
 
-def _by_shard(keys: Keys) -> tuple[Keys, npt.NDArray[np.intp]]:
+def by_shard(keys: Keys) -> tuple[Keys, npt.NDArray[np.intp]]:
     """Distinct keys ordered so that each shard's keys are contiguous and sorted, plus the shard
     boundaries. (The shard is the key's top byte; within one shard signed and unsigned order agree.)"""
     unique = np.unique(np.asarray(keys, dtype=np.int64))
@@ -116,7 +130,7 @@ def _by_shard(keys: Keys) -> tuple[Keys, npt.NDArray[np.intp]]:
 
 
 @dataclass
-class _Shard:
+class Shard:
     index: int
     keys: Keys  # stored keys, sorted
     spent: Keys  # stored spend, aligned with keys
@@ -133,39 +147,66 @@ class _Shard:
         return out
 
 
+def _arrays(row: Any, store: SegmentStore | None) -> tuple[Keys, Keys]:
+    """A shard row's (keys, spend), from its blobs or from its segment file."""
+    if row.segment is None:
+        return decode(row.keys), decode(row.spent)
+    if store is None:
+        raise RuntimeError("this tenant's spend lives in segment files: pass the ledger's SegmentStore")
+    return store.read(row.segment, row.segment_sha256)
+
+
 def _load(
-    session: Session, tenant_id: str, keys: Keys, model: SpendShard = ExampleSpendShard
-) -> list[_Shard]:
-    ordered, bounds = _by_shard(keys)
+    session: Session,
+    tenant_id: str,
+    keys: Keys,
+    model: SpendShard = ExampleSpendShard,
+    store: SegmentStore | None = None,
+) -> list[Shard]:
+    ordered, bounds = by_shard(keys)
     touched = [s for s in range(SHARDS) if bounds[s + 1] > bounds[s]]
     stored: dict[int, tuple[Keys, Keys]] = {}
     if touched:
         rows = session.execute(
-            select(model.shard, model.keys, model.spent).where(
+            select(model.shard, model.keys, model.spent, model.segment, model.segment_sha256).where(
                 model.tenant_id == tenant_id, model.shard.in_(touched)
             )
         )
-        stored = {row.shard: (_decode(row.keys), _decode(row.spent)) for row in rows}
-    shards = []
-    for s in touched:
-        query = ordered[bounds[s] : bounds[s + 1]]
-        keys_s, spent_s = stored.get(s, (_EMPTY, _EMPTY))
-        position = np.searchsorted(keys_s, query)
-        found = position < keys_s.size
-        found[found] = keys_s[position[found]] == query[found]
-        shards.append(_Shard(s, keys_s, spent_s, s in stored, query, position, found))
-    return shards
+        stored = {row.shard: _arrays(row, store) for row in rows}
+    return [
+        shard_state(s, *stored.get(s, (_EMPTY, _EMPTY)), s in stored, ordered[bounds[s] : bounds[s + 1]])
+        for s in touched
+    ]
+
+
+def shard_state(index: int, keys: Keys, spent: Keys, stored: bool, query: Keys) -> Shard:
+    """Where a shard's sorted query keys are in its stored (sorted) keys."""
+    position = np.searchsorted(keys, query)
+    found = position < keys.size
+    found[found] = keys[position[found]] == query[found]
+    return Shard(index, keys, spent, stored, query, position, found)
 
 
 def _save(
     session: Session,
     tenant_id: str,
-    changed: list[tuple[_Shard, Keys, Keys]],
+    changed: list[tuple[Shard, Keys, Keys]],
     model: SpendShard = ExampleSpendShard,
 ) -> None:
-    """Write back (shard, new keys, new spend): updates for stored shards, inserts for new ones."""
+    """Write back (shard, new keys, new spend) as blobs: updates for stored shards (a shard that was in
+    a segment file comes back into its row), inserts for new ones."""
     rows = [
-        (sh.stored, {"tenant_id": tenant_id, "shard": sh.index, "keys": _encode(k), "spent": _encode(v)})
+        (
+            sh.stored,
+            {
+                "tenant_id": tenant_id,
+                "shard": sh.index,
+                "keys": _encode(k),
+                "spent": _encode(v),
+                "segment": None,
+                "segment_sha256": None,
+            },
+        )
         for sh, k, v in changed
     ]
     updates = [row for stored, row in rows if stored]
@@ -176,7 +217,7 @@ def _save(
         session.execute(insert(model), inserts)
 
 
-def _added(shards: list[_Shard], amount_of: Callable[[_Shard], Keys]) -> list[tuple[_Shard, Keys, Keys]]:
+def added(shards: list[Shard], amount_of: Callable[[Shard], Keys]) -> list[tuple[Shard, Keys, Keys]]:
     """Each shard's new (keys, spend) after adding ``amount_of(shard)`` to its query keys."""
     changed = []
     for sh in shards:
@@ -194,7 +235,7 @@ def _added(shards: list[_Shard], amount_of: Callable[[_Shard], Keys]) -> list[tu
     return changed
 
 
-def _aligned(users: UserCharge) -> Callable[[_Shard], Keys]:
+def _aligned(users: UserCharge) -> Callable[[Shard], Keys]:
     """The amount of each of a shard's query keys, looked up in the charge."""
     order = np.argsort(users.keys)
     keys, amounts = users.keys[order], users.amounts[order]
@@ -202,7 +243,7 @@ def _aligned(users: UserCharge) -> Callable[[_Shard], Keys]:
 
 
 # -- ledger operations ---------------------------------------------------------------------------
-def _append(
+def append_entry(
     session: Session, tenant_id: str, kind: str, epsilon_micro: int, examples: int, **fields: object
 ) -> LedgerEntry:
     """Append one ledger entry (the ledger is never updated or deleted)."""
@@ -224,6 +265,7 @@ def charge(
     release_id: str | None,
     api_key_id: str | None,
     note: str = "",
+    store: SegmentStore | None = None,
 ) -> LedgerEntry:
     """Charge ``epsilon_micro`` to every example in ``keys`` and ``users.amounts`` to each user, or
     raise ``BudgetExhaustedError`` / ``UserBudgetExhaustedError`` having changed nothing. The caller
@@ -233,16 +275,16 @@ def charge(
     if users is not None and (users.keys.shape != users.amounts.shape or np.any(users.amounts <= 0)):
         raise ValueError("a user charge needs one positive amount per user")
     tenant = lock_tenant(session, tenant_id)
-    shards = _load(session, tenant_id, keys)
+    shards = _load(session, tenant_id, keys, store=store)
     requested = sum(sh.query.size for sh in shards)
     limit = tenant.budget_micro - epsilon_micro  # an example may be charged iff spent <= limit
     lacking = requested if limit < 0 else sum(int(np.count_nonzero(sh.current > limit)) for sh in shards)
     if lacking:
         raise BudgetExhaustedError(lacking, requested, epsilon_micro, tenant.budget_micro)
-    user_changes: list[tuple[_Shard, Keys, Keys]] = []
+    user_changes: list[tuple[Shard, Keys, Keys]] = []
     most = None
     if users is not None and users.keys.size:
-        user_shards = _load(session, tenant_id, users.keys, UserSpendShard)
+        user_shards = _load(session, tenant_id, users.keys, UserSpendShard, store)
         amount_of = _aligned(users)
         most = int(users.amounts.max())
         if tenant.user_budget_micro is not None:
@@ -252,11 +294,12 @@ def charge(
             )
             if over:
                 raise UserBudgetExhaustedError(over, int(users.keys.size), most, tenant.user_budget_micro)
-        user_changes = _added(user_shards, amount_of)
-    _save(session, tenant_id, _added(shards, lambda sh: np.full(sh.query.size, epsilon_micro, np.int64)))
+        user_changes = added(user_shards, amount_of)
+    _changed(tenant)
+    _save(session, tenant_id, added(shards, lambda sh: np.full(sh.query.size, epsilon_micro, np.int64)))
     if user_changes:
         _save(session, tenant_id, user_changes, UserSpendShard)
-    return _append(
+    return append_entry(
         session,
         tenant_id,
         "charge",
@@ -275,7 +318,7 @@ def record_kept_charge(
 ) -> LedgerEntry:
     """Record that a release failed after its charge and that the charge stands (noise may have been
     drawn). Changes no spend; it makes the ledger say what happened to every charge."""
-    return _append(
+    return append_entry(
         session, tenant_id, "charge_kept", epsilon_micro, examples, release_id=release_id, note=reason
     )
 
@@ -288,7 +331,8 @@ def set_budget(
         raise ValueError("budget must be >= 0")
     tenant = lock_tenant(session, tenant_id)
     tenant.budget_micro = budget_micro
-    _append(session, tenant_id, "budget_set", budget_micro, 0, api_key_id=api_key_id, note=note)
+    _changed(tenant)
+    append_entry(session, tenant_id, "budget_set", budget_micro, 0, api_key_id=api_key_id, note=note)
 
 
 def set_user_budget(
@@ -299,7 +343,8 @@ def set_user_budget(
         raise ValueError("budget must be >= 0")
     tenant = lock_tenant(session, tenant_id)
     tenant.user_budget_micro = budget_micro
-    _append(
+    _changed(tenant)
+    append_entry(
         session,
         tenant_id,
         "user_budget_set",
@@ -318,12 +363,14 @@ class SpendSummary:
     can_take: int  # how many of the examples can still take the asked ε
 
 
-def spend_summary(session: Session, tenant_id: str, keys: Keys, epsilon_micro: int) -> SpendSummary:
+def spend_summary(
+    session: Session, tenant_id: str, keys: Keys, epsilon_micro: int, store: SegmentStore | None = None
+) -> SpendSummary:
     """Spend over a set of examples (e.g. a dataset's universe); examples never charged count as 0."""
     tenant = session.get(Tenant, tenant_id)
     if tenant is None:
         raise UnknownTenantError(tenant_id)
-    shards = _load(session, tenant_id, keys)
+    shards = _load(session, tenant_id, keys, store=store)
     if not shards:
         return SpendSummary(0, 0, 0, 0)
     current = np.concatenate([sh.current for sh in shards])
@@ -340,13 +387,17 @@ class UserSpendSummary:
 
 
 def user_spend_summary(
-    session: Session, tenant_id: str, user_keys: Keys, epsilon_micro: int
+    session: Session,
+    tenant_id: str,
+    user_keys: Keys,
+    epsilon_micro: int,
+    store: SegmentStore | None = None,
 ) -> UserSpendSummary:
     """Spend over a set of users (e.g. a dataset's): quantiles only, never one user's spend by key."""
     tenant = session.get(Tenant, tenant_id)
     if tenant is None:
         raise UnknownTenantError(tenant_id)
-    shards = _load(session, tenant_id, user_keys, UserSpendShard)
+    shards = _load(session, tenant_id, user_keys, UserSpendShard, store)
     current = np.concatenate([sh.current for sh in shards]) if shards else _EMPTY
     if not current.size:
         return UserSpendSummary(0, {}, None)
@@ -361,14 +412,22 @@ def user_spend_summary(
 
 
 def spend_of_tenant(
-    session: Session, tenant_id: str, model: SpendShard = ExampleSpendShard
+    session: Session,
+    tenant_id: str,
+    model: SpendShard = ExampleSpendShard,
+    store: SegmentStore | None = None,
 ) -> tuple[Keys, Keys]:
     """Every (key, micro-ε spent) pair of the tenant's examples (or users) that were ever charged."""
-    rows = session.execute(select(model.keys, model.spent).where(model.tenant_id == tenant_id)).all()
+    rows = session.execute(
+        select(model.keys, model.spent, model.segment, model.segment_sha256).where(
+            model.tenant_id == tenant_id
+        )
+    ).all()
     if not rows:
         return _EMPTY, _EMPTY
-    return np.concatenate([_decode(r.keys) for r in rows]), np.concatenate([_decode(r.spent) for r in rows])
+    arrays = [_arrays(r, store) for r in rows]
+    return np.concatenate([k for k, _ in arrays]), np.concatenate([v for _, v in arrays])
 
 
-def total_spent(session: Session, tenant_id: str) -> int:
-    return int(spend_of_tenant(session, tenant_id)[1].sum())
+def total_spent(session: Session, tenant_id: str, store: SegmentStore | None = None) -> int:
+    return int(spend_of_tenant(session, tenant_id, store=store)[1].sum())

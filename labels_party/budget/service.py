@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from labeldp.common.pages import PageRequest
 from labels_party.budget.epsilon import to_micro
 from labels_party.budget.ledger import SpendSummary, UserSpendSummary, spend_summary, user_spend_summary
+from labels_party.budget.segments import SegmentStore
 from labels_party.datasets.service import get_dataset
 from labels_party.datasets.store import DatasetFiles
 from labels_party.releases.examples import covered_examples
@@ -29,6 +30,7 @@ class DatasetBudget:
 class BudgetService:
     def __init__(self, sessions: sessionmaker[Session], data_dir: Path) -> None:
         self.sessions, self.data_dir = sessions, data_dir
+        self.segments = SegmentStore.under(data_dir)
 
     def for_dataset(
         self, tenant_id: str, dataset_id: str, epsilon: float, epsilon_user: float
@@ -43,9 +45,11 @@ class BudgetService:
             keys, users = covered_examples(files, ds)
             return DatasetBudget(
                 tenant.budget_micro,
-                spend_summary(session, tenant_id, keys, to_micro(epsilon)),
+                spend_summary(session, tenant_id, keys, to_micro(epsilon), self.segments),
                 tenant.user_budget_micro,
-                user_spend_summary(session, tenant_id, np.unique(users), to_micro(epsilon_user)),
+                user_spend_summary(
+                    session, tenant_id, np.unique(users), to_micro(epsilon_user), self.segments
+                ),
             )
 
     def ledger(self, tenant_id: str, paging: PageRequest) -> list[LedgerEntry]:

@@ -7,12 +7,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-import numpy.typing as npt
-import pyarrow as pa
-
 from labeldp.common.identity import Identity
-from labeldp.common.wire import ReleaseMessage, build_frames, store_frames
+from labeldp.common.wire import MessageHeader, Pieces, store_message
 from labeldp.mechanisms import PublishedMechanism
 
 
@@ -35,24 +31,19 @@ def write_message(
     recipient: str,
     label_type: str,
     mechanism: PublishedMechanism,
-    example_ids: pa.Array,
-    bins: npt.NDArray[np.integer],
+    pieces: Pieces,
 ) -> Path:
+    """Store the signed message of ``pieces`` ((example IDs, bins) in order), streamed to disk."""
     now = int(time.time() * 1000)
-    frames = build_frames(
-        ReleaseMessage(
-            release_id=release_id,
-            sender_id=signer.party_id,
-            recipient_id=recipient,
-            created_at_unix_ms=now,
-            expires_at_unix_ms=now + 1000 * signer.ttl_seconds,
-            label_type=label_type,
-            mechanism=mechanism,
-            example_ids=example_ids,
-            bins=bins,
-        ),
-        signer.identity,
+    header = MessageHeader(
+        release_id=release_id,
+        sender_id=signer.party_id,
+        recipient_id=recipient,
+        created_at_unix_ms=now,
+        expires_at_unix_ms=now + 1000 * signer.ttl_seconds,
+        label_type=label_type,
+        mechanism=mechanism,
     )
     path = message_path(data_dir, release_id)
-    store_frames(path, frames)
+    store_message(path, header, pieces, signer.identity)
     return path

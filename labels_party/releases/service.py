@@ -35,6 +35,7 @@ from labeldp.common.pages import PageRequest
 from labeldp.mechanisms import PublishedMechanism, optimal_mechanism
 from labels_party.budget.epsilon import MICRO
 from labels_party.budget.ledger import BudgetExhaustedError, charge, lock_tenant
+from labels_party.budget.partitioned import charge_partitioned
 from labels_party.datasets.service import get_dataset
 from labels_party.metrics import LabelsMetrics
 from labels_party.releases.audit import ReleaseAudit, audit_release
@@ -257,6 +258,8 @@ class ReleaseService:
             users=plan.user.users if plan.user else None,
         )
         self.work.claim(release)
+        if self.work.on_cluster(plan):
+            return self._charge_on_cluster(release, plan, api_key_id)
         try:
             with self.sessions.begin() as session:
                 # Lock order: the tenant first. Inserting the release takes a key-share lock on the
@@ -273,19 +276,55 @@ class ReleaseService:
                     release_id=release.id,
                     api_key_id=api_key_id,
                     note=f"dataset {dataset_id}",
+                    store=self.work.segments,
                 )
         except IntegrityError:
             return None
+        self._charged(release, plan)
+        return release
+
+    def _charge_on_cluster(self, release: Release, plan: Plan, api_key_id: str | None) -> Release | None:
+        """The same, for a release on the cluster: its examples are staged as partitions, the workers
+        merge and check the spend (``budget/partitioned.py``), and one commit inserts the release and
+        makes the charge visible — or nothing happens and the staged files are removed."""
+
+        def insert_release(session: Session) -> None:
+            session.add(release)
+            session.flush()  # the idempotency key's unique constraint fires here
+
+        try:
+            staged = self.work.stage(release.id, plan)
+            charge_partitioned(
+                self.sessions,
+                self.work.segments,
+                self.work.cluster(),
+                release.tenant_id,
+                staged,
+                plan.epsilon_micro,
+                inside=insert_release,
+                release_id=release.id,
+                api_key_id=api_key_id,
+                note=f"dataset {release.dataset_id}",
+            )
+        except IntegrityError:
+            self.work.discard(release.id)
+            return None
+        except BaseException:
+            self.work.discard(release.id)
+            raise
+        self._charged(release, plan)
+        return release
+
+    def _charged(self, release: Release, plan: Plan) -> None:
         log.info(
             "release charged",
             extra={
                 "release_id": release.id,
-                "dataset_id": dataset_id,
+                "dataset_id": release.dataset_id,
                 "examples": release.examples,
                 "epsilon": plan.epsilon,
             },
         )
-        return release
 
     def _finish_quietly(self, release_id: str, plan: Plan, recipient: str) -> None:
         # a failure is recorded on the release by ReleaseWork.run; nobody waits for it here

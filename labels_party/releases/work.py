@@ -21,15 +21,34 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from labeldp.common.db import utcnow
 from labeldp.common.errors import DomainError
+from labeldp.common.files import write_tables_atomic
 from labeldp.common.instance import Instance
+from labeldp.common.wire import Pieces
 from labeldp.mechanisms import PublishedMechanism, release_labels, release_user_labels
-from labeldp.scale import DaskEngine, Engine, bin_array, read_outputs, release_partitions, write_partitions
+from labeldp.scale import (
+    DaskEngine,
+    Engine,
+    bin_array,
+    output_tables,
+    partitions_in,
+    release_partitions,
+    write_partitions,
+)
 from labels_party.budget.ledger import record_kept_charge
+from labels_party.budget.partitioned import (
+    KEY_COLUMN,
+    USER_COLUMN,
+    StagedKeys,
+    referenced_segments,
+    stage_keys,
+)
+from labels_party.budget.segments import SegmentStore
 from labels_party.datasets.store import DatasetFiles
 from labels_party.delivery.message import Signer, message_path, write_message
 from labels_party.releases.plan import Plan
@@ -62,6 +81,7 @@ class ReleaseWork:
         self.sessions, self.data_dir, self.signer = sessions, data_dir, signer
         self.instance, self.lease = instance, timedelta(seconds=lease_seconds)
         self.scheduler = scheduler
+        self.segments = SegmentStore.under(data_dir)
         self._engine: Engine | None = None
         self._engine_lock = threading.Lock()
 
@@ -73,9 +93,9 @@ class ReleaseWork:
         """Connect to the cluster now if the plan needs it (503 ``cluster-unavailable``, before any
         charge, when it does not answer)."""
         if self.on_cluster(plan):
-            self._cluster()
+            self.cluster()
 
-    def _cluster(self) -> Engine:
+    def cluster(self) -> Engine:
         with self._engine_lock:
             if self._engine is None:
                 assert self.scheduler is not None
@@ -95,6 +115,18 @@ class ReleaseWork:
             if self._engine is not None:
                 self._engine.close()
                 self._engine = None
+
+    def stage(self, release_id: str, plan: Plan) -> StagedKeys:
+        """Before a cluster release's charge: write its examples as partitions (IDs, labels, ledger keys,
+        user keys) and have the workers sort the keys for the partitioned charge. Draws nothing."""
+        folder = partitions_path(self.data_dir, release_id)
+        extra = {KEY_COLUMN: plan.examples.keys, USER_COLUMN: plan.examples.user_keys}
+        parts = write_partitions(folder / "in", plan.examples.ids, plan.examples.labels, extra=extra)
+        return stage_keys(self.cluster(), parts, folder / "keys")
+
+    def discard(self, release_id: str) -> None:
+        """Remove what ``stage`` wrote for a release that was not charged."""
+        shutil.rmtree(partitions_path(self.data_dir, release_id), ignore_errors=True)
 
     def claim(self, release: Release) -> None:
         """Stamp a new release (before its charge commits) as this process's work."""
@@ -167,9 +199,7 @@ class ReleaseWork:
         """Draw the noise, write the output (example_id, bin code) and the signed message. Examples
         over a user-level release's bound have the code ``m`` (no label information)."""
         if self.on_cluster(plan):
-            published, ids, bins = self._privatize_on_cluster(release_id, plan)
-            self._write(release_id, plan, recipient, published, ids, bins)
-            return published, 0
+            return self._privatize_on_cluster(release_id, plan, recipient), 0
         if plan.user is None:
             result = release_labels(
                 plan.examples.labels, plan.support, plan.epsilon, plan.loss, plan.epsilon_prior
@@ -189,39 +219,49 @@ class ReleaseWork:
                 epsilon_bound=split.epsilon_bound if plan.user.bound == "private" else None,
             )
         published = result.published()
-        self._write(release_id, plan, recipient, published, plan.examples.ids, np.asarray(result.bin_indices))
+        bins = np.asarray(result.bin_indices)
+        table = pa.table({"example_id": plan.examples.ids, "bin": bin_array(bins, published.bin_codes)})
+        DatasetFiles(self.data_dir, plan.dataset_id).write(release_path(self.data_dir, release_id), table)
+        self._message(release_id, plan, recipient, published, [(plan.examples.ids, bins)])
         return published, int(result.capped.sum())
 
-    def _privatize_on_cluster(
-        self, release_id: str, plan: Plan
-    ) -> tuple[PublishedMechanism, pa.Array, np.ndarray]:
-        """Counting and randomizing on the cluster's workers (``labeldp.scale``); the prior's noise
-        and the optimization run here, after the charge like every draw."""
+    def _privatize_on_cluster(self, release_id: str, plan: Plan, recipient: str) -> PublishedMechanism:
+        """Counting and randomizing on the cluster's workers (``labeldp.scale``) over the partitions
+        ``stage`` wrote; the prior's noise and the optimization run here, after the charge like every
+        draw. The stored output and the message are streamed from the output partitions, one at a
+        time, each checked against the digest its worker returned and against the examples it was
+        given, in order."""
         folder = partitions_path(self.data_dir, release_id)
-        parts = write_partitions(folder / "in", plan.examples.ids, plan.examples.labels)
+        parts = partitions_in(folder / "in")
         result = release_partitions(
-            self._cluster(), parts, folder / "out", plan.support, plan.epsilon, plan.loss, plan.epsilon_prior
+            self.cluster(), parts, folder / "out", plan.support, plan.epsilon, plan.loss, plan.epsilon_prior
         )
-        table = read_outputs(result)
-        ids = table.column("example_id").combine_chunks()
-        if not ids.equals(plan.examples.ids):
-            raise RuntimeError("the cluster's output partitions do not list the release's examples in order")
-        bins = np.asarray(table.column("bin").to_numpy(), dtype=np.int64)
-        shutil.rmtree(folder, ignore_errors=True)
-        return result.published(), ids, bins
+        published = result.published()
 
-    def _write(
-        self,
-        release_id: str,
-        plan: Plan,
-        recipient: str,
-        published: PublishedMechanism,
-        ids: pa.Array,
-        bins: np.ndarray,
+        def checked() -> Iterator[pa.Table]:
+            at = 0
+            for table in output_tables(result):
+                given = plan.examples.ids.slice(at, table.num_rows)
+                if not table.column("example_id").combine_chunks().equals(given):
+                    raise RuntimeError("an output partition does not list its input's examples in order")
+                at += table.num_rows
+                yield table
+            if at != plan.examples.n:
+                raise RuntimeError("the output partitions do not cover the release's examples")
+
+        schema = pq.read_schema(result.outputs[0].path)
+        write_tables_atomic(release_path(self.data_dir, release_id), schema, checked())
+        pieces = (
+            (t.column("example_id").combine_chunks(), np.asarray(t.column("bin").to_numpy(), dtype=np.int64))
+            for t in output_tables(result)
+        )
+        self._message(release_id, plan, recipient, published, pieces)
+        shutil.rmtree(folder, ignore_errors=True)
+        return published
+
+    def _message(
+        self, release_id: str, plan: Plan, recipient: str, published: PublishedMechanism, pieces: Pieces
     ) -> None:
-        """The stored output (example_id, bin code) and the signed message."""
-        table = pa.table({"example_id": ids, "bin": bin_array(bins, published.bin_codes)})
-        DatasetFiles(self.data_dir, plan.dataset_id).write(release_path(self.data_dir, release_id), table)
         write_message(
             self.data_dir,
             self.signer,
@@ -229,8 +269,7 @@ class ReleaseWork:
             recipient=recipient,
             label_type=plan.spec.label_type,
             mechanism=published,
-            example_ids=ids,
-            bins=bins,
+            pieces=pieces,
         )
 
     def _fail(self, release_id: str, error: str, note: str) -> bool:
@@ -269,4 +308,7 @@ class ReleaseWork:
             if self._fail(rid, INTERRUPTED, "owner gone: " + INTERRUPTED):
                 self._remove_outputs(rid)
                 recovered += 1
+        with self.sessions() as session:
+            named = referenced_segments(session)
+        self.segments.collect_garbage(named)
         return recovered

@@ -39,6 +39,9 @@ class Tenant(Base):
     budget_micro: Mapped[int] = mapped_column(BigInteger)
     # per-user budget in micro-ε (None: per-user spend is recorded but not limited)
     user_budget_micro: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    # bumped by every change to the tenant's spend or budgets: a partitioned charge, computed without
+    # a lock, commits only if it still holds the version it read (budget/partitioned.py)
+    ledger_version: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
@@ -75,7 +78,9 @@ class ExampleSpendShard(Base):
     """Micro-ε spent per (tenant, example), stored column-wise: the tenant's examples are split into
     256 shards by the top byte of their 64-bit key, and each shard holds two little-endian int64
     arrays, the sorted keys and their spend. A charge of a million examples then reads and writes
-    a few megabytes instead of updating a million rows and their index entries.
+    a few megabytes instead of updating a million rows and their index entries. A partitioned charge
+    (``budget/partitioned.py``) moves a shard's arrays into an immutable segment file instead, so a
+    billion examples never pass through the database.
 
     Keys are 64-bit hashes of the example IDs (``budget/keys.py``): a collision can only make two
     examples share one counter (over-charging, never under-charging), and re-uploading the same IDs
@@ -85,8 +90,11 @@ class ExampleSpendShard(Base):
 
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
     shard: Mapped[int] = mapped_column(Integer, primary_key=True)
-    keys: Mapped[bytes] = mapped_column(LargeBinary)
+    keys: Mapped[bytes] = mapped_column(LargeBinary)  # empty while the shard lives in a segment file
     spent: Mapped[bytes] = mapped_column(LargeBinary)
+    # an immutable segment file under the ledger directory (``budget/segments.py``) and its SHA-256
+    segment: Mapped[str | None] = mapped_column(String(120), nullable=True)
+    segment_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 class UserSpendShard(Base):
@@ -98,8 +106,11 @@ class UserSpendShard(Base):
 
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
     shard: Mapped[int] = mapped_column(Integer, primary_key=True)
-    keys: Mapped[bytes] = mapped_column(LargeBinary)
+    keys: Mapped[bytes] = mapped_column(LargeBinary)  # empty while the shard lives in a segment file
     spent: Mapped[bytes] = mapped_column(LargeBinary)
+    # an immutable segment file under the ledger directory (``budget/segments.py``) and its SHA-256
+    segment: Mapped[str | None] = mapped_column(String(120), nullable=True)
+    segment_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 SpendShard = type[ExampleSpendShard] | type[UserSpendShard]

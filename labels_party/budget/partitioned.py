@@ -1,0 +1,328 @@
+"""The ledger charge of a release too large for one process: merging and checking run on a cluster,
+one database commit decides.
+
+1. **Stage** (workers, per input partition, no lock): sort the partition's example keys and user keys
+   in shard order into ``.npy`` files and return where each of the 256 shards starts.
+2. **Read** (here, no lock): the tenant's ``ledger_version`` *first*, then its budgets and the rows of
+   the shards the release touches.
+3. **Merge and check** (workers, per touched shard): gather the shard's keys from every partition's
+   sorted file, add the charge to the shard's spend, count the examples (users) the budget cannot take;
+   if none, write the merged shard as a new, immutable segment file (``segments.py``).
+4. **Commit** (here, one transaction): ``UPDATE tenants SET ledger_version = v + 1 WHERE id = t AND
+   ledger_version = v``, then the caller's release row, the shard rows repointed at the new
+   segments and the ledger entry. If the update matched no row, another change committed since step
+   2: nothing becomes visible, the new files are removed and the charge starts again at step 2.
+
+Why no interleaving can overspend: every change to a tenant's spend or budgets bumps the version in
+the transaction that makes it (``ledger.charge``, ``set_budget``, this commit). The version is read
+before the shards, so a shard state read in step 2 is at least as new as version ``v``; if it is
+newer, the version has moved and step 4 fails. A commit therefore replaces exactly the state its
+check saw, and two charges cannot both replace version ``v`` — the conditional update is the one
+serialization point (on PostgreSQL the second waits for the first's row lock, then re-evaluates the
+condition and matches nothing). Noise is drawn only after step 4 commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+from sqlalchemy import CursorResult, insert, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from labeldp.common.errors import DomainError
+from labeldp.scale import Engine
+from labels_party.budget.ledger import (
+    SHARDS,
+    BudgetExhaustedError,
+    UnknownTenantError,
+    UserBudgetExhaustedError,
+    added,
+    append_entry,
+    decode,
+    shard_state,
+)
+from labels_party.budget.segments import SegmentStore, read_segment, segment_name, write_segment
+from labels_party.storage.orm import ExampleSpendShard, LedgerEntry, SpendShard, Tenant, UserSpendShard
+
+KEY_COLUMN = "key"
+USER_COLUMN = "user_key"
+MAX_ATTEMPTS = 5
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+class LedgerContentionError(DomainError):
+    def __init__(self, attempts: int) -> None:
+        super().__init__(
+            "ledger-contention",
+            f"the tenant's ledger changed under this charge {attempts} times; nothing was charged, retry",
+            status=503,
+        )
+
+
+@dataclass(frozen=True)
+class SortedKeys:
+    """One partition's keys in shard order: shard ``s`` is ``[bounds[s], bounds[s + 1])``."""
+
+    path: str
+    bounds: list[int]
+
+
+@dataclass(frozen=True)
+class StagedKeys:
+    examples: list[SortedKeys]
+    users: list[SortedKeys]
+
+    def touched(self, users: bool) -> list[int]:
+        parts = self.users if users else self.examples
+        return [s for s in range(SHARDS) if any(p.bounds[s + 1] > p.bounds[s] for p in parts)]
+
+
+def sort_keys(part: str, column: str, out: str) -> SortedKeys:
+    """Step 1 on a worker: one partition's keys of ``column``, sorted as unsigned (shard = top byte)."""
+    keys = np.asarray(pq.read_table(part, columns=[column]).column(column).to_numpy(), dtype=np.int64)
+    ordered = np.sort(keys.view(np.uint64))
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    np.save(out, ordered)
+    shard = (ordered >> np.uint64(56)).astype(np.int64)
+    return SortedKeys(out, np.searchsorted(shard, np.arange(SHARDS + 1)).tolist())
+
+
+def stage_keys(engine: Engine, parts: Sequence[str], folder: Path) -> StagedKeys:
+    """Step 1 for every partition (Parquet files with ``key`` and ``user_key`` columns)."""
+    n = len(parts)
+    examples = engine.map(
+        sort_keys, list(parts), [KEY_COLUMN] * n, [str(folder / f"keys-{i:05d}.npy") for i in range(n)]
+    )
+    users = engine.map(
+        sort_keys, list(parts), [USER_COLUMN] * n, [str(folder / f"users-{i:05d}.npy") for i in range(n)]
+    )
+    return StagedKeys(examples, users)
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A shard row as step 2 read it: blobs, or a segment file (full path) and its digest."""
+
+    keys: bytes
+    spent: bytes
+    segment: str | None
+    sha256: str | None
+
+
+@dataclass(frozen=True)
+class Merged:
+    shard: int
+    requested: int  # distinct keys of the release in this shard
+    lacking: int  # of them, how many the budget cannot take
+    most: int  # the largest amount charged to one key
+    segment: str | None  # the new segment's file name (None when lacking, or nothing to write)
+    sha256: str | None
+
+
+def merge_shard(
+    shard: int,
+    stored: Stored | None,
+    out: str,
+    *,
+    parts: list[SortedKeys],
+    amount: int,
+    per_occurrence: bool,
+    limit: int | None,
+) -> Merged:
+    """Step 3 on a worker. Each distinct key is charged ``amount`` (examples), or ``amount`` times
+    its occurrences (users: ε per example of the user); a key may take it iff its spend plus the
+    charge stays within ``limit`` (None: no limit). The new segment is written only if all can."""
+    pieces = [np.load(p.path, mmap_mode="r")[p.bounds[shard] : p.bounds[shard + 1]] for p in parts]
+    # within one shard the top byte is fixed, so unsigned and signed order agree
+    query = np.sort(np.concatenate(pieces)).view(np.int64) if pieces else _EMPTY
+    if per_occurrence:
+        query, counts = np.unique(query, return_counts=True)
+        amounts = counts.astype(np.int64) * amount
+    else:
+        query = np.unique(query)
+        amounts = np.full(query.size, amount, dtype=np.int64)
+    if stored is None:
+        keys, spent = _EMPTY, _EMPTY
+    elif stored.segment is None:
+        keys, spent = decode(stored.keys), decode(stored.spent)
+    else:
+        assert stored.sha256 is not None
+        keys, spent = read_segment(Path(stored.segment), stored.sha256)
+    state = shard_state(shard, keys, spent, stored is not None, query)
+    most = int(amounts.max()) if amounts.size else 0
+    lacking = 0 if limit is None else int(np.count_nonzero(state.current + amounts > limit))
+    if lacking or not query.size:
+        return Merged(shard, int(query.size), lacking, most, None, None)
+    ((_, new_keys, new_spent),) = added([state], lambda _: amounts)
+    return Merged(
+        shard, int(query.size), 0, most, Path(out).name, write_segment(Path(out), new_keys, new_spent)
+    )
+
+
+def _stored_rows(
+    session: Session, tenant_id: str, model: SpendShard, shards: list[int], store: SegmentStore
+) -> dict[int, Stored]:
+    rows = session.execute(
+        select(model.shard, model.keys, model.spent, model.segment, model.segment_sha256).where(
+            model.tenant_id == tenant_id, model.shard.in_(shards)
+        )
+    )
+    return {
+        r.shard: Stored(r.keys, r.spent, str(store.path(r.segment)) if r.segment else None, r.segment_sha256)
+        for r in rows
+    }
+
+
+def _merge(
+    engine: Engine,
+    store: SegmentStore,
+    tenant_id: str,
+    kind: str,
+    shards: list[int],
+    stored: dict[int, Stored],
+    **shared: object,
+) -> list[Merged]:
+    outs = [str(store.path(segment_name(kind, tenant_id, s))) for s in shards]
+    store.root.mkdir(parents=True, exist_ok=True)
+    return engine.map(merge_shard, shards, [stored.get(s) for s in shards], outs, **shared)
+
+
+def _repoint(
+    session: Session, tenant_id: str, model: SpendShard, merged: list[Merged], stored: dict[int, Stored]
+) -> None:
+    updates = [
+        {
+            "tenant_id": tenant_id,
+            "shard": m.shard,
+            "keys": b"",
+            "spent": b"",
+            "segment": m.segment,
+            "segment_sha256": m.sha256,
+        }
+        for m in merged
+        if m.segment is not None
+    ]
+    old = [u for u in updates if u["shard"] in stored]
+    new = [u for u in updates if u["shard"] not in stored]
+    if old:
+        session.execute(update(model), old)
+    if new:
+        session.execute(insert(model), new)
+
+
+class _LostRaceError(Exception):
+    """The tenant's ledger version moved between step 2 and step 4."""
+
+
+def charge_partitioned(
+    sessions: sessionmaker[Session],
+    store: SegmentStore,
+    engine: Engine,
+    tenant_id: str,
+    staged: StagedKeys,
+    epsilon_micro: int,
+    *,
+    inside: Callable[[Session], None],
+    release_id: str | None,
+    api_key_id: str | None,
+    note: str = "",
+    attempts: int = MAX_ATTEMPTS,
+) -> LedgerEntry:
+    """Charge ``epsilon_micro`` to every staged example and ε per example to every staged user, or raise
+    ``BudgetExhaustedError`` / ``UserBudgetExhaustedError`` having changed nothing. ``inside`` runs
+    in the committing transaction (the release row: a release and its charge commit together)."""
+    if epsilon_micro <= 0:
+        raise ValueError("epsilon_micro must be positive")
+    example_shards, user_shards = staged.touched(users=False), staged.touched(users=True)
+    for _ in range(attempts):
+        with sessions() as session:
+            tenant = session.get(Tenant, tenant_id)  # the version first, then the shards
+            if tenant is None:
+                raise UnknownTenantError(tenant_id)
+            version, budget, user_budget = (
+                tenant.ledger_version,
+                tenant.budget_micro,
+                tenant.user_budget_micro,
+            )
+            stored_examples = _stored_rows(session, tenant_id, ExampleSpendShard, example_shards, store)
+            stored_users = _stored_rows(session, tenant_id, UserSpendShard, user_shards, store)
+        written: list[str] = []
+        try:
+            examples = _merge(
+                engine,
+                store,
+                tenant_id,
+                "example",
+                example_shards,
+                stored_examples,
+                parts=staged.examples,
+                amount=epsilon_micro,
+                per_occurrence=False,
+                limit=budget,
+            )
+            written += [m.segment for m in examples if m.segment]
+            requested = sum(m.requested for m in examples)
+            lacking = sum(m.lacking for m in examples)
+            if lacking:
+                raise BudgetExhaustedError(lacking, requested, epsilon_micro, budget)
+            users = _merge(
+                engine,
+                store,
+                tenant_id,
+                "user",
+                user_shards,
+                stored_users,
+                parts=staged.users,
+                amount=epsilon_micro,
+                per_occurrence=True,
+                limit=user_budget,
+            )
+            written += [m.segment for m in users if m.segment]
+            over, user_count = sum(m.lacking for m in users), sum(m.requested for m in users)
+            most = max((m.most for m in users), default=0)
+            if over:
+                assert user_budget is not None
+                raise UserBudgetExhaustedError(over, user_count, most, user_budget)
+            with sessions.begin() as session:
+                result: CursorResult[object] = session.execute(  # type: ignore[assignment]
+                    update(Tenant)
+                    .where(Tenant.id == tenant_id, Tenant.ledger_version == version)
+                    .values(ledger_version=version + 1)
+                )
+                if result.rowcount != 1:
+                    raise _LostRaceError
+                inside(session)
+                _repoint(session, tenant_id, ExampleSpendShard, examples, stored_examples)
+                _repoint(session, tenant_id, UserSpendShard, users, stored_users)
+                return append_entry(
+                    session,
+                    tenant_id,
+                    "charge",
+                    epsilon_micro,
+                    requested,
+                    users=user_count,
+                    user_epsilon_micro=most or None,
+                    release_id=release_id,
+                    api_key_id=api_key_id,
+                    note=note,
+                )
+        except _LostRaceError:
+            store.remove(written)
+            continue
+        except BaseException:
+            store.remove(written)
+            raise
+    raise LedgerContentionError(attempts)
+
+
+def referenced_segments(session: Session) -> set[str]:
+    """Every segment file a shard row names (what ``SegmentStore.collect_garbage`` keeps)."""
+    names: set[str] = set()
+    for model in (ExampleSpendShard, UserSpendShard):
+        rows = session.execute(select(model.segment).where(model.segment.is_not(None))).scalars()
+        names.update(name for name in rows if name is not None)
+    return names
