@@ -15,7 +15,7 @@ import httpx
 import numpy as np
 import pyarrow as pa
 
-from benchmarks.common import write
+from benchmarks.common import peak_rss_of, write
 from labeldp.common.identity import Identity, public_key_pem
 from labeldp.common.tls import dev_ca
 from labeldp.demo.parties import cli
@@ -26,13 +26,6 @@ from labels_party.delivery.message import Signer, write_message
 
 TARGET_SECONDS = 30.0
 TARGET_MIB = 1024
-
-
-def peak_rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def main(n: int = 10_000_000) -> None:
@@ -75,7 +68,7 @@ def main(n: int = 10_000_000) -> None:
                 "/v1/senders", json={"id": "advertiser", "public_key_pem": public_key_pem(sender.public_key)}
             ).raise_for_status()
             assert features.proc is not None
-            baseline = peak_rss_mib(features.proc.pid)
+            baseline = peak_rss_of(features.proc.pid)
             creds = grpc.ssl_channel_credentials(
                 root_certificates=certs.ca.read_bytes(),
                 private_key=certs.client_key.read_bytes(),
@@ -85,7 +78,7 @@ def main(n: int = 10_000_000) -> None:
             outcome = deliver(path, f"localhost:{grpc_port}", creds, timeout_s=600, attempts=1)
             seconds = time.perf_counter() - start
             assert outcome.delivered, outcome
-            peak = peak_rss_mib(features.proc.pid)
+            peak = peak_rss_of(features.proc.pid)
             listed = client.get("/v1/releases").json()
             assert listed[0]["example_count"] == n
         finally:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.common import write
+from benchmarks.common import peak_rss_of, write
 from labels_party.storage.db import sqlite_url
 from tests.support.servers import LabelsProcess, tenant_key
 
@@ -26,14 +26,6 @@ def make_csv(path: Path, n: int) -> None:
             fh.write(
                 "".join(f"click-{i:09d},{(i * 7919) % 20000}.5\n" for i in range(start, min(n, start + step)))
             )
-
-
-def peak_rss_of(pid: int) -> float:
-    """The process's peak resident memory so far (VmHWM), MiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def current_rss_of(pid: int) -> float:

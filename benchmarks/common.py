@@ -44,6 +44,14 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def peak_rss_of(pid: int) -> float:
+    """Peak resident memory of another process so far (VmHWM), MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def run_isolated(module: str, *args: str) -> dict[str, Any]:
     """Run ``python -m module args`` in a fresh process (clean peak memory); it prints one JSON line."""
     proc = subprocess.run(

@@ -10,6 +10,8 @@ BENCHMARKS = (
     "bench_optimizer",
     "bench_scale",
     "bench_scale_training",
+    "bench_ledger_scale",
+    "bench_scale_e2e",
     "bench_randomize",
     "bench_prior_split",
     "bench_utility",

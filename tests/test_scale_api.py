@@ -5,20 +5,30 @@ unreachable cluster answers 503 before anything is charged."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from distributed import Client, LocalCluster
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from labeldp.mechanisms import PublishedMechanism
+from labels_party.budget.keys import example_key, user_keys
+from labels_party.budget.ledger import spend_of_tenant
+from labels_party.budget.segments import SegmentStore
 from labels_party.config import LabelsSettings
+from labels_party.storage.db import make_engine, session_factory
+from labels_party.storage.orm import Tenant, UserSpendShard
 from tests.support.servers import labels_server_thread
 from tests.support.stats import ALPHA, chi_square_ok
-from tests.test_labels_api import Api, charges, problem, release, with_recipient
+from tests.test_labels_api import WEEKS, Api, charges, csv, dataset, problem, release, upload, with_recipient
 from tests.test_release_privacy import labelled, noisy
+from tests.test_user_level_api import heavy_users, users_csv
 
 
 @dataclass
@@ -117,3 +127,50 @@ def test_the_charge_runs_on_the_cluster_exactly_once_and_refuses_leaving_nothing
         after = c.get(f"/v1/datasets/{ds}/budget", params={"epsilon": 0.1}).json()
         assert after["can_take"] == 0 and after["max_spent"] == 1.0
         assert len(truth) == 3000
+
+
+def test_stored_examples_a_universe_and_a_subset_are_released_on_the_cluster(
+    scheduler: Cluster, tmp_path: Path, database_url: str
+) -> None:
+    """Every labelled example: the workers partition the stored labels file themselves, and charge
+    each user ε per example (group privacy) with user keys computed there. A universe or a subset:
+    the examples decided in the labels party, still charged and randomized on the cluster."""
+    rows = heavy_users()
+    for api in api_with(tmp_path, database_url, scheduler.address):
+        c = with_recipient(api.tenant("acme", "10"))
+        ds = dataset(c, **WEEKS, default_label=0)
+        assert upload(c, ds, users_csv(rows)).status_code == 200
+        r = release(c, ds, "all", epsilon=0.5)
+        assert r.status_code == 201, r.text
+        assert {"partition_stored", "sort_keys", "merge_shard"} <= task_prefixes(scheduler.client)
+        ids, _ = noisy(c, r.json()["id"])
+        assert ids == [e for e, _, _ in rows]  # the labels file's order
+        engine = make_engine(api.database_url)
+        with session_factory(engine)() as s:
+            got_keys, got = spend_of_tenant(s, owner(s), UserSpendShard, SegmentStore.under(api.data_dir))
+        engine.dispose()
+        example_keys_ = np.array([example_key(e) for e, _, _ in rows], dtype=np.int64)
+        users = user_keys(pa.array([u for _, _, u in rows], pa.string()), example_keys_)
+        expected = Counter(users.tolist())
+        assert dict(zip(got_keys.tolist(), got.tolist(), strict=True)) == {
+            k: 500_000 * count for k, count in expected.items()
+        }
+
+        universe = b"example_id\n" + b"\n".join(f"click{i}".encode() for i in range(10)) + b"\n"
+        with_universe = dataset(c, "with-universe", **WEEKS, default_label=0)
+        upload(c, with_universe, csv([("click1", 13), ("click3", 52)]))
+        upload(c, with_universe, universe, what="universe")
+        rel = release(c, with_universe, "u").json()
+        assert rel["examples"] == 10 and rel["examples_defaulted"] == 8 and rel["universe_declared"]
+        assert sorted(noisy(c, rel["id"])[0]) == sorted(f"click{i}" for i in range(10))
+
+        subset = [e for e, _, _ in rows[:7]]
+        part = release(c, ds, "subset", epsilon=0.5, example_ids=subset)
+        assert part.status_code == 201, part.text
+        assert noisy(c, part.json()["id"])[0] == subset
+        assert not any((api.data_dir / "partitions").glob("*"))
+
+
+def owner(session: Session) -> str:
+    """The one tenant of the test's database."""
+    return str(session.execute(select(Tenant.id)).scalar_one())

@@ -313,9 +313,11 @@ def charge_partitioned(
         except _LostRaceError:
             store.remove(written)
             continue
-        except BaseException:
-            store.remove(written)
+        except (BudgetExhaustedError, UserBudgetExhaustedError):
+            store.remove(written)  # refused before the transaction: nothing can name these files
             raise
+        # Any other failure leaves the files to garbage collection: had the commit itself gone through
+        # unseen, deleting them would lose spend, while an unnamed file only waits for the collector.
     raise LedgerContentionError(attempts)
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from labeldp.common.errors import DomainError
 from labels_party.budget.keys import user_keys
@@ -27,6 +29,41 @@ class ExampleSet:
     @property
     def n(self) -> int:
         return int(self.keys.size)
+
+
+@dataclass(frozen=True)
+class StoredExamples:
+    """A release's examples left where the dataset stores them, for a cluster's workers to read: every
+    labelled example of the current labels file, in file order (a dataset without a universe, and no
+    subset asked). Only the count is known here; ``groups`` are the row groups each partition reads."""
+
+    path: Path
+    n: int
+    groups: list[list[int]]
+    defaulted: int = 0
+    universe_declared: bool = False
+
+
+def stored_examples(files: DatasetFiles, ds: Dataset, rows: int) -> StoredExamples | None:
+    """The dataset's labelled examples as partitions of about ``rows`` whole row groups each, read from
+    the file's metadata (no label is read); None when a universe decides the examples."""
+    if ds.universe_version != 0:
+        return None
+    if ds.labels_version == 0:
+        raise DomainError("empty-release", "the release would contain no examples")
+    path = files.labels_path(ds.labels_version)
+    meta = pq.ParquetFile(path).metadata
+    groups: list[list[int]] = [[]]
+    in_last = 0
+    for g in range(meta.num_row_groups):
+        if in_last >= rows:
+            groups.append([])
+            in_last = 0
+        groups[-1].append(g)
+        in_last += meta.row_group(g).num_rows
+    if meta.num_rows == 0:
+        raise DomainError("empty-release", "the release would contain no examples")
+    return StoredExamples(path, int(meta.num_rows), groups)
 
 
 def example_set(files: DatasetFiles, ds: Dataset, spec: DatasetSpec, subset: list[str] | None) -> ExampleSet:

@@ -38,7 +38,7 @@ from labels_party.budget.ledger import UserCharge
 from labels_party.datasets.service import get_dataset
 from labels_party.datasets.spec import DatasetSpec
 from labels_party.datasets.store import DatasetFiles
-from labels_party.releases.examples import ExampleSet, example_set
+from labels_party.releases.examples import ExampleSet, StoredExamples, example_set, stored_examples
 from labels_party.releases.limits import MAX_BOUND, MAX_EPSILON, MIN_EPSILON, MIN_EPSILON_PRIOR
 
 
@@ -82,7 +82,7 @@ class Plan:
     spec: DatasetSpec
     loss: LossName
     support: Support
-    examples: ExampleSet
+    examples: ExampleSet | StoredExamples  # in memory, or left in storage for a cluster's workers
     epsilon_micro: int  # charged to every example
     epsilon: float  # the largest double not above the charge: what the mechanisms may spend
     epsilon_prior: float
@@ -90,15 +90,24 @@ class Plan:
     user: UserPlan | None = None
 
     @property
+    def in_memory(self) -> ExampleSet:
+        """The examples, for the steps that run in this process (a plan left in storage never gets
+        there: it is charged and privatized on the cluster)."""
+        if not isinstance(self.examples, ExampleSet):
+            raise RuntimeError("this plan's examples are in storage: only a cluster can release them")
+        return self.examples
+
+    @property
     def charged_keys(self) -> np.ndarray:
         """The ledger keys of the examples this release charges."""
-        return self.examples.keys if self.user is None else self.examples.keys[self.user.charged]
+        keys = self.in_memory.keys
+        return keys if self.user is None else keys[self.user.charged]
 
     def user_charge(self) -> UserCharge:
         """Every user in the release: ε_user each (user-level), or ε per example (group privacy)."""
         if self.user is not None:
-            return UserCharge.each(self.examples.user_keys, self.user.epsilon_user_micro)
-        return UserCharge.of_examples(self.examples.user_keys, self.epsilon_micro)
+            return UserCharge.each(self.in_memory.user_keys, self.user.epsilon_user_micro)
+        return UserCharge.of_examples(self.in_memory.user_keys, self.epsilon_micro)
 
 
 def check_limits(request: ReleaseRequest, name: str) -> None:
@@ -156,14 +165,33 @@ def split_for_users(request: ReleaseRequest, examples: ExampleSet, k: int) -> tu
 
 
 def plan_release(
-    session: Session, data_dir: Path, tenant_id: str, dataset_id: str, request: ReleaseRequest
+    session: Session,
+    data_dir: Path,
+    tenant_id: str,
+    dataset_id: str,
+    request: ReleaseRequest,
+    *,
+    partition_rows: int | None = None,
 ) -> Plan:
+    """``partition_rows``: a cluster will release it, so an example-level regression release of every
+    labelled example leaves them in storage (``StoredExamples``) in partitions of about that many."""
     ds = get_dataset(session, tenant_id, dataset_id)
     spec = DatasetSpec.model_validate(ds.spec)
     loss = spec.loss(request.loss)
     support = spec.support_for(loss)
-    examples = example_set(DatasetFiles(data_dir, ds.id), ds, spec, request.example_ids)
+    files = DatasetFiles(data_dir, ds.id)
+    examples: ExampleSet | StoredExamples | None = None
+    if (
+        partition_rows
+        and request.privacy_unit == "example"
+        and loss != "zero_one"
+        and request.example_ids is None
+    ):
+        examples = stored_examples(files, ds, partition_rows)
+    if examples is None:
+        examples = example_set(files, ds, spec, request.example_ids)
     if request.privacy_unit == "user":
+        assert isinstance(examples, ExampleSet)
         users, example_micro, epsilon_user = split_for_users(request, examples, support.k)
         eps_prior = users.split.epsilon_prior
         eps_randomize = users.split.for_bound(users.split.bound or 1).epsilon_randomize

@@ -33,6 +33,7 @@ from labeldp.common.db import owned
 from labeldp.common.errors import DomainError
 from labeldp.common.pages import PageRequest
 from labeldp.mechanisms import PublishedMechanism, optimal_mechanism
+from labeldp.scale.release import PARTITION_ROWS
 from labels_party.budget.epsilon import MICRO
 from labels_party.budget.ledger import BudgetExhaustedError, charge, lock_tenant
 from labels_party.budget.partitioned import charge_partitioned
@@ -130,7 +131,7 @@ class ReleaseService:
                     f"public_prior needs {plan.support.k} non-negative masses with a positive sum",
                 )
         else:
-            prior = plan.support.counts(plan.examples.labels).astype(np.float64)
+            prior = plan.support.counts(plan.in_memory.labels).astype(np.float64)
         mechanism = optimal_mechanism(plan.support, prior, plan.epsilon_randomize, plan.loss)
         user = plan.user.split.for_bound(plan.user.split.bound or 1) if plan.user else None
         published = mechanism.describe(
@@ -206,7 +207,8 @@ class ReleaseService:
             existing = self._find(session, tenant_id, key)
             if existing is not None:
                 return self._replay(existing, digest), False
-            plan = plan_release(session, self.data_dir, tenant_id, dataset_id, request)
+            rows = PARTITION_ROWS if self.work.scheduler is not None else None
+            plan = plan_release(session, self.data_dir, tenant_id, dataset_id, request, partition_rows=rows)
             recipient = session.execute(
                 select(Recipient).where(Recipient.tenant_id == tenant_id, Recipient.name == request.recipient)
             ).scalar_one_or_none()

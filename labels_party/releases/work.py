@@ -31,26 +31,14 @@ from labeldp.common.files import write_tables_atomic
 from labeldp.common.instance import Instance
 from labeldp.common.wire import Pieces
 from labeldp.mechanisms import PublishedMechanism, release_labels, release_user_labels
-from labeldp.scale import (
-    DaskEngine,
-    Engine,
-    bin_array,
-    output_tables,
-    partitions_in,
-    release_partitions,
-    write_partitions,
-)
+from labeldp.scale import DaskEngine, Engine, bin_array, output_tables, partitions_in, release_partitions
+from labeldp.scale.release import ID_COLUMN
 from labels_party.budget.ledger import record_kept_charge
-from labels_party.budget.partitioned import (
-    KEY_COLUMN,
-    USER_COLUMN,
-    StagedKeys,
-    referenced_segments,
-    stage_keys,
-)
+from labels_party.budget.partitioned import StagedKeys, referenced_segments, stage_keys
 from labels_party.budget.segments import SegmentStore
 from labels_party.datasets.store import DatasetFiles
 from labels_party.delivery.message import Signer, message_path, write_message
+from labels_party.releases.partitions import write_input_partitions
 from labels_party.releases.plan import Plan
 from labels_party.storage.orm import Release
 
@@ -120,8 +108,7 @@ class ReleaseWork:
         """Before a cluster release's charge: write its examples as partitions (IDs, labels, ledger keys,
         user keys) and have the workers sort the keys for the partitioned charge. Draws nothing."""
         folder = partitions_path(self.data_dir, release_id)
-        extra = {KEY_COLUMN: plan.examples.keys, USER_COLUMN: plan.examples.user_keys}
-        parts = write_partitions(folder / "in", plan.examples.ids, plan.examples.labels, extra=extra)
+        parts = write_input_partitions(self.cluster(), plan, folder / "in")
         return stage_keys(self.cluster(), parts, folder / "keys")
 
     def discard(self, release_id: str) -> None:
@@ -200,16 +187,17 @@ class ReleaseWork:
         over a user-level release's bound have the code ``m`` (no label information)."""
         if self.on_cluster(plan):
             return self._privatize_on_cluster(release_id, plan, recipient), 0
+        examples = plan.in_memory
         if plan.user is None:
             result = release_labels(
-                plan.examples.labels, plan.support, plan.epsilon, plan.loss, plan.epsilon_prior
+                examples.labels, plan.support, plan.epsilon, plan.loss, plan.epsilon_prior
             )
         else:
             split = plan.user.split
             result = release_user_labels(
-                plan.examples.labels,
-                plan.examples.user_keys,
-                plan.examples.keys,
+                examples.labels,
+                examples.user_keys,
+                examples.keys,
                 plan.support,
                 plan.epsilon,
                 plan.loss,
@@ -220,9 +208,9 @@ class ReleaseWork:
             )
         published = result.published()
         bins = np.asarray(result.bin_indices)
-        table = pa.table({"example_id": plan.examples.ids, "bin": bin_array(bins, published.bin_codes)})
+        table = pa.table({"example_id": examples.ids, "bin": bin_array(bins, published.bin_codes)})
         DatasetFiles(self.data_dir, plan.dataset_id).write(release_path(self.data_dir, release_id), table)
-        self._message(release_id, plan, recipient, published, [(plan.examples.ids, bins)])
+        self._message(release_id, plan, recipient, published, [(examples.ids, bins)])
         return published, int(result.capped.sum())
 
     def _privatize_on_cluster(self, release_id: str, plan: Plan, recipient: str) -> PublishedMechanism:
@@ -240,9 +228,9 @@ class ReleaseWork:
 
         def checked() -> Iterator[pa.Table]:
             at = 0
-            for table in output_tables(result):
-                given = plan.examples.ids.slice(at, table.num_rows)
-                if not table.column("example_id").combine_chunks().equals(given):
+            for part, table in zip(parts, output_tables(result), strict=True):
+                given = pq.read_table(part, columns=[ID_COLUMN]).column(ID_COLUMN)
+                if not table.column(ID_COLUMN).equals(given):
                     raise RuntimeError("an output partition does not list its input's examples in order")
                 at += table.num_rows
                 yield table
