@@ -132,3 +132,15 @@ def test_classes_and_empty_inputs_are_refused(tmp_path: Path) -> None:
         release_partitions(InProcess(), ["x"], tmp_path, support, 1.0, "zero_one")
     with pytest.raises(ParameterError, match="at least one"):
         release_partitions(InProcess(), [], tmp_path, support, 1.0)
+
+
+def shifted(x: int, *, amount: int, keep: bool) -> int:
+    return x if keep else x + amount
+
+
+def test_consecutive_calls_sharing_a_value_all_complete(cluster: DaskEngine) -> None:
+    """A release makes many short calls sharing small values (a charge's ``amount`` and flags). With
+    content-hashed scatter keys about one call in 600 lost its shared value to the release of the
+    previous call's identical one and was cancelled; every call must complete."""
+    for _ in range(600):
+        assert cluster.map(shifted, list(range(6)), amount=5, keep=False) == [x + 5 for x in range(6)]

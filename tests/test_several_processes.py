@@ -2,11 +2,14 @@
 starts while another is privatizing a release leaves it alone; a release whose owner died is failed,
 keeping its charge, once the owner's lease expires.
 
-Process A randomizes on a one-worker Dask cluster that the test keeps busy with a sleeping task, so its
-releases stay in their work for as long as the test needs (the optimizer alone is too fast now)."""
+Process A releases on a one-worker Dask cluster whose worker holds every ``count_partition`` task —
+the first step after a release's charge — while a gate file exists, so its releases stay in their work
+for as long as the test needs (the optimizer alone is too fast now), and their charges, which run on
+the cluster too, are not held."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +18,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from distributed import Client, Future, LocalCluster
+from distributed import Client, LocalCluster, WorkerPlugin
 
 from tests.support import postgres
 from tests.support.servers import LabelsProcess, tenant_key
@@ -30,16 +33,28 @@ def shared(postgres_server: str, tmp_path: Path) -> Iterator[tuple[str, Path]]:
     postgres.drop_database(postgres_server, url)
 
 
+class Gate(WorkerPlugin):
+    """Holds each ``count_partition`` task on the worker, before it starts, while ``path`` exists."""
+
+    name = "gate"
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def transition(self, key: object, start: str, finish: str, *args: object, **kwargs: object) -> None:
+        if finish == "executing" and str(key).startswith("count_partition"):
+            while os.path.exists(self.path):
+                time.sleep(0.05)
+
+
 @pytest.fixture
-def busy() -> Iterator[Client]:
-    """A one-worker cluster: a task sleeping on it holds back every release that runs there."""
+def gated(tmp_path: Path) -> Iterator[tuple[Client, Path]]:
+    """A one-worker cluster and the gate file that holds back every release's work there."""
+    gate = tmp_path / "gate"
     cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None)
     with cluster, Client(cluster) as client:
-        yield client
-
-
-def occupy(client: Client, seconds: float) -> Future[None]:
-    return client.submit(time.sleep, seconds, pure=False)
+        client.register_plugin(Gate(str(gate)))
+        yield client, gate
 
 
 def process(data: Path, url: str, name: str, scheduler: str | None = None) -> LabelsProcess:
@@ -73,9 +88,10 @@ def wait_for(c: httpx.Client, release_id: str, wanted: str, timeout: float = 120
 
 
 def test_a_second_process_leaves_live_work_alone_and_recovers_dead_work(
-    shared: tuple[str, Path], busy: Client
+    shared: tuple[str, Path], gated: tuple[Client, Path]
 ) -> None:
     url, data = shared
+    busy, gate = gated
     data.mkdir(parents=True)
     _, key = tenant_key(url, "acme", "100")
     a = process(data, url, "host-a", busy.scheduler_info()["address"])
@@ -98,18 +114,20 @@ def test_a_second_process_leaves_live_work_alone_and_recovers_dead_work(
             f"/v1/datasets/{ds}/labels", content=body, headers={"Content-Type": "text/csv"}
         ).raise_for_status()
 
-        sleeper = occupy(busy, 4 * LEASE_S)
+        gate.touch()
         live = slow_release(c, ds, "live")
         b.start()  # its start-up recovery runs while A is still privatizing
         state = status(c, live["id"])
         assert state != "failed", "B's start-up recovery failed a release that A was still working on"
         assert state == "charged", "A finished before B started: the race was not exercised"
+        time.sleep(2 * LEASE_S)  # A's heartbeat keeps extending its lease; B's periodic recovery runs
+        assert status(c, live["id"]) == "charged"
+        gate.unlink()
         wait_for(c, live["id"], "complete")
         kinds = [e["kind"] for e in c.get("/v1/ledger").json()["items"] if e["release_id"] == live["id"]]
         assert kinds == ["charge"]  # nobody recorded a kept charge for live work
 
-        sleeper.cancel()
-        sleeper = occupy(busy, 30 * LEASE_S)
+        gate.touch()
         dead = slow_release(c, ds, "dead")
         a.kill()  # the owner dies mid-work, on "another host" as far as B can tell
         other = httpx.Client(base_url=b.base_url, headers={"Authorization": f"Bearer {key}"}, timeout=120)
@@ -120,5 +138,6 @@ def test_a_second_process_leaves_live_work_alone_and_recovers_dead_work(
         assert kinds == ["charge", "charge_kept"]
         assert not (data / "releases" / f"{dead['id']}.parquet").exists()
     finally:
+        gate.unlink(missing_ok=True)
         b.stop()
         a.stop()

@@ -259,7 +259,6 @@ class ReleaseService:
             contribution_bound=str(plan.user.bound) if plan.user else None,
             users=plan.user.users if plan.user else None,
         )
-        self.work.claim(release)
         if self.work.on_cluster(plan):
             return self._charge_on_cluster(release, plan, api_key_id)
         try:
@@ -267,6 +266,7 @@ class ReleaseService:
                 # Lock order: the tenant first. Inserting the release takes a key-share lock on the
                 # tenant (foreign key); asking for the write lock only afterwards deadlocks.
                 lock_tenant(session, tenant_id)
+                self.work.claim(release)
                 session.add(release)
                 session.flush()  # the idempotency key's unique constraint fires here
                 charge(
@@ -280,6 +280,7 @@ class ReleaseService:
                     note=f"dataset {dataset_id}",
                     store=self.work.segments,
                 )
+                self.work.claim(release)  # again: the lease starts at the commit, however long the charge
         except IntegrityError:
             return None
         self._charged(release, plan)
@@ -291,6 +292,7 @@ class ReleaseService:
         makes the charge visible — or nothing happens and the staged files are removed."""
 
         def insert_release(session: Session) -> None:
+            self.work.claim(release)  # the lease starts at the commit: a long charge must not eat it
             session.add(release)
             session.flush()  # the idempotency key's unique constraint fires here
 
