@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -121,12 +122,20 @@ def main(sizes: tuple[int, ...] = SIZES) -> None:
             )
             phases = "fresh,again" if small else "fresh"
             for mode in modes:
-                r = run_isolated("benchmarks.bench_ledger_scale", "one", mode, str(folder), phases)
-                fresh, again = r["fresh"], r.get("again", {"seconds": float("nan"), "stage_s": float("nan")})
-                staging = f"{fresh['stage_s']:.1f} / {again['stage_s']:.1f}" if "stage_s" in fresh else "–"
+                try:
+                    r = run_isolated("benchmarks.bench_ledger_scale", "one", mode, str(folder), phases)
+                except subprocess.CalledProcessError as exc:  # e.g. killed for memory: say so
+                    lines.append(f"| {n:,} | {mode} | did not finish (exit {exc.returncode}) | | | | |")
+                    rows.append({"examples": n, "mode": mode, "failed": exc.returncode})
+                    continue
+                fresh, again = r["fresh"], r.get("again")
+                staging = f"{fresh['stage_s']:.1f}" if "stage_s" in fresh else "–"
+                if again is not None and "stage_s" in again:
+                    staging += f" / {again['stage_s']:.1f}"
+                again_s = f"{again['seconds']:.1f}" if again is not None else "not run (disk)"
                 workers = ", ".join(f"{w:.0f}" for w in r.get("workers_mib", [])) or "–"
                 lines.append(
-                    f"| {n:,} | {mode} | {fresh['seconds']:.1f} | {again['seconds']:.1f} | {staging} "
+                    f"| {n:,} | {mode} | {fresh['seconds']:.1f} | {again_s} | {staging} "
                     f"| {r['peak_mib']:.0f} | {workers} |"
                 )
                 rows.append({"examples": n, "mode": mode, **r})
