@@ -7,7 +7,6 @@ from labeldp.scale.release import (
     bin_array,
     output_tables,
     partitions_in,
-    read_outputs,
     release_partitions,
     write_partitions,
 )
@@ -23,7 +22,6 @@ __all__ = [
     "engine_for",
     "output_tables",
     "partitions_in",
-    "read_outputs",
     "release_partitions",
     "write_partitions",
 ]

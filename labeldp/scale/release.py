@@ -160,11 +160,6 @@ def release_partitions(
     return PartitionedRelease(mechanism, prior, eps_prior, eps_randomize, eps, n, outputs)
 
 
-def read_outputs(release: PartitionedRelease) -> pa.Table:
-    """The released ``(example_id, bin)`` rows of every partition, in partition order."""
-    return pa.concat_tables(output_tables(release))
-
-
 def output_tables(release: PartitionedRelease) -> Iterator[pa.Table]:
     """Each partition's released ``(example_id, bin)`` rows, one partition at a time, checked against
     the digest its worker returned (a file changed after it was written is refused)."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -30,7 +30,7 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
 from labeldp.common.errors import DomainError
-from labels_party.budget.segments import SegmentStore
+from labels_party.budget.segments import SegmentStore, read_segment
 from labels_party.storage.orm import ExampleSpendShard, LedgerEntry, SpendShard, Tenant, UserSpendShard
 
 Keys = npt.NDArray[np.int64]
@@ -147,13 +147,47 @@ class Shard:
         return out
 
 
-def _arrays(row: Any, store: SegmentStore | None) -> tuple[Keys, Keys]:
-    """A shard row's (keys, spend), from its blobs or from its segment file."""
-    if row.segment is None:
-        return decode(row.keys), decode(row.spent)
-    if store is None:
-        raise RuntimeError("this tenant's spend lives in segment files: pass the ledger's SegmentStore")
-    return store.read(row.segment, row.segment_sha256)
+@dataclass(frozen=True)
+class StoredShard:
+    """A shard row as read: its blobs, or its segment file (full path) and that file's digest."""
+
+    keys: bytes
+    spent: bytes
+    segment: str | None
+    sha256: str | None
+
+    def arrays(self) -> tuple[Keys, Keys]:
+        """(keys, spend), from the blobs or from the segment file (digest checked)."""
+        if self.segment is None:
+            return decode(self.keys), decode(self.spent)
+        assert self.sha256 is not None
+        return read_segment(Path(self.segment), self.sha256)
+
+
+def stored_shards(
+    session: Session,
+    tenant_id: str,
+    model: SpendShard,
+    shards: list[int] | None,
+    store: SegmentStore | None,
+) -> dict[int, StoredShard]:
+    """The tenant's rows of ``shards`` (None: all of them)."""
+    query = select(model.shard, model.keys, model.spent, model.segment, model.segment_sha256).where(
+        model.tenant_id == tenant_id
+    )
+    if shards is not None:
+        query = query.where(model.shard.in_(shards))
+    out = {}
+    for r in session.execute(query):
+        segment = None
+        if r.segment is not None:
+            if store is None:
+                raise RuntimeError(
+                    "this tenant's spend lives in segment files: pass the ledger's SegmentStore"
+                )
+            segment = str(store.path(r.segment))
+        out[r.shard] = StoredShard(r.keys, r.spent, segment, r.segment_sha256)
+    return out
 
 
 def _load(
@@ -167,12 +201,9 @@ def _load(
     touched = [s for s in range(SHARDS) if bounds[s + 1] > bounds[s]]
     stored: dict[int, tuple[Keys, Keys]] = {}
     if touched:
-        rows = session.execute(
-            select(model.shard, model.keys, model.spent, model.segment, model.segment_sha256).where(
-                model.tenant_id == tenant_id, model.shard.in_(touched)
-            )
-        )
-        stored = {row.shard: _arrays(row, store) for row in rows}
+        stored = {
+            s: row.arrays() for s, row in stored_shards(session, tenant_id, model, touched, store).items()
+        }
     return [
         shard_state(s, *stored.get(s, (_EMPTY, _EMPTY)), s in stored, ordered[bounds[s] : bounds[s + 1]])
         for s in touched
@@ -418,14 +449,10 @@ def spend_of_tenant(
     store: SegmentStore | None = None,
 ) -> tuple[Keys, Keys]:
     """Every (key, micro-ε spent) pair of the tenant's examples (or users) that were ever charged."""
-    rows = session.execute(
-        select(model.keys, model.spent, model.segment, model.segment_sha256).where(
-            model.tenant_id == tenant_id
-        )
-    ).all()
+    rows = stored_shards(session, tenant_id, model, None, store)
     if not rows:
         return _EMPTY, _EMPTY
-    arrays = [_arrays(r, store) for r in rows]
+    arrays = [row.arrays() for row in rows.values()]
     return np.concatenate([k for k, _ in arrays]), np.concatenate([v for _, v in arrays])
 
 

@@ -38,14 +38,15 @@ from labeldp.scale import Engine
 from labels_party.budget.ledger import (
     SHARDS,
     BudgetExhaustedError,
+    StoredShard,
     UnknownTenantError,
     UserBudgetExhaustedError,
     added,
     append_entry,
-    decode,
     shard_state,
+    stored_shards,
 )
-from labels_party.budget.segments import SegmentStore, read_segment, segment_name, write_segment
+from labels_party.budget.segments import SegmentStore, segment_name, write_segment
 from labels_party.storage.orm import ExampleSpendShard, LedgerEntry, SpendShard, Tenant, UserSpendShard
 
 KEY_COLUMN = "key"
@@ -104,16 +105,6 @@ def stage_keys(engine: Engine, parts: Sequence[str], folder: Path) -> StagedKeys
 
 
 @dataclass(frozen=True)
-class Stored:
-    """A shard row as step 2 read it: blobs, or a segment file (full path) and its digest."""
-
-    keys: bytes
-    spent: bytes
-    segment: str | None
-    sha256: str | None
-
-
-@dataclass(frozen=True)
 class Merged:
     shard: int
     requested: int  # distinct keys of the release in this shard
@@ -125,7 +116,7 @@ class Merged:
 
 def merge_shard(
     shard: int,
-    stored: Stored | None,
+    stored: StoredShard | None,
     out: str,
     *,
     parts: list[SortedKeys],
@@ -145,13 +136,7 @@ def merge_shard(
     else:
         query = np.unique(query)
         amounts = np.full(query.size, amount, dtype=np.int64)
-    if stored is None:
-        keys, spent = _EMPTY, _EMPTY
-    elif stored.segment is None:
-        keys, spent = decode(stored.keys), decode(stored.spent)
-    else:
-        assert stored.sha256 is not None
-        keys, spent = read_segment(Path(stored.segment), stored.sha256)
+    keys, spent = stored.arrays() if stored is not None else (_EMPTY, _EMPTY)
     state = shard_state(shard, keys, spent, stored is not None, query)
     most = int(amounts.max()) if amounts.size else 0
     lacking = 0 if limit is None else int(np.count_nonzero(state.current + amounts > limit))
@@ -163,36 +148,26 @@ def merge_shard(
     )
 
 
-def _stored_rows(
-    session: Session, tenant_id: str, model: SpendShard, shards: list[int], store: SegmentStore
-) -> dict[int, Stored]:
-    rows = session.execute(
-        select(model.shard, model.keys, model.spent, model.segment, model.segment_sha256).where(
-            model.tenant_id == tenant_id, model.shard.in_(shards)
-        )
-    )
-    return {
-        r.shard: Stored(r.keys, r.spent, str(store.path(r.segment)) if r.segment else None, r.segment_sha256)
-        for r in rows
-    }
-
-
 def _merge(
     engine: Engine,
     store: SegmentStore,
     tenant_id: str,
     kind: str,
     shards: list[int],
-    stored: dict[int, Stored],
+    stored: dict[int, StoredShard],
+    written: list[str],
     **shared: object,
 ) -> list[Merged]:
+    """Step 3 for one kind of key; the names of the segments written are added to ``written``."""
     outs = [str(store.path(segment_name(kind, tenant_id, s))) for s in shards]
     store.root.mkdir(parents=True, exist_ok=True)
-    return engine.map(merge_shard, shards, [stored.get(s) for s in shards], outs, **shared)
+    merged: list[Merged] = engine.map(merge_shard, shards, [stored.get(s) for s in shards], outs, **shared)
+    written.extend(m.segment for m in merged if m.segment)
+    return merged
 
 
 def _repoint(
-    session: Session, tenant_id: str, model: SpendShard, merged: list[Merged], stored: dict[int, Stored]
+    session: Session, tenant_id: str, model: SpendShard, merged: list[Merged], stored: dict[int, StoredShard]
 ) -> None:
     updates = [
         {
@@ -248,40 +223,22 @@ def charge_partitioned(
                 tenant.budget_micro,
                 tenant.user_budget_micro,
             )
-            stored_examples = _stored_rows(session, tenant_id, ExampleSpendShard, example_shards, store)
-            stored_users = _stored_rows(session, tenant_id, UserSpendShard, user_shards, store)
+            stored_examples = stored_shards(session, tenant_id, ExampleSpendShard, example_shards, store)
+            stored_users = stored_shards(session, tenant_id, UserSpendShard, user_shards, store)
         written: list[str] = []
         try:
             examples = _merge(
-                engine,
-                store,
-                tenant_id,
-                "example",
-                example_shards,
-                stored_examples,
-                parts=staged.examples,
-                amount=epsilon_micro,
-                per_occurrence=False,
-                limit=budget,
-            )
-            written += [m.segment for m in examples if m.segment]
+                engine, store, tenant_id, "example", example_shards, stored_examples, written,
+                parts=staged.examples, amount=epsilon_micro, per_occurrence=False, limit=budget,
+            )  # fmt: skip
             requested = sum(m.requested for m in examples)
             lacking = sum(m.lacking for m in examples)
             if lacking:
                 raise BudgetExhaustedError(lacking, requested, epsilon_micro, budget)
             users = _merge(
-                engine,
-                store,
-                tenant_id,
-                "user",
-                user_shards,
-                stored_users,
-                parts=staged.users,
-                amount=epsilon_micro,
-                per_occurrence=True,
-                limit=user_budget,
-            )
-            written += [m.segment for m in users if m.segment]
+                engine, store, tenant_id, "user", user_shards, stored_users, written,
+                parts=staged.users, amount=epsilon_micro, per_occurrence=True, limit=user_budget,
+            )  # fmt: skip
             over, user_count = sum(m.lacking for m in users), sum(m.requested for m in users)
             most = max((m.most for m in users), default=0)
             if over:
