@@ -17,6 +17,7 @@ BENCHMARKS = (
     "bench_utility",
     "bench_limits",
     "bench_user_level",
+    "bench_semisensitive",
     "bench_audit",
     "bench_canaries",
     "bench_upload",

@@ -42,6 +42,7 @@ def test_a_violation_is_reported(tmp_path: Path) -> None:
         "labeldp/common",
         "labeldp/mechanisms",
         "labeldp/scale",
+        "labeldp/semisensitive",
         "labeldp/v1",
         "labeldp/cli",
     ):

@@ -15,6 +15,13 @@ def test_readme_python_snippets_run() -> None:
         exec(compile(block, str(README), "exec"), {})
 
 
+def test_docs_python_snippets_run() -> None:
+    """The guides under docs/ show runnable Python too (docs/semi-sensitive.md)."""
+    for page in sorted((README.parent / "docs").glob("*.md")):
+        for block in re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S):
+            exec(compile(block, str(page), "exec"), {})
+
+
 def test_readme_documents_the_public_api() -> None:
     from labeldp import mechanisms
 

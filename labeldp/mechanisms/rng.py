@@ -81,6 +81,17 @@ class SecureRandom:
         words = self.uint64(n) >> np.uint64(11)
         return (words.astype(np.float64) + 0.5) * 2.0**-53
 
+    def standard_normal(self, n: int) -> np.ndarray:
+        """``n`` standard normal floats, for DP-SGD's Gaussian noise (the only float-noise mechanism).
+
+        Box–Muller on 53-bit uniforms; each output is the sum of four such normals halved, which
+        keeps the distribution exactly N(0, 1) while hiding the low-order bits of any single draw
+        (the mitigation of Holohan & Braghin against floating-point attacks, as Opacus's secure mode).
+        """
+        u = self.uniform01(8 * n).reshape(4, 2, n)
+        normals = np.sqrt(-2.0 * np.log(u[:, 0])) * np.cos(2.0 * np.pi * u[:, 1])
+        return normals.sum(axis=0) / 2.0
+
     # -- scalar draws (exact, for the discrete Laplace sampler) --------------------------------
     def randbelow(self, bound: int) -> int:
         """One uniform integer in ``[0, bound)`` for any positive ``bound`` (rejection sampling)."""

@@ -1,0 +1,46 @@
+"""Training with semi-sensitive features: randomized response on the labels, then DP-SGD on all.
+
+The paper's hybrid (docs/semi-sensitive.md): phase 1 trains a truncated model on the non-sensitive
+features with randomized-response labels (ε₁, 0); phase 2 continues with DP-SGD on every feature
+(ε₂, δ). Needs the optional ``dpsgd`` extra (PyTorch CPU, Opacus, dp-accounting).
+"""
+
+from labeldp.semisensitive.accounting import (
+    ACCOUNTANT,
+    DpSgdSchedule,
+    calibrate_noise,
+    epsilon_spent,
+    epsilon_spent_rdp_bound,
+)
+from labeldp.semisensitive.budget import HybridBudget, check_delta, group_privacy
+from labeldp.semisensitive.model import TwoTower
+from labeldp.semisensitive.training import (
+    DpSgdRun,
+    Hyper,
+    SecureNoiseOptimizer,
+    debiased_bce,
+    predict,
+    train_dpsgd,
+    train_full,
+    train_truncated,
+)
+
+__all__ = [
+    "ACCOUNTANT",
+    "DpSgdRun",
+    "DpSgdSchedule",
+    "HybridBudget",
+    "Hyper",
+    "SecureNoiseOptimizer",
+    "TwoTower",
+    "calibrate_noise",
+    "check_delta",
+    "debiased_bce",
+    "epsilon_spent",
+    "epsilon_spent_rdp_bound",
+    "group_privacy",
+    "predict",
+    "train_dpsgd",
+    "train_full",
+    "train_truncated",
+]
