@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from labeldp.common.apikeys import find_active_key, issue_key
-from labels_party.budget.ledger import set_budget, set_user_budget
+from labels_party.budget.ledger import set_budget, set_delta_budget, set_user_budget
 from labels_party.storage.orm import ApiKey, Tenant
 
 
@@ -20,10 +20,14 @@ class NewTenant:
 
 
 def create_tenant(
-    session: Session, name: str, budget_micro: int, user_budget_micro: int | None = None
+    session: Session,
+    name: str,
+    budget_micro: int,
+    user_budget_micro: int | None = None,
+    delta_budget_atto: int = 0,
 ) -> NewTenant:
-    """Create a tenant with a per-example (and optionally a per-user) budget, recorded in the ledger,
-    and its first key."""
+    """Create a tenant with a per-example (and optionally a per-user and a δ) budget, recorded in the
+    ledger, and its first key. A δ budget of 0 allows pure-ε releases only."""
     if not name.strip():
         raise ValueError("tenant name must not be empty")
     if session.execute(select(Tenant).where(Tenant.name == name)).scalar_one_or_none() is not None:
@@ -36,6 +40,8 @@ def create_tenant(
         set_user_budget(
             session, tenant.id, user_budget_micro, api_key_id=None, note="initial per-user budget"
         )
+    if delta_budget_atto:
+        set_delta_budget(session, tenant.id, delta_budget_atto, api_key_id=None, note="initial δ budget")
     return NewTenant(tenant.id, issue_key(session, ApiKey, tenant.id).api_key)
 
 

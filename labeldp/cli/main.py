@@ -243,13 +243,16 @@ def tenant_create(
         float | None,
         typer.Option(help="Per-user privacy budget ε over all releases (default: recorded, not limited)."),
     ] = None,
+    delta: Annotated[
+        float, typer.Option(help="δ budget over all (ε, δ) releases (default 0: pure-ε releases only).")
+    ] = 0.0,
     key_file: KeyFile = None,
     exist_ok: ExistOk = False,
 ) -> None:
     """Create a tenant and print its bearer API key (shown once; stored only as a hash)."""
     from sqlalchemy import select
 
-    from labels_party.budget.epsilon import to_micro_floor
+    from labels_party.budget.epsilon import to_atto_floor, to_micro_floor
     from labels_party.storage.orm import Tenant
     from labels_party.tenants import create_tenant
 
@@ -261,7 +264,11 @@ def tenant_create(
             None if epsilon_per_user is None else to_micro_floor(epsilon_per_user, name="epsilon_per_user")
         )
         new = create_tenant(
-            session, name, to_micro_floor(epsilon_per_example, name="epsilon_per_example"), per_user
+            session,
+            name,
+            to_micro_floor(epsilon_per_example, name="epsilon_per_example"),
+            per_user,
+            to_atto_floor(delta, name="delta"),
         )
     _hand_over_key(f"tenant {new.tenant_id}", new.api_key, key_file)
 
@@ -278,18 +285,24 @@ def tenant_set_budget(
     no_per_user_limit: Annotated[
         bool, typer.Option("--no-per-user-limit", help="Lift the per-user budget (spend is still recorded).")
     ] = False,
+    delta: Annotated[float | None, typer.Option(help="New δ budget over all (ε, δ) releases.")] = None,
     note: Annotated[str, typer.Option(help="Why (recorded in the ledger).")] = "",
 ) -> None:
-    """Change a tenant's per-example and/or per-user budget; each change is a ledger entry."""
+    """Change a tenant's per-example, per-user and/or δ budget; each change is a ledger entry."""
     from sqlalchemy import select
 
-    from labels_party.budget.epsilon import to_micro_floor
-    from labels_party.budget.ledger import set_budget, set_user_budget
+    from labels_party.budget.epsilon import to_atto_floor, to_micro_floor
+    from labels_party.budget.ledger import set_budget, set_delta_budget, set_user_budget
     from labels_party.storage.orm import Tenant
 
     with _labels_transaction() as session:  # (turns a ValueError into a clear exit 2)
-        if epsilon_per_example is None and epsilon_per_user is None and not no_per_user_limit:
-            raise ValueError("give --epsilon-per-example, --epsilon-per-user or --no-per-user-limit")
+        if (
+            epsilon_per_example is None
+            and epsilon_per_user is None
+            and not no_per_user_limit
+            and delta is None
+        ):
+            raise ValueError("give --epsilon-per-example, --epsilon-per-user, --no-per-user-limit or --delta")
         if epsilon_per_user is not None and no_per_user_limit:
             raise ValueError("give --epsilon-per-user or --no-per-user-limit, not both")
         tenant = session.execute(select(Tenant).where(Tenant.name == name)).scalar_one_or_none()
@@ -309,6 +322,11 @@ def tenant_set_budget(
             set_user_budget(session, tenant.id, per_user, api_key_id=None, note=why)
             shown = "not limited" if per_user is None else f"{epsilon_per_user:g}"
             typer.echo(f"tenant {name}: per-user budget is now {shown}")
+        if delta is not None:
+            set_delta_budget(
+                session, tenant.id, to_atto_floor(delta, name="delta"), api_key_id=None, note=why
+            )
+            typer.echo(f"tenant {name}: δ budget is now {delta:g}")
 
 
 def _tenant_id(session: Session, tenant_model: Any, name: str) -> str:

@@ -8,7 +8,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validato
 
 from labeldp.common.inputs import ExampleId, Name, Pem
 from labeldp.mechanisms import LossName, PrivacyUnit, PublishedMechanism
-from labels_party.budget.epsilon import as_float
+from labels_party.budget.epsilon import as_delta, as_float
 from labels_party.budget.service import DatasetBudget
 from labels_party.datasets.spec import DatasetSpec
 from labels_party.releases.limits import (
@@ -380,6 +380,8 @@ class BudgetOut(BaseModel):
     epsilon_asked: float
     can_take: int
     users: UserBudgetOut
+    delta_budget: float = Field(description="the tenant's δ budget over all (ε, δ) releases (0: pure ε only)")
+    delta_spent: float = Field(description="δ taken by (ε, δ) releases so far, tenant-wide")
 
     @classmethod
     def of(cls, b: DatasetBudget, epsilon: float, epsilon_user: float) -> BudgetOut:
@@ -398,6 +400,8 @@ class BudgetOut(BaseModel):
                 epsilon_user_asked=epsilon_user,
                 can_take=u.can_take,
             ),
+            delta_budget=as_delta(b.delta_budget_atto),
+            delta_spent=as_delta(b.delta_spent_atto),
         )
 
 
@@ -410,6 +414,9 @@ class LedgerEntryOut(BaseModel):
     examples: int
     users: int = Field(description="charges: how many users were charged")
     user_epsilon: float | None = Field(description="charges: the most any one user was charged")
+    delta: float | None = Field(
+        None, description="(ε, δ) charges: the δ taken; delta_budget_set: the new budget"
+    )
     api_key_id: str | None
     note: str
     created_at: AwareDatetime
@@ -425,6 +432,7 @@ class LedgerEntryOut(BaseModel):
             examples=e.examples,
             users=e.users or 0,
             user_epsilon=as_float(e.user_epsilon_micro) if e.user_epsilon_micro is not None else None,
+            delta=as_delta(e.delta_atto) if e.delta_atto is not None else None,
             api_key_id=e.api_key_id,
             note=e.note,
             created_at=e.created_at,

@@ -1,7 +1,8 @@
-"""Exact privacy-budget arithmetic: integer micro-ε, requests always rounded up.
+"""Exact privacy-budget arithmetic: integer micro-ε and atto-δ, requests always rounded up.
 
-No float is ever compared in the ledger; an ε arrives as a decimal string or float and is converted
-once, rounding up, so the ledger charges at least what the mechanism spends.
+No float is ever compared in the ledger; an ε or δ arrives as a decimal string or float and is
+converted once, rounding up, so the ledger charges at least what the mechanism spends. δ is counted in
+units of 10⁻¹⁸ (a δ of 1/n² for n = 10⁹ is still 10⁰ units and any δ < 1 fits an int64).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
 
 MICRO = 1_000_000
+ATTO = 10**18
 
 
 def to_micro(epsilon: float | str | Decimal, *, name: str = "epsilon") -> int:
@@ -31,6 +33,34 @@ def to_micro_floor(epsilon: float | str | Decimal, *, name: str = "epsilon") -> 
     if not value.is_finite() or value < 0:
         raise ValueError(f"{name} must be a finite number >= 0, got {epsilon!r}")
     return int((value * MICRO).to_integral_value(rounding=ROUND_FLOOR))
+
+
+def _delta(delta: float | str | Decimal, name: str) -> Decimal:
+    try:
+        value = Decimal(repr(delta)) if isinstance(delta, float) else Decimal(delta)
+    except (InvalidOperation, ValueError) as exc:
+        raise ValueError(f"{name} must be a number, got {delta!r}") from exc
+    if not value.is_finite() or not 0 <= value < 1:
+        raise ValueError(f"{name} must be a finite number in [0, 1), got {delta!r}")
+    return value
+
+
+def to_atto(delta: float | str | Decimal, *, name: str = "delta") -> int:
+    """δ as integer atto-δ (10⁻¹⁸), rounded up: a charge never records less than is spent."""
+    value = _delta(delta, name)
+    if value == 0:
+        raise ValueError(f"{name} must be > 0")
+    return int((value * ATTO).to_integral_value(rounding=ROUND_CEILING))
+
+
+def to_atto_floor(delta: float | str | Decimal, *, name: str = "delta") -> int:
+    """A δ budget in atto-δ, rounded down."""
+    return int((_delta(delta, name) * ATTO).to_integral_value(rounding=ROUND_FLOOR))
+
+
+def as_delta(atto: int) -> float:
+    """For display only (rounded to nearest); comparisons stay in integers."""
+    return float(Decimal(atto) / ATTO) if atto else 0.0
 
 
 def from_micro(micro: int) -> Decimal:

@@ -73,6 +73,21 @@ class UserBudgetExhaustedError(DomainError):
         self.lacking, self.requested = lacking, requested
 
 
+class DeltaBudgetExhaustedError(DomainError):
+    """The charge's δ would take the tenant over its δ budget (409: nothing was charged)."""
+
+    def __init__(self, delta_atto: int, spent_atto: int, budget_atto: int) -> None:
+        super().__init__(
+            "delta-budget-exhausted",
+            f"this release needs δ = {delta_atto / 1e18:.3g}, and the tenant has {spent_atto / 1e18:.3g} "
+            f"of its δ budget {budget_atto / 1e18:.3g} spent",
+            status=409,
+            delta_requested=delta_atto / 1e18,
+            delta_spent=spent_atto / 1e18,
+            delta_budget=budget_atto / 1e18,
+        )
+
+
 @dataclass(frozen=True)
 class UserCharge:
     """What a release charges each of its users: distinct user keys and micro-ε each (the same
@@ -297,15 +312,25 @@ def charge(
     api_key_id: str | None,
     note: str = "",
     store: SegmentStore | None = None,
+    delta_atto: int = 0,
 ) -> LedgerEntry:
-    """Charge ``epsilon_micro`` to every example in ``keys`` and ``users.amounts`` to each user, or
-    raise ``BudgetExhaustedError`` / ``UserBudgetExhaustedError`` having changed nothing. The caller
-    commits (together with whatever the charge pays for)."""
+    """Charge ``epsilon_micro`` to every example in ``keys`` and ``users.amounts`` to each user, and
+    ``delta_atto`` to the tenant's δ, or raise ``BudgetExhaustedError`` / ``UserBudgetExhaustedError``
+    / ``DeltaBudgetExhaustedError`` having changed nothing. The caller commits (together with whatever
+    the charge pays for).
+
+    δ is kept tenant-wide: every (ε, δ) charge adds its δ to one counter, which bounds the δ of every
+    example (an example is in at most all of those charges) — exact for the examples in all of them,
+    conservative for the others; the ε part stays per example."""
     if epsilon_micro <= 0:
         raise ValueError("epsilon_micro must be positive")
+    if delta_atto < 0:
+        raise ValueError("delta_atto must be >= 0")
     if users is not None and (users.keys.shape != users.amounts.shape or np.any(users.amounts <= 0)):
         raise ValueError("a user charge needs one positive amount per user")
     tenant = lock_tenant(session, tenant_id)
+    if delta_atto and tenant.delta_spent_atto + delta_atto > tenant.delta_budget_atto:
+        raise DeltaBudgetExhaustedError(delta_atto, tenant.delta_spent_atto, tenant.delta_budget_atto)
     shards = _load(session, tenant_id, keys, store=store)
     requested = sum(sh.query.size for sh in shards)
     limit = tenant.budget_micro - epsilon_micro  # an example may be charged iff spent <= limit
@@ -327,6 +352,7 @@ def charge(
                 raise UserBudgetExhaustedError(over, int(users.keys.size), most, tenant.user_budget_micro)
         user_changes = added(user_shards, amount_of)
     _changed(tenant)
+    tenant.delta_spent_atto += delta_atto
     _save(session, tenant_id, added(shards, lambda sh: np.full(sh.query.size, epsilon_micro, np.int64)))
     if user_changes:
         _save(session, tenant_id, user_changes, UserSpendShard)
@@ -341,6 +367,7 @@ def charge(
         release_id=release_id,
         api_key_id=api_key_id,
         note=note,
+        delta_atto=delta_atto or None,
     )
 
 
@@ -364,6 +391,21 @@ def set_budget(
     tenant.budget_micro = budget_micro
     _changed(tenant)
     append_entry(session, tenant_id, "budget_set", budget_micro, 0, api_key_id=api_key_id, note=note)
+
+
+def set_delta_budget(
+    session: Session, tenant_id: str, budget_atto: int, *, api_key_id: str | None, note: str = ""
+) -> None:
+    """Set the tenant's δ budget (atto-δ, over all (ε, δ) releases); the change is a ledger entry.
+    Lowering it below what is spent refuses every later δ charge; it never un-spends."""
+    if budget_atto < 0 or budget_atto >= 10**18:
+        raise ValueError("a δ budget must be in [0, 1)")
+    tenant = lock_tenant(session, tenant_id)
+    tenant.delta_budget_atto = budget_atto
+    _changed(tenant)
+    append_entry(
+        session, tenant_id, "delta_budget_set", 0, 0, delta_atto=budget_atto, api_key_id=api_key_id, note=note
+    )
 
 
 def set_user_budget(

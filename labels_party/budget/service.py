@@ -25,6 +25,8 @@ class DatasetBudget:
     summary: SpendSummary
     user_budget_micro: int | None  # the tenant's per-user budget (None: not limited)
     users: UserSpendSummary
+    delta_budget_atto: int  # the tenant's δ budget over all (ε, δ) releases
+    delta_spent_atto: int
 
 
 class BudgetService:
@@ -50,6 +52,8 @@ class BudgetService:
                 user_spend_summary(
                     session, tenant_id, np.unique(users), to_micro(epsilon_user), self.segments
                 ),
+                tenant.delta_budget_atto,
+                tenant.delta_spent_atto,
             )
 
     def ledger(self, tenant_id: str, paging: PageRequest) -> list[LedgerEntry]:

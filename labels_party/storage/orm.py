@@ -42,6 +42,10 @@ class Tenant(Base):
     # bumped by every change to the tenant's spend or budgets: a partitioned charge, computed without
     # a lock, commits only if it still holds the version it read (budget/partitioned.py)
     ledger_version: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    # δ in integer atto-δ (10⁻¹⁸): a tenant-wide budget and what (ε, δ) charges have taken of it, an
+    # upper bound on every example's δ (docs/semi-sensitive.md)
+    delta_budget_atto: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    delta_spent_atto: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
@@ -69,6 +73,7 @@ class LedgerEntry(Base):
     examples: Mapped[int] = mapped_column(BigInteger, default=0)
     users: Mapped[int] = mapped_column(BigInteger, default=0)  # users charged (charges since 0007)
     user_epsilon_micro: Mapped[int | None] = mapped_column(BigInteger, nullable=True)  # most any user paid
+    delta_atto: Mapped[int | None] = mapped_column(BigInteger, nullable=True)  # δ charged, or δ budget set
     api_key_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     note: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
