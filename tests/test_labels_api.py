@@ -207,6 +207,8 @@ def test_release_lifecycle_and_stored_output(api: Api) -> None:
             "epsilon_user_asked": 1.0,
             "can_take": None,
         },
+        "delta_budget": 0.0,  # a pure-ε tenant
+        "delta_spent": 0.0,
     }
 
 

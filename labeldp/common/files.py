@@ -20,6 +20,21 @@ def fsync_directory(directory: Path) -> None:
         os.close(dir_fd)
 
 
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """``path`` holds either nothing (or the old bytes) or all of ``data``, whatever crashes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    fsync_directory(path.parent)
+
+
 def write_parquet_atomic(path: Path, table: pa.Table) -> None:
     """After a crash at any point, ``path`` holds either the old file or the complete new one."""
     write_tables_atomic(path, table.schema, [table])

@@ -7,6 +7,8 @@ full model from those weights (``h`` starts at its random initialisation).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 from torch import nn
 
@@ -37,6 +39,28 @@ class TwoTower(nn.Module):
         """Logits of the full model."""
         joined = torch.cat([self.non_sensitive(x_non), self.semi_sensitive(x_semi)], dim=1)
         return self.head(joined).squeeze(-1)
+
+    def arrays(self) -> dict[str, list[list[float]] | list[float]]:
+        """The weights as plain nested lists (float32 values), for a signed JSON model message."""
+        return {name: t.detach().cpu().tolist() for name, t in self.state_dict().items()}
+
+    @classmethod
+    def from_arrays(
+        cls, non_sensitive: int, semi_sensitive: int, width: int, arrays: Mapping[str, object]
+    ) -> TwoTower:
+        """The model a message describes; shapes must match the declared architecture exactly."""
+        model = cls(non_sensitive, semi_sensitive, width)
+        expected = model.state_dict()
+        if set(arrays) != set(expected):
+            raise ParameterError("the weights do not name the model's parameters", "weights")
+        state = {}
+        for name, like in expected.items():
+            tensor = torch.as_tensor(arrays[name], dtype=torch.float32)
+            if tensor.shape != like.shape or not bool(torch.isfinite(tensor).all()):
+                raise ParameterError(f"weight {name!r} has the wrong shape or a non-finite value", "weights")
+            state[name] = tensor
+        model.load_state_dict(state)
+        return model
 
     def truncated(self, x_non: torch.Tensor) -> torch.Tensor:
         """Logits of the truncated model: the semi-sensitive tower's output replaced by zeros."""

@@ -23,6 +23,7 @@ from labels_party.datasets.service import DatasetService
 from labels_party.delivery.message import Signer
 from labels_party.delivery.service import DeliveryService, RecipientService
 from labels_party.metrics import LabelsMetrics
+from labels_party.models.service import ModelService
 from labels_party.releases.service import ReleaseService
 from labels_party.releases.work import ReleaseWork
 from labels_party.storage.db import make_engine, migrate, session_factory
@@ -108,6 +109,7 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
         budget=BudgetService(sessions, settings.data_dir),
         recipients=RecipientService(sessions),
         deliveries=DeliveryService(sessions, settings, metrics),
+        models=ModelService(sessions, settings.data_dir, signer),
     )
     for router in ROUTERS:
         app.include_router(router)

@@ -19,6 +19,7 @@ from labels_party.config import LabelsSettings
 from labels_party.datasets.service import DatasetService
 from labels_party.delivery.message import Signer
 from labels_party.delivery.service import DeliveryService, RecipientService
+from labels_party.models.service import ModelService
 from labels_party.releases.service import ReleaseService
 from labels_party.tenants import authenticate
 
@@ -34,6 +35,7 @@ class LabelsServices:
     budget: BudgetService
     recipients: RecipientService
     deliveries: DeliveryService
+    models: ModelService
 
 
 @dataclass(frozen=True)
@@ -88,3 +90,10 @@ Releases = Annotated[ReleaseService, Depends(_releases)]
 Budget = Annotated[BudgetService, Depends(_budget)]
 Recipients = Annotated[RecipientService, Depends(_recipients)]
 Deliveries = Annotated[DeliveryService, Depends(_deliveries)]
+
+
+def _models(svc: Services) -> ModelService:
+    return svc.models
+
+
+Models = Annotated[ModelService, Depends(_models)]

@@ -11,6 +11,7 @@ from labeldp.mechanisms import LossName, PrivacyUnit, PublishedMechanism
 from labels_party.budget.epsilon import as_delta, as_float
 from labels_party.budget.service import DatasetBudget
 from labels_party.datasets.spec import DatasetSpec
+from labels_party.models.service import ModelRequest
 from labels_party.releases.limits import (
     MAX_BOUND,
     MAX_EPSILON,
@@ -19,7 +20,7 @@ from labels_party.releases.limits import (
     MIN_EPSILON_PRIOR,
 )
 from labels_party.releases.service import Preview, ReleaseAudit, ReleaseRequest
-from labels_party.storage.orm import Dataset, Delivery, LedgerEntry, Recipient, Release
+from labels_party.storage.orm import Dataset, Delivery, LedgerEntry, Recipient, Release, SemiSensitiveModel
 
 
 class RecipientIn(BaseModel):
@@ -106,6 +107,16 @@ class DatasetIn(DatasetSpec):
                     "support": {"kind": "uniform", "k": 201},
                 },
                 {"name": "conversions", "label_type": "count", "lo": 0, "hi": 52, "default_label": 0},
+                {
+                    "name": "purchases",
+                    "label_type": "binary",
+                    "lo": 0,
+                    "hi": 1,
+                    "semi_sensitive": [
+                        {"name": "cart_adds", "kind": "number", "lo": 0, "hi": 100},
+                        {"name": "remarketing_list", "kind": "category", "categories": ["none", "a", "b"]},
+                    ],
+                },
             ]
         }
     )
@@ -436,4 +447,74 @@ class LedgerEntryOut(BaseModel):
             api_key_id=e.api_key_id,
             note=e.note,
             created_at=e.created_at,
+        )
+
+
+class SemiSensitiveModelIn(BaseModel):
+    model_config = ConfigDict(
+        allow_inf_nan=False,
+        json_schema_extra={
+            "examples": [
+                {
+                    "label_release_id": "6f1c1b2e-8d6a-4f53-9a57-0d8e7b0f4a21",
+                    "epsilon_dpsgd": 2,
+                    "delta": 1e-9,
+                }
+            ]
+        },
+    )
+
+    label_release_id: str = Field(max_length=36, description="the phase-1 label release (ε₁) to start from")
+    epsilon_dpsgd: float = Field(
+        ge=MIN_EPSILON, le=MAX_EPSILON, description="ε₂ of the DP-SGD phase, per example"
+    )
+    delta: float = Field(
+        gt=0, lt=1e-3, description="δ of the DP-SGD phase (taken from the tenant's δ budget)"
+    )
+    epochs: float = Field(3.0, gt=0, le=100, description="DP-SGD epochs (expected passes over the examples)")
+    batch_size: int = Field(1024, ge=1, le=1 << 20, description="expected batch size (Poisson sampling)")
+    clip_norm: float = Field(1.0, gt=0, le=1e4, description="per-example gradient norm bound C")
+    learning_rate: float = Field(1e-2, gt=0, le=1, description="Adam learning rate of the DP-SGD phase")
+    label_epochs: float = Field(3.0, gt=0, le=100, description="epochs of the label phase (post-processing)")
+    width: int = Field(32, ge=1, le=256, description="units per tower and in the head")
+
+    def request(self) -> ModelRequest:
+        return ModelRequest(**self.model_dump())
+
+
+class SemiSensitiveModelOut(BaseModel):
+    id: str
+    dataset_id: str
+    label_release_id: str
+    status: str
+    examples: int
+    epsilon_dpsgd: float
+    delta: float
+    noise_multiplier: float
+    sampling_rate: float
+    steps: int
+    clip_norm: float
+    message_sha256: str | None
+    error: str | None
+    created_at: AwareDatetime
+    completed_at: AwareDatetime | None
+
+    @classmethod
+    def of(cls, m: SemiSensitiveModel) -> SemiSensitiveModelOut:
+        return cls(
+            id=m.id,
+            dataset_id=m.dataset_id,
+            label_release_id=m.label_release_id,
+            status=m.status,
+            examples=m.examples,
+            epsilon_dpsgd=as_float(m.epsilon_dpsgd_micro),
+            delta=as_delta(m.delta_atto),
+            noise_multiplier=m.noise_multiplier,
+            sampling_rate=m.sampling_rate,
+            steps=m.steps,
+            clip_norm=m.clip_norm,
+            message_sha256=m.message_sha256,
+            error=m.error,
+            created_at=m.created_at,
+            completed_at=m.completed_at,
         )

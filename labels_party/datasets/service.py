@@ -81,7 +81,7 @@ class DatasetService:
             with self.sessions.begin() as session:
                 ds = get_dataset(session, tenant_id, dataset_id, lock=True)
                 existing = files.labels_path(ds.labels_version) if ds.labels_version else None
-                count = merge_labels(existing, staged, valid.identities, merged)
+                count = merge_labels(existing, staged, valid.identities, merged, spec.label_schema())
                 version = ds.labels_version + 1
                 files.publish(merged, files.labels_path(version))
                 ds.labels_version, ds.label_count = version, count
@@ -89,6 +89,28 @@ class DatasetService:
             staged.unlink(missing_ok=True)
             merged.unlink(missing_ok=True)
         return LabelsStored(valid.rows, valid.clipped, count, version)
+
+    def store_non_sensitive(self, tenant_id: str, dataset_id: str, path: Path, fmt: str) -> UniverseStored:
+        """Replace the features party's non-sensitive rows (``example_id`` and the declared
+        ``non_sensitive`` columns) that the DP-SGD phase trains on; they are public to an attacker by
+        definition, so storing them costs no privacy."""
+        spec = DatasetSpec.model_validate(self.get(tenant_id, dataset_id).spec)
+        if not spec.non_sensitive:
+            raise DomainError(
+                "no-non-sensitive-columns", "the dataset declares no non_sensitive columns", status=409
+            )
+        files = self.files(dataset_id)
+        staged = files.staging_path()
+        try:
+            valid = validate_upload(path, fmt, spec, staged, non_sensitive=True)
+            with self.sessions.begin() as session:
+                ds = get_dataset(session, tenant_id, dataset_id, lock=True)
+                version = ds.non_sensitive_version + 1
+                files.publish(staged, files.non_sensitive_path(version))
+                ds.non_sensitive_version = version
+        finally:
+            staged.unlink(missing_ok=True)
+        return UniverseStored(valid.rows, version)
 
     def store_universe(self, tenant_id: str, dataset_id: str, path: Path, fmt: str) -> UniverseStored:
         """Replace the dataset's universe (every example ID a release will list)."""

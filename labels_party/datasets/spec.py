@@ -7,8 +7,9 @@ depend on the labels (privacy invariant 3).
 from __future__ import annotations
 
 import math
-from typing import Literal, Self
+from typing import Annotated, Literal, Self
 
+import pyarrow as pa
 from pydantic import BaseModel, Field, model_validator
 
 from labeldp.common.errors import DomainError
@@ -24,6 +25,7 @@ from labeldp.mechanisms import (
     log_grid,
     uniform_grid,
 )
+from labels_party.datasets.store import LABEL_SCHEMA
 
 # A dataset's support has at most this many points: the optimizer's work grows with k² (about 1 s
 # for squared and 7 s for absolute loss at this size), and bins travel as uint16 (at most 65,535).
@@ -42,6 +44,45 @@ class SupportSpec(BaseModel):
     )
 
 
+MAX_SEMI_SENSITIVE_COLUMNS = 64
+MAX_CATEGORIES = 1_000
+RESERVED_COLUMNS = frozenset({"example_id", "label", "user_id", "example_key", "example_check"})
+
+
+class FeatureColumn(BaseModel):
+    """A feature column for training with semi-sensitive features (docs/semi-sensitive.md): declared
+    with public bounds or a public category list before any upload, so that neither its validation nor
+    its encoding ever depends on the data."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,62}$", description="column name in label uploads")
+    kind: Literal["number", "category"]
+    lo: float | None = Field(None, description="public lower bound (kind=number)")
+    hi: float | None = Field(None, description="public upper bound (kind=number)")
+    categories: list[Annotated[str, Field(min_length=1, max_length=100)]] | None = Field(
+        None, max_length=MAX_CATEGORIES, description="every allowed value (kind=category)"
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if self.name in RESERVED_COLUMNS:
+            raise ValueError(f"{self.name!r} is a reserved column name")
+        if self.kind == "number":
+            if self.lo is None or self.hi is None or self.categories is not None:
+                raise ValueError(f"number column {self.name!r} needs lo and hi (and no categories)")
+            if not (math.isfinite(self.lo) and math.isfinite(self.hi)) or self.lo >= self.hi:
+                raise ValueError(f"column {self.name!r}: bounds must be finite with lo < hi")
+        else:
+            if not self.categories or self.lo is not None or self.hi is not None:
+                raise ValueError(f"category column {self.name!r} needs categories (and no bounds)")
+            if len(set(self.categories)) != len(self.categories):
+                raise ValueError(f"column {self.name!r}: categories must be distinct")
+        return self
+
+    @property
+    def arrow_type(self) -> pa.DataType:
+        return pa.float64() if self.kind == "number" else pa.string()
+
+
 class DatasetSpec(BaseModel):
     label_type: LabelType
     lo: float
@@ -52,6 +93,16 @@ class DatasetSpec(BaseModel):
     out_of_bounds: Literal["clip", "reject"] = "reject"
     default_label: float | None = Field(
         None, description="label for universe IDs that have no uploaded label"
+    )
+    semi_sensitive: list[FeatureColumn] = Field(
+        default_factory=list,
+        max_length=MAX_SEMI_SENSITIVE_COLUMNS,
+        description="feature columns uploaded with the labels and protected like them (DP-SGD phase)",
+    )
+    non_sensitive: list[FeatureColumn] = Field(
+        default_factory=list,
+        max_length=MAX_SEMI_SENSITIVE_COLUMNS,
+        description="the features party's columns, uploaded for the DP-SGD phase (public to an attacker)",
     )
 
     @model_validator(mode="after")
@@ -81,7 +132,21 @@ class DatasetSpec(BaseModel):
                 f"the support would have {points} points; at most {MAX_SUPPORT_POINTS} are allowed"
             )
         self.build_support()  # raises ValueError for an unusable grid
+        names = [c.name for c in (*self.semi_sensitive, *self.non_sensitive)]
+        if len(set(names)) != len(names):
+            raise ValueError("semi_sensitive and non_sensitive column names must all be distinct")
+        if self.non_sensitive and not self.semi_sensitive:
+            raise ValueError("non_sensitive columns are only used with semi_sensitive ones")
         return self
+
+    def non_sensitive_schema(self) -> pa.Schema:
+        """The stored non-sensitive rows: the example's identity, then the declared columns."""
+        identity = [LABEL_SCHEMA.field(n) for n in ("example_id", "example_key", "example_check")]
+        return pa.schema([*identity, *(pa.field(c.name, c.arrow_type) for c in self.non_sensitive)])
+
+    def label_schema(self) -> pa.Schema:
+        """The stored labels file's columns: the label columns, then the declared semi-sensitive ones."""
+        return pa.schema([*LABEL_SCHEMA, *(pa.field(c.name, c.arrow_type) for c in self.semi_sensitive)])
 
     def support_points(self) -> int:
         """How many points the support has, counted without building it."""

@@ -50,6 +50,9 @@ class DatasetFiles:
     def universe_path(self, version: int) -> Path:
         return self.root / f"universe-v{version}.parquet"
 
+    def non_sensitive_path(self, version: int) -> Path:
+        return self.root / f"non-sensitive-v{version}.parquet"
+
     def staging_path(self) -> Path:
         """A fresh temporary file beside the versions (same file system: the final rename is atomic)."""
         self.root.mkdir(parents=True, exist_ok=True)
@@ -87,22 +90,23 @@ def _with_checks(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, np.ndarray, np.
     return batch, keys, checks
 
 
-def merge_labels(existing: Path | None, upload: Path, replaced: IdentitySet, out: Path) -> int:
+def merge_labels(
+    existing: Path | None, upload: Path, replaced: IdentitySet, out: Path, schema: pa.Schema = LABEL_SCHEMA
+) -> int:
     """Write ``out``: the existing rows the upload does not replace (same identity), then the upload's
-    rows. Streams both files; returns the number of rows written."""
+    rows, in ``schema`` (the dataset's: label columns and declared semi-sensitive ones). Streams both
+    files; returns the number of rows written."""
     rows = 0
-    with pq.ParquetWriter(out, LABEL_SCHEMA) as writer:
+    with pq.ParquetWriter(out, schema) as writer:
         if existing is not None:
             for batch in parquet_batches(pq.ParquetFile(existing), MERGE_BATCH_ROWS):
                 full, keys, checks = _with_checks(batch)
                 kept = full.filter(pa.array(~replaced.contains(keys, checks)))
-                writer.write_table(
-                    pa.Table.from_batches([kept]).select(LABEL_SCHEMA.names).cast(LABEL_SCHEMA)
-                )
+                writer.write_table(pa.Table.from_batches([kept]).select(schema.names).cast(schema))
                 rows += kept.num_rows
                 release_arrow_memory()
         for batch in parquet_batches(pq.ParquetFile(upload), MERGE_BATCH_ROWS):
-            writer.write_table(pa.Table.from_batches([batch]).cast(LABEL_SCHEMA))
+            writer.write_table(pa.Table.from_batches([batch]).cast(schema))
             rows += batch.num_rows
             release_arrow_memory()
     return rows

@@ -37,8 +37,8 @@ from labeldp.common.files import parquet_batches, release_arrow_memory
 from labeldp.common.inputs import MAX_EXAMPLE_ID_BYTES
 from labels_party.budget.keys import Keys, identities
 from labels_party.datasets.identities import IdentitySet, matching_rows
-from labels_party.datasets.spec import DatasetSpec
-from labels_party.datasets.store import LABEL_SCHEMA, UNIVERSE_SCHEMA
+from labels_party.datasets.spec import DatasetSpec, FeatureColumn
+from labels_party.datasets.store import UNIVERSE_SCHEMA
 
 CONTENT_TYPES = {
     "text/csv": "csv",
@@ -186,7 +186,7 @@ def _parquet_batches(path: Path, wanted: tuple[str, ...]) -> Iterator[pa.RecordB
         kind = schema.field(name).type
         if pa.types.is_dictionary(kind):
             kind = kind.value_type
-        allowed = _LABEL_TYPES if name == "label" else _TEXT_OR_INT
+        allowed = _TEXT_OR_INT if name in ("example_id", "user_id") else _LABEL_TYPES
         if not any(check(kind) for check in allowed):
             raise upload_error("wrong-column-type", f"column {name!r} has type {kind}, which is not accepted")
     try:
@@ -220,30 +220,63 @@ def _ids(batch: pa.RecordBatch, offset: int) -> pa.Array:
     return ids
 
 
-def _labels(batch: pa.RecordBatch, offset: int) -> np.ndarray:
-    if "label" not in batch.schema.names:
-        raise upload_error("missing-column", "the upload needs a label column")
-    col = batch.column("label")
+def _numbers(
+    batch: pa.RecordBatch, offset: int, name: str = "label", code: str = "invalid-label"
+) -> np.ndarray:
+    """A column of finite numbers (text, boolean, integer or float), or the rows that are not."""
+    what = "labels" if name == "label" else f"values of {name!r}"
+    if name not in batch.schema.names:
+        raise upload_error(
+            "missing-column", f"the upload needs a{'n' if name[0] in 'aeiou' else ''} {name} column"
+        )
+    col = batch.column(name)
     if pa.types.is_dictionary(col.type):
         col = col.dictionary_decode()
     if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
         ok = _mask(pc.invert(pc.fill_null(pc.match_substring_regex(col, _NUMBER), False)))
         if ok.any():
-            raise upload_error("invalid-label", "labels must be finite numbers", _rows(ok, offset))
+            raise upload_error(code, f"{what} must be finite numbers", _rows(ok, offset))
         col = pc.cast(pc.utf8_trim_whitespace(col), pa.float64())
     elif pa.types.is_boolean(col.type) or pa.types.is_integer(col.type) or pa.types.is_floating(col.type):
         if col.null_count:
-            raise upload_error(
-                "invalid-label", "labels must not be empty", _rows(_mask(pc.is_null(col)), offset)
-            )
+            raise upload_error(code, f"{what} must not be empty", _rows(_mask(pc.is_null(col)), offset))
         col = pc.cast(col, pa.float64(), safe=False)  # 2^64 − 1 becomes a (too large) number, not an error
     else:
-        raise upload_error("invalid-label", f"labels must be numbers, got column type {col.type}")
+        raise upload_error(code, f"{what} must be numbers, got column type {col.type}")
     values = np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.float64)
     bad = ~np.isfinite(values)
     if bad.any():
-        raise upload_error("invalid-label", "labels must be finite numbers", _rows(bad, offset))
+        raise upload_error(code, f"{what} must be finite numbers", _rows(bad, offset))
     return values
+
+
+def _labels(batch: pa.RecordBatch, offset: int) -> np.ndarray:
+    return _numbers(batch, offset)
+
+
+def _feature(batch: pa.RecordBatch, column: FeatureColumn, offset: int, code: str) -> pa.Array:
+    """A declared feature column, checked against its public bounds or categories (rejected whole,
+    never clipped: a value outside what was declared is a data error, not a policy)."""
+    if column.kind == "number":
+        values = _numbers(batch, offset, column.name, code)
+        assert column.lo is not None and column.hi is not None  # the spec validated it
+        outside = (values < column.lo) | (values > column.hi)
+        if outside.any():
+            raise upload_error(
+                code,
+                f"values of {column.name!r} outside [{column.lo:g}, {column.hi:g}]",
+                _rows(outside, offset),
+            )
+        return pa.array(values, pa.float64())
+    if column.name not in batch.schema.names:
+        raise upload_error("missing-column", f"the upload needs a {column.name} column")
+    text = as_text(batch.column(column.name), column.name)
+    unknown = _mask(pc.invert(pc.is_in(text, value_set=pa.array(column.categories or [], pa.string()))))
+    if unknown.any():
+        raise upload_error(
+            code, f"values of {column.name!r} must be one of its declared categories", _rows(unknown, offset)
+        )
+    return text
 
 
 def _user_ids(batch: pa.RecordBatch, n: int, offset: int) -> pa.Array:
@@ -299,11 +332,25 @@ class ValidUpload:
     identities: IdentitySet
 
 
-def validate_upload(path: Path, fmt: str, spec: DatasetSpec | None, out: Path) -> ValidUpload:
-    """Validate a labels upload (``spec`` given) or a universe (``spec`` None) completely, writing the
-    validated rows to ``out``. Raises a ``DomainError`` (and leaves nothing behind) on any problem."""
-    wanted = ("example_id", "label", "user_id") if spec is not None else ("example_id",)
-    schema = LABEL_SCHEMA if spec is not None else UNIVERSE_SCHEMA
+def validate_upload(
+    path: Path, fmt: str, spec: DatasetSpec | None, out: Path, *, non_sensitive: bool = False
+) -> ValidUpload:
+    """Validate a labels upload (``spec`` given), a universe (``spec`` None) or, with
+    ``non_sensitive``, the features party's non-sensitive rows for the dataset's DP-SGD phase,
+    completely, writing the validated rows to ``out``. Raises a ``DomainError`` (and leaves nothing
+    behind) on any problem."""
+    if non_sensitive:
+        assert spec is not None
+        features, code = spec.non_sensitive, "invalid-non-sensitive"
+        wanted: tuple[str, ...] = ("example_id", *(c.name for c in features))
+        schema = spec.non_sensitive_schema()
+    elif spec is not None:
+        features, code = spec.semi_sensitive, "invalid-semi-sensitive"
+        wanted = ("example_id", "label", "user_id", *(c.name for c in features))
+        schema = spec.label_schema()
+    else:
+        features, code, wanted, schema = [], "", ("example_id",), UNIVERSE_SCHEMA
+    labels = spec is not None and not non_sensitive
     rows = clipped = 0
     try:
         with pq.ParquetWriter(out, schema) as writer:
@@ -311,13 +358,16 @@ def validate_upload(path: Path, fmt: str, spec: DatasetSpec | None, out: Path) -
                 ids = _ids(batch, rows)
                 keys, checks = identities(ids)
                 columns: dict[str, pa.Array] = {"example_id": ids}
-                if spec is not None:
+                if labels:
+                    assert spec is not None
                     values, clipped_here = _check_values(_labels(batch, rows), spec, rows)
                     clipped += clipped_here
                     columns["label"] = pa.array(values, pa.float64())
                     columns["user_id"] = _user_ids(batch, len(ids), rows)
                 columns["example_key"] = pa.array(keys, pa.int64())
                 columns["example_check"] = pa.array(checks, pa.int64())
+                for column in features:
+                    columns[column.name] = _feature(batch, column, rows, code)
                 writer.write_table(pa.table(columns, schema=schema))
                 rows += len(ids)
                 release_arrow_memory()

@@ -167,7 +167,38 @@ class Dataset(Base):
     label_count: Mapped[int] = mapped_column(BigInteger, default=0)
     universe_version: Mapped[int] = mapped_column(Integer, default=0)
     universe_count: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    # the features party's non-sensitive rows for the DP-SGD phase (docs/semi-sensitive.md)
+    non_sensitive_version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class SemiSensitiveModel(Base):
+    """A model trained with semi-sensitive features: the row and its (ε₂, δ) charge commit together
+    before any noise; the signed model message is written afterwards (status ``complete``). A run
+    that fails after its charge keeps the charge (status ``failed``)."""
+
+    __tablename__ = "semi_sensitive_models"
+    __table_args__ = (UniqueConstraint("tenant_id", "idempotency_key", name="uq_models_tenant_key"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), index=True)
+    label_release_id: Mapped[str] = mapped_column(ForeignKey("releases.id"))
+    idempotency_key: Mapped[str] = mapped_column(String(200))
+    request_hash: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16))  # charged | complete | failed
+    examples: Mapped[int] = mapped_column(BigInteger)
+    epsilon_dpsgd_micro: Mapped[int] = mapped_column(BigInteger)
+    delta_atto: Mapped[int] = mapped_column(BigInteger)
+    noise_multiplier: Mapped[float] = mapped_column(Float)
+    sampling_rate: Mapped[float] = mapped_column(Float)
+    steps: Mapped[int] = mapped_column(BigInteger)
+    clip_norm: Mapped[float] = mapped_column(Float)
+    message_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    api_key_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
 class Release(Base):

@@ -2,8 +2,8 @@
 
 from fastapi import APIRouter
 
-from labels_party.api.routes import budget, datasets, deliveries, identity, recipients, releases
+from labels_party.api.routes import budget, datasets, deliveries, identity, models, recipients, releases
 
 ROUTERS: tuple[APIRouter, ...] = tuple(
-    m.router for m in (identity, recipients, datasets, releases, budget, deliveries)
+    m.router for m in (identity, recipients, datasets, releases, models, budget, deliveries)
 )

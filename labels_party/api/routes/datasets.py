@@ -77,6 +77,31 @@ async def put_labels(dataset_id: str, caller: Caller, request: Request, svc: Ser
 
 
 @router.put(
+    "/datasets/{dataset_id}/non-sensitive-features",
+    response_model=UploadOut,
+    responses={
+        **UPLOAD_ERRORS,
+        **errors(s409="`no-non-sensitive-columns`: the dataset declares no non_sensitive columns"),
+    },
+    openapi_extra=upload_body(
+        *UPLOAD_TYPES, description="`example_id` and the declared non_sensitive columns"
+    ),
+)
+async def put_non_sensitive(dataset_id: str, caller: Caller, request: Request, svc: Services) -> UploadOut:
+    """The features party's non-sensitive rows for training with semi-sensitive features (public to
+    an attacker by definition: storing them costs no privacy). Replaces the previous rows."""
+    svc.datasets.get(caller.tenant_id, dataset_id)
+    path, fmt = await _spool(request, svc)
+    try:
+        stored = await run_in_threadpool(
+            svc.datasets.store_non_sensitive, caller.tenant_id, dataset_id, path, fmt
+        )
+    finally:
+        path.unlink(missing_ok=True)
+    return UploadOut(rows=stored.rows, version=stored.version)
+
+
+@router.put(
     "/datasets/{dataset_id}/universe",
     response_model=UploadOut,
     responses=UPLOAD_ERRORS,

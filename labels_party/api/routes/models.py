@@ -1,0 +1,71 @@
+"""``/v1/datasets/{id}/semi-sensitive-models`` and ``/v1/semi-sensitive-models``: training with
+semi-sensitive features (docs/semi-sensitive.md) — charge (ε₂, δ), train, sign the model."""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Response
+from fastapi.concurrency import run_in_threadpool
+
+from labeldp.common.errors import DomainError
+from labeldp.common.openapi import errors
+from labels_party.api.deps import Caller, Models
+from labels_party.api.schemas import SemiSensitiveModelIn, SemiSensitiveModelOut
+
+router = APIRouter(prefix="/v1", tags=["semi-sensitive models"])
+
+
+@router.post(
+    "/datasets/{dataset_id}/semi-sensitive-models",
+    status_code=201,
+    response_model=SemiSensitiveModelOut,
+    responses={
+        200: {
+            "model": SemiSensitiveModelOut,
+            "description": "a replay: the model this key created; nothing charged",
+        },
+        **errors(
+            s400="`idempotency-key-required`: send an Idempotency-Key header",
+            s409="`budget-exhausted`, `delta-budget-exhausted`: the (ε₂, δ) charge would overspend (nothing "
+            "charged, no noise drawn); `no-non-sensitive-rows`: upload them first",
+            s501="`dpsgd-unavailable`: this installation lacks the dpsgd extra",
+        ),
+    },
+)
+async def create_model(
+    dataset_id: str,
+    body: SemiSensitiveModelIn,
+    caller: Caller,
+    models: Models,
+    response: Response,
+    idempotency_key: Annotated[
+        str | None,
+        Header(alias="Idempotency-Key", max_length=200, pattern=r"^[!-~]+$", description="required"),
+    ] = None,
+) -> SemiSensitiveModelOut:
+    """Charge (ε₂, δ) to every example of the label release, then train: the truncated model on the
+    release's noisy labels and the non-sensitive columns, then DP-SGD on every column and the true
+    labels; answers when the signed model message is stored."""
+    if not idempotency_key:
+        raise DomainError("idempotency-key-required", "send an Idempotency-Key header", status=400)
+    model, created = await run_in_threadpool(
+        models.create, caller.tenant_id, caller.api_key_id, dataset_id, body.request(), idempotency_key
+    )
+    if not created:
+        response.status_code = 200
+    return SemiSensitiveModelOut.of(model)
+
+
+@router.get("/semi-sensitive-models/{model_id}", response_model=SemiSensitiveModelOut)
+def get_model(model_id: str, caller: Caller, models: Models) -> SemiSensitiveModelOut:
+    """A model's status, its DP-SGD parameters and the SHA-256 of its signed message."""
+    return SemiSensitiveModelOut.of(models.get(caller.tenant_id, model_id))
+
+
+@router.get(
+    "/semi-sensitive-models/{model_id}/message",
+    response_class=Response,
+    responses={200: {"content": {"application/json": {}}, "description": "the signed model message"}},
+)
+def get_model_message(model_id: str, caller: Caller, models: Models) -> Response:
+    """The signed model message (weights, columns and guarantee), exactly as stored."""
+    return Response(models.message(caller.tenant_id, model_id), media_type="application/json")

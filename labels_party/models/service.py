@@ -1,0 +1,346 @@
+"""Training with semi-sensitive features at the labels party, in the order the invariants require.
+
+1. **Plan** (nothing charged, nothing drawn): the dataset declares semi-sensitive and non-sensitive
+   columns and has binary labels; the label release (phase 1) is this dataset's, complete, example
+   level and lists only labelled examples; every one of its examples has a labels row and a
+   non-sensitive row; the noise multiplier for (ε₂, δ) and the schedule is calibrated — a request
+   that cannot be met is refused here.
+2. **Charge**: the model row and the (ε₂ per example, δ) charge commit in one transaction.
+3. **Work** (draws only from here on): the truncated model learns from the release's noisy labels
+   (post-processing), DP-SGD continues on every column, and the signed model message is written.
+   A failure after the charge keeps it (status ``failed``): noise may have been drawn.
+
+Only the weights leave: the message's guarantee covers every example's label and semi-sensitive
+features (docs/semi-sensitive.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from labeldp.common.db import owned, utcnow
+from labeldp.common.errors import DomainError
+from labeldp.common.files import write_bytes_atomic
+from labeldp.common.model_message import Column, Guarantee, ModelPayload, sign_model
+from labeldp.mechanisms import ParameterError, PublishedMechanism
+from labeldp.mechanisms.debias import BinsNoise
+from labeldp.mechanisms.epsilon import float_at_least
+from labels_party.budget.epsilon import to_atto, to_micro
+from labels_party.budget.keys import example_keys
+from labels_party.budget.ledger import charge, record_kept_charge
+from labels_party.datasets.service import get_dataset
+from labels_party.datasets.spec import DatasetSpec, FeatureColumn
+from labels_party.datasets.store import DatasetFiles
+from labels_party.delivery.message import Signer
+from labels_party.releases.work import release_path
+from labels_party.storage.orm import Release, SemiSensitiveModel
+
+log = logging.getLogger("labeldp.labels.models")
+MAX_TRAINING_EXAMPLES = 2_000_000  # the DP-SGD phase runs in this process, in memory
+MAX_STEPS = 10_000  # the accountant composes every step: 3,000 steps calibrate in 4–13 s here
+LABEL_PHASE_BATCH = 256
+LABEL_PHASE_LEARNING_RATE = 1e-3
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    label_release_id: str
+    epsilon_dpsgd: float
+    delta: float
+    epochs: float = 3.0
+    batch_size: int = 1024
+    clip_norm: float = 1.0
+    learning_rate: float = 1e-2
+    label_epochs: float = 3.0
+    width: int = 32
+
+    def digest(self, dataset_id: str) -> str:
+        body = json.dumps({"dataset": dataset_id, **asdict(self)}, sort_keys=True)
+        return hashlib.sha256(body.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class _Plan:
+    spec: DatasetSpec
+    release: Release
+    mechanism: PublishedMechanism
+    example_ids: pa.Array
+    bins: np.ndarray
+    labels: pa.Table  # label and semi-sensitive columns, in the release's order
+    non_sensitive: pa.Table  # non-sensitive columns, in the release's order
+    schedule: object  # DpSgdSchedule (the dpsgd extra is imported lazily)
+    noise_multiplier: float
+
+
+def _encodings(columns: list[FeatureColumn]) -> list[object]:
+    from labeldp.semisensitive.encoding import ColumnEncoding
+
+    return [
+        ColumnEncoding(c.name, "number", c.lo or 0.0, c.hi or 1.0)
+        if c.kind == "number"
+        else ColumnEncoding(c.name, "category", categories=tuple(c.categories or ()))
+        for c in columns
+    ]
+
+
+def _aligned(ids: pa.Array, table: pa.Table, what: str) -> pa.Table:
+    """``table``'s rows in the order of ``ids``; every id must have one."""
+    position = pc.index_in(ids, value_set=table.column("example_id"))
+    missing = int(position.null_count)
+    if missing:
+        raise DomainError(
+            f"missing-{what}-rows", f"{missing} of the release's {len(ids)} examples have no {what} row"
+        )
+    return table.take(position)
+
+
+def model_message_path(data_dir: Path, model_id: str) -> Path:
+    return data_dir / "models" / f"{model_id}.json"
+
+
+class ModelService:
+    def __init__(self, sessions: sessionmaker[Session], data_dir: Path, signer: Signer) -> None:
+        self.sessions, self.data_dir, self.signer = sessions, data_dir, signer
+
+    def get(self, tenant_id: str, model_id: str) -> SemiSensitiveModel:
+        with self.sessions() as session:
+            return owned(session, SemiSensitiveModel, model_id, tenant_id, "model")
+
+    def message(self, tenant_id: str, model_id: str) -> bytes:
+        model = self.get(tenant_id, model_id)
+        if model.status != "complete":
+            raise DomainError("model-not-complete", f"the model is {model.status}", status=409)
+        return model_message_path(self.data_dir, model.id).read_bytes()
+
+    # -- creating ------------------------------------------------------------------------------------
+    def create(
+        self, tenant_id: str, api_key_id: str | None, dataset_id: str, request: ModelRequest, key: str
+    ) -> tuple[SemiSensitiveModel, bool]:
+        """The model and whether it was trained now (False: an idempotent replay)."""
+        digest = request.digest(dataset_id)
+        with self.sessions() as session:
+            existing = self._find(session, tenant_id, key)
+            if existing is not None:
+                return self._replay(existing, digest), False
+            plan = self._plan(session, tenant_id, dataset_id, request)
+        row = self._charge(tenant_id, api_key_id, dataset_id, key, digest, request, plan)
+        if row is None:  # lost the race for this Idempotency-Key
+            with self.sessions() as session:
+                existing = self._find(session, tenant_id, key)
+            assert existing is not None
+            return self._replay(existing, digest), False
+        # Charged and committed: from here on the budget is spent whatever happens.
+        return self._work(row, request, plan), True
+
+    @staticmethod
+    def _find(session: Session, tenant_id: str, key: str) -> SemiSensitiveModel | None:
+        return session.execute(
+            select(SemiSensitiveModel).where(
+                SemiSensitiveModel.tenant_id == tenant_id, SemiSensitiveModel.idempotency_key == key
+            )
+        ).scalar_one_or_none()
+
+    @staticmethod
+    def _replay(existing: SemiSensitiveModel, digest: str) -> SemiSensitiveModel:
+        if existing.request_hash != digest:
+            raise DomainError(
+                "idempotency-key-reused", "this Idempotency-Key was used for a different request body"
+            )
+        return existing
+
+    def _plan(self, session: Session, tenant_id: str, dataset_id: str, request: ModelRequest) -> _Plan:
+        try:
+            from labeldp.semisensitive import DpSgdSchedule, Hyper, calibrate_noise
+        except ImportError as exc:  # the optional extra
+            raise DomainError(
+                "dpsgd-unavailable", "training with semi-sensitive features needs labeldp[dpsgd]", status=501
+            ) from exc
+        ds = get_dataset(session, tenant_id, dataset_id)
+        spec = DatasetSpec.model_validate(ds.spec)
+        if spec.label_type != "binary" or not spec.semi_sensitive or not spec.non_sensitive:
+            raise DomainError(
+                "not-semi-sensitive",
+                "the dataset needs binary labels and declared semi_sensitive and non_sensitive columns",
+            )
+        if not ds.non_sensitive_version:
+            raise DomainError("no-non-sensitive-rows", "upload the non-sensitive rows first", status=409)
+        release = owned(session, Release, request.label_release_id, tenant_id, "release")
+        if release.dataset_id != dataset_id or release.status != "complete" or release.mechanism is None:
+            raise DomainError(
+                "unusable-label-release", "the label release must be this dataset's and complete"
+            )
+        if release.privacy_unit != "example" or release.examples_defaulted:
+            raise DomainError(
+                "unusable-label-release",
+                "the label release must be example-level and list labelled examples only",
+            )
+        mechanism = PublishedMechanism.model_validate(release.mechanism)
+        output = pq.read_table(release_path(self.data_dir, release.id))
+        ids = output.column("example_id").combine_chunks()
+        if len(ids) > MAX_TRAINING_EXAMPLES:
+            raise DomainError("too-many-examples", f"at most {MAX_TRAINING_EXAMPLES} examples train here")
+        files = DatasetFiles(self.data_dir, dataset_id)
+        semi = [c.name for c in spec.semi_sensitive]
+        labels = _aligned(ids, files.read_labels(ds.labels_version, ["example_id", "label", *semi]), "label")
+        rows = pq.read_table(files.non_sensitive_path(ds.non_sensitive_version))
+        non_sensitive = _aligned(ids, rows, "non-sensitive")
+        try:
+            Hyper(request.label_epochs, LABEL_PHASE_BATCH, LABEL_PHASE_LEARNING_RATE)
+            schedule = DpSgdSchedule.of(len(ids), request.batch_size, request.epochs)
+            if schedule.steps > MAX_STEPS:
+                raise ParameterError(f"at most {MAX_STEPS} DP-SGD steps", "epochs")
+            sigma = calibrate_noise(schedule, request.epsilon_dpsgd, request.delta)
+        except ParameterError as exc:
+            raise DomainError("invalid-parameter", str(exc)) from exc
+        bins = np.asarray(output.column("bin").to_numpy(), dtype=np.int64)
+        return _Plan(spec, release, mechanism, ids, bins, labels, non_sensitive, schedule, sigma)
+
+    def _charge(
+        self,
+        tenant_id: str,
+        api_key_id: str | None,
+        dataset_id: str,
+        key: str,
+        digest: str,
+        request: ModelRequest,
+        plan: _Plan,
+    ) -> SemiSensitiveModel | None:
+        """Insert the model row and charge (ε₂, δ) to every training example in one transaction."""
+        from labeldp.semisensitive import DpSgdSchedule
+
+        assert isinstance(plan.schedule, DpSgdSchedule)
+        row = SemiSensitiveModel(
+            id=str(uuid.uuid4()),
+            tenant_id=tenant_id,
+            dataset_id=dataset_id,
+            label_release_id=plan.release.id,
+            idempotency_key=key,
+            request_hash=digest,
+            status="charged",
+            examples=len(plan.example_ids),
+            epsilon_dpsgd_micro=to_micro(request.epsilon_dpsgd),
+            delta_atto=to_atto(request.delta),
+            noise_multiplier=plan.noise_multiplier,
+            sampling_rate=plan.schedule.sampling_rate,
+            steps=plan.schedule.steps,
+            clip_norm=request.clip_norm,
+            api_key_id=api_key_id,
+        )
+        keys = example_keys(plan.example_ids.to_pylist())
+        try:
+            with self.sessions.begin() as session:
+                session.add(row)
+                session.flush()
+                charge(
+                    session,
+                    tenant_id,
+                    keys,
+                    row.epsilon_dpsgd_micro,
+                    release_id=row.id,
+                    api_key_id=api_key_id,
+                    note="semi-sensitive model: DP-SGD phase",
+                    delta_atto=row.delta_atto,
+                )
+        except IntegrityError:
+            return None
+        return row
+
+    def _work(self, row: SemiSensitiveModel, request: ModelRequest, plan: _Plan) -> SemiSensitiveModel:
+        try:
+            raw = self._train(row, request, plan)
+            path = model_message_path(self.data_dir, row.id)
+            write_bytes_atomic(path, raw)
+            with self.sessions.begin() as session:
+                stored = session.get(SemiSensitiveModel, row.id)
+                assert stored is not None
+                stored.status, stored.completed_at = "complete", utcnow()
+                stored.message_sha256 = hashlib.sha256(raw).hexdigest()
+                return stored
+        except Exception as exc:
+            log.exception("semi-sensitive model failed after its charge", extra={"model_id": row.id})
+            with self.sessions.begin() as session:
+                stored = session.get(SemiSensitiveModel, row.id)
+                assert stored is not None
+                stored.status, stored.error = "failed", f"{type(exc).__name__}: {exc}"[:500]
+                record_kept_charge(
+                    session, row.tenant_id, row.id, row.epsilon_dpsgd_micro, row.examples, "training failed"
+                )
+            raise
+
+    def _train(self, row: SemiSensitiveModel, request: ModelRequest, plan: _Plan) -> bytes:
+        from labeldp.semisensitive import (
+            ACCOUNTANT,
+            DpSgdSchedule,
+            Hyper,
+            TwoTower,
+            train_dpsgd,
+            train_truncated,
+        )
+        from labeldp.semisensitive.encoding import encode
+
+        assert isinstance(plan.schedule, DpSgdSchedule)
+        spec = plan.spec
+        x_non = encode(_columns(plan.non_sensitive), _encodings(spec.non_sensitive))  # type: ignore[arg-type]
+        x_semi = encode(_columns(plan.labels), _encodings(spec.semi_sensitive))  # type: ignore[arg-type]
+        labels = np.asarray(plan.labels.column("label").to_numpy(), dtype=np.int64)
+        model = TwoTower(x_non.shape[1], x_semi.shape[1], request.width)
+        noise = BinsNoise.of_published(plan.mechanism)
+        if noise.m == 2:  # phase 1: post-processing of the release (bin index = class, bins ascending)
+            hyper = Hyper(request.label_epochs, LABEL_PHASE_BATCH, LABEL_PHASE_LEARNING_RATE)
+            train_truncated(model, x_non, plan.bins, noise, hyper)
+        run = train_dpsgd(
+            model,
+            x_non,
+            x_semi,
+            labels,
+            schedule=plan.schedule,
+            noise_multiplier=plan.noise_multiplier,
+            clip_norm=request.clip_norm,
+            learning_rate=request.learning_rate,
+        )
+        eps1 = plan.mechanism.epsilon
+        guarantee = Guarantee(
+            epsilon_labels=eps1,
+            label_release_id=plan.release.id,
+            epsilon_dpsgd=request.epsilon_dpsgd,
+            delta=request.delta,
+            epsilon_total=float_at_least(Fraction(eps1) + Fraction(request.epsilon_dpsgd)),
+            accountant=ACCOUNTANT,
+            noise_multiplier=run.noise_multiplier,
+            sampling_rate=run.schedule.sampling_rate,
+            steps=run.schedule.steps,
+            clip_norm=run.clip_norm,
+            examples=row.examples,
+        )
+        payload = ModelPayload(
+            model_id=row.id,
+            sender_id=self.signer.party_id,
+            sender_key_id=self.signer.identity.key_id,
+            dataset_id=row.dataset_id,
+            created_at_unix_ms=int(time.time() * 1000),
+            guarantee=guarantee,
+            non_sensitive=[Column(**c.model_dump()) for c in spec.non_sensitive],
+            semi_sensitive=[Column(**c.model_dump()) for c in spec.semi_sensitive],
+            architecture={"width": request.width},
+            weights=model.arrays(),
+        )
+        return sign_model(payload, self.signer.identity)
+
+
+def _columns(table: pa.Table) -> dict[str, np.ndarray]:
+    return {name: table.column(name).to_numpy(zero_copy_only=False) for name in table.column_names}

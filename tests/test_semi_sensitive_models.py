@@ -1,0 +1,309 @@
+"""Training with semi-sensitive features through the labels party's REST API (SQLite and PostgreSQL):
+the (ε₂, δ) charge comes before any draw, a refused charge draws nothing and leaves nothing, and the
+signed model message verifies, carries its guarantee and is refused when tampered with."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from sqlalchemy import select
+
+pytest.importorskip("torch")  # the dpsgd extra; `make test` installs it
+
+from labeldp.common.identity import load_public_key
+from labeldp.common.model_message import ModelMessageError, verify_model
+from labeldp.mechanisms import rng
+from labeldp.semisensitive import TwoTower, predict
+from labeldp.semisensitive.encoding import ColumnEncoding, encode
+from labels_party.budget.epsilon import to_atto_floor
+from labels_party.budget.ledger import set_delta_budget
+from labels_party.config import LabelsSettings
+from labels_party.storage.db import make_engine, session_factory
+from labels_party.storage.orm import LedgerEntry, SemiSensitiveModel
+from tests.support.servers import labels_server_thread, tenant_key
+
+N = 1200
+SPEC: dict[str, Any] = {
+    "name": "purchases",
+    "label_type": "binary",
+    "lo": 0,
+    "hi": 1,
+    "semi_sensitive": [
+        {"name": "cart_adds", "kind": "number", "lo": 0, "hi": 10},
+        {"name": "remarketing", "kind": "category", "categories": ["none", "shoes"]},
+    ],
+    "non_sensitive": [
+        {"name": "hour", "kind": "number", "lo": 0, "hi": 24},
+        {"name": "device", "kind": "category", "categories": ["mobile", "desktop"]},
+    ],
+}
+
+
+class Party:
+    def __init__(self, base: str, database_url: str, data_dir: Path) -> None:
+        self.database_url, self.data_dir = database_url, data_dir
+        self.tenant_id, key = tenant_key(database_url, "acme", "10")
+        self.client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=300)
+
+    def set_delta(self, delta: str) -> None:
+        engine = make_engine(self.database_url)
+        with session_factory(engine).begin() as s:
+            set_delta_budget(s, self.tenant_id, to_atto_floor(delta), api_key_id=None, note="test")
+        engine.dispose()
+
+    def rows(self, model: type[Any]) -> list[Any]:
+        engine = make_engine(self.database_url)
+        with session_factory(engine)() as s:
+            out = list(s.execute(select(model)).scalars())
+        engine.dispose()
+        return out
+
+
+@pytest.fixture
+def party(database_url: str, tmp_path: Path) -> Iterator[Party]:
+    settings = LabelsSettings(data_dir=tmp_path / "data", database_url=database_url)
+    with labels_server_thread(settings) as base:
+        yield Party(base, database_url, settings.data_dir)
+
+
+def synthetic() -> tuple[pa.Table, pa.Table]:
+    """Labels that depend mostly on the semi-sensitive columns (what phase 2 is for)."""
+    g = np.random.default_rng(3)
+    cart = g.integers(0, 11, N)
+    shoes = g.integers(0, 2, N)
+    hour = g.integers(0, 24, N)
+    mobile = g.integers(0, 2, N)
+    score = 0.6 * cart - 3 + 1.5 * shoes + 0.3 * mobile + g.logistic(size=N)
+    ids = [f"click-{i}" for i in range(N)]
+    labels = pa.table(
+        {
+            "example_id": ids,
+            "label": (score > 0).astype(np.int64),
+            "cart_adds": cart,
+            "remarketing": np.where(shoes == 1, "shoes", "none"),
+        }
+    )
+    features = pa.table(
+        {"example_id": ids, "hour": hour, "device": np.where(mobile == 1, "mobile", "desktop")}
+    )
+    return labels, features
+
+
+def parquet(table: pa.Table) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(table, sink)
+    return sink.getvalue()
+
+
+def prepared(p: Party, upload_features: bool = True) -> tuple[str, str]:
+    """A dataset with labels, semi-sensitive and (optionally) non-sensitive rows, and a label release."""
+    c = p.client
+    labels, features = synthetic()
+    assert c.post("/v1/recipients", json={"name": "publisher"}).status_code == 201
+    ds = c.post("/v1/datasets", json=SPEC).json()["id"]
+    put = c.put(
+        f"/v1/datasets/{ds}/labels",
+        content=parquet(labels),
+        headers={"Content-Type": "application/vnd.apache.parquet"},
+    )
+    assert put.status_code == 200, put.text
+    if upload_features:
+        put = c.put(
+            f"/v1/datasets/{ds}/non-sensitive-features",
+            content=parquet(features),
+            headers={"Content-Type": "application/vnd.apache.parquet"},
+        )
+        assert put.status_code == 200 and put.json()["rows"] == N, put.text
+    made = c.post(
+        f"/v1/datasets/{ds}/releases",
+        json={"epsilon": 3.0, "recipient": "publisher"},
+        headers={"Idempotency-Key": "phase-1"},
+    )
+    assert made.status_code == 201, made.text
+    return ds, made.json()["id"]
+
+
+def body(release_id: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "label_release_id": release_id,
+        "epsilon_dpsgd": 2.0,
+        "delta": 1e-7,
+        "epochs": 2,
+        "batch_size": 200,
+        **extra,
+    }
+
+
+class DrawSpy:
+    """Records, for every CSPRNG stream the service opens, whether the DP-SGD charge had already been
+    committed (a real SecureRandom runs; the spy only looks at the ledger when one is created)."""
+
+    def __init__(self, p: Party, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.seen: list[bool] = []
+        original = rng.SecureRandom.__init__
+        spy = self
+
+        def init(self_: rng.SecureRandom) -> None:
+            if threading.current_thread() is not threading.main_thread():  # the server's threads
+                entries = p.rows(LedgerEntry)
+                spy.seen.append(any(e.delta_atto and e.kind == "charge" for e in entries))
+            original(self_)
+
+        monkeypatch.setattr(rng.SecureRandom, "__init__", init)
+
+
+def test_a_model_is_charged_first_trained_signed_and_verifiable(
+    party: Party, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    party.set_delta("1e-6")
+    ds, rid = prepared(party)
+    c = party.client
+    spy = DrawSpy(party, monkeypatch)
+    made = c.post(
+        f"/v1/datasets/{ds}/semi-sensitive-models", json=body(rid), headers={"Idempotency-Key": "m1"}
+    )
+    assert made.status_code == 201, made.text
+    model = made.json()
+    assert model["status"] == "complete" and model["examples"] == N and model["steps"] == 12
+    assert spy.seen and all(spy.seen)  # every draw came after the (ε₂, δ) charge committed
+    # the ledger: ε₁ for the release, then (ε₂, δ) for the model, on every example
+    charges = [e for e in c.get("/v1/ledger").json()["items"] if e["kind"] == "charge"]
+    assert [(e["epsilon"], e["delta"], e["examples"]) for e in charges] == [(3.0, None, N), (2.0, 1e-7, N)]
+    budget = c.get(f"/v1/datasets/{ds}/budget").json()
+    assert budget["max_spent"] == budget["min_spent"] == 5.0 and budget["delta_spent"] == 1e-7
+    # a replay returns the same model and charges nothing
+    again = c.post(
+        f"/v1/datasets/{ds}/semi-sensitive-models", json=body(rid), headers={"Idempotency-Key": "m1"}
+    )
+    assert again.status_code == 200 and again.json()["id"] == model["id"]
+    assert len([e for e in c.get("/v1/ledger").json()["items"] if e["kind"] == "charge"]) == 2
+    # the message verifies with the labels party's pinned key and carries the guarantee
+    raw = c.get(f"/v1/semi-sensitive-models/{model['id']}/message").content
+    identity = c.get("/v1/identity").json()
+    key = load_public_key(identity["public_key_pem"])
+
+    def pinned(sender: str, key_id: str) -> Any:
+        return key if (sender, key_id) == (identity["party_id"], identity["key_id"]) else None
+
+    payload = verify_model(raw, pinned)
+    g = payload.guarantee
+    assert (g.epsilon_labels, g.epsilon_dpsgd, g.delta, g.epsilon_total) == (3.0, 2.0, 1e-7, 5.0)
+    assert g.adjacency == "replace-one" and g.label_release_id == rid and g.examples == N
+    assert g.noise_multiplier == model["noise_multiplier"] > 0
+    # the weights are a working model that reads both kinds of columns
+    net = TwoTower.from_arrays(3, 3, payload.architecture["width"], payload.weights)
+    labels, features = synthetic()
+    non = [
+        ColumnEncoding("hour", "number", 0, 24),
+        ColumnEncoding("device", "category", categories=("mobile", "desktop")),
+    ]
+    semi = [
+        ColumnEncoding("cart_adds", "number", 0, 10),
+        ColumnEncoding("remarketing", "category", categories=("none", "shoes")),
+    ]
+    x_non = encode({k: features.column(k).to_numpy(zero_copy_only=False) for k in ("hour", "device")}, non)
+    x_semi = encode(
+        {k: labels.column(k).to_numpy(zero_copy_only=False) for k in ("cart_adds", "remarketing")}, semi
+    )
+    p = predict(net, x_non, x_semi)
+    assert p.shape == (N,) and np.all((p > 0) & (p < 1))
+    # tampering: any changed byte of the payload, a wrong key, or another sender is refused
+    envelope = json.loads(raw)
+    for i in (0, len(envelope["payload"]) // 2, len(envelope["payload"]) - 5):
+        flipped = dict(
+            envelope,
+            payload=envelope["payload"][:i]
+            + ("A" if envelope["payload"][i] != "A" else "B")
+            + envelope["payload"][i + 1 :],
+        )
+        with pytest.raises(ModelMessageError):
+            verify_model(json.dumps(flipped).encode(), pinned)
+    with pytest.raises(ModelMessageError, match="not pinned"):
+        verify_model(raw, lambda s, k: None)
+    with pytest.raises(ModelMessageError):
+        verify_model(raw[:-10], pinned)
+
+
+def test_a_refused_charge_draws_nothing_and_leaves_nothing(
+    party: Party, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ds, rid = prepared(party)  # a pure-ε tenant: δ budget 0
+    spy = DrawSpy(party, monkeypatch)
+    c = party.client
+    before = c.get("/v1/ledger").json()["items"]
+    refused = c.post(
+        f"/v1/datasets/{ds}/semi-sensitive-models", json=body(rid), headers={"Idempotency-Key": "m"}
+    )
+    assert refused.status_code == 409 and refused.json()["type"] == "delta-budget-exhausted"
+    party.set_delta("1e-6")
+    too_much = c.post(
+        f"/v1/datasets/{ds}/semi-sensitive-models",
+        json=body(rid, epsilon_dpsgd=8.0),
+        headers={"Idempotency-Key": "m2"},
+    )
+    assert too_much.status_code == 409 and too_much.json()["type"] == "budget-exhausted"  # 3 + 8 > 10
+    assert spy.seen == []  # no stream opened: no noise drawn
+    assert party.rows(SemiSensitiveModel) == []
+    after = c.get("/v1/ledger").json()["items"]
+    assert [e for e in after if e["kind"] == "charge"] == [e for e in before if e["kind"] == "charge"]
+    assert not list((party.data_dir / "models").glob("*")) if (party.data_dir / "models").exists() else True
+
+
+def test_bad_requests_are_refused_before_the_charge(party: Party) -> None:
+    party.set_delta("1e-6")
+    ds, rid = prepared(party, upload_features=False)
+    c = party.client
+
+    def post(payload: dict[str, Any], key: str = "k", path: str | None = None) -> httpx.Response:
+        url = path or f"/v1/datasets/{ds}/semi-sensitive-models"
+        return c.post(url, json=payload, headers={"Idempotency-Key": key})
+
+    assert post(body(rid)).json()["type"] == "no-non-sensitive-rows"
+    features = synthetic()[1]
+    partial = features.slice(0, N - 5)
+    put = c.put(
+        f"/v1/datasets/{ds}/non-sensitive-features",
+        content=parquet(partial),
+        headers={"Content-Type": "application/vnd.apache.parquet"},
+    )
+    assert put.status_code == 200
+    missing = post(body(rid))
+    assert missing.status_code == 422 and missing.json()["type"] == "missing-non-sensitive-rows"
+    bad_value = features.set_column(1, "hour", pa.array([30] * N))
+    put = c.put(
+        f"/v1/datasets/{ds}/non-sensitive-features",
+        content=parquet(bad_value),
+        headers={"Content-Type": "application/vnd.apache.parquet"},
+    )
+    assert put.status_code == 422 and put.json()["type"] == "invalid-non-sensitive"
+    put = c.put(
+        f"/v1/datasets/{ds}/non-sensitive-features",
+        content=parquet(features),
+        headers={"Content-Type": "application/vnd.apache.parquet"},
+    )
+    assert put.status_code == 200
+    assert post(body("not-a-uuid")).status_code == 404
+    assert post(body(rid, delta=0.5)).status_code == 422  # δ must be small
+    assert post(body(rid, epochs=100, batch_size=1)).json()["type"] == "invalid-parameter"  # too many steps
+    no_key = c.post(f"/v1/datasets/{ds}/semi-sensitive-models", json=body(rid))
+    assert no_key.status_code == 400
+    other = c.post("/v1/datasets", json={"name": "weeks", "label_type": "count", "lo": 0, "hi": 52}).json()[
+        "id"
+    ]
+    assert (
+        post(body(rid), path=f"/v1/datasets/{other}/semi-sensitive-models").json()["type"]
+        == "not-semi-sensitive"
+    )
+    assert party.rows(SemiSensitiveModel) == []
+    charges = [e for e in c.get("/v1/ledger").json()["items"] if e["kind"] == "charge"]
+    assert len(charges) == 1  # the label release only
