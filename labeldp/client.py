@@ -220,6 +220,35 @@ class LabelsClient(ApiClient):
     def noisy_labels(self, release_id: str) -> bytes:
         return bytes(self.call("GET", f"/v1/releases/{release_id}/noisy-labels"))
 
+    def upload_non_sensitive(
+        self, dataset_id: str, file: Path, on_bytes: Callable[[int], None] | None = None
+    ) -> dict[str, Any]:
+        return dict(self.upload(f"/v1/datasets/{dataset_id}/non-sensitive-features", file, on_bytes))
+
+    def create_model(self, dataset_id: str, body: dict[str, Any], idempotency_key: str) -> dict[str, Any]:
+        """Charge (ε₂, δ) and train with semi-sensitive features (docs/semi-sensitive.md)."""
+        return dict(
+            self.call(
+                "POST",
+                f"/v1/datasets/{dataset_id}/semi-sensitive-models",
+                json=body,
+                headers={"Idempotency-Key": idempotency_key},
+            )
+        )
+
+    def model(self, model_id: str) -> dict[str, Any]:
+        return dict(self.call("GET", f"/v1/semi-sensitive-models/{model_id}"))
+
+    def model_message(self, model_id: str) -> bytes:
+        """The signed model message's exact bytes (JSON, not parsed: the signature covers them)."""
+        try:
+            r = self.http.get(f"/v1/semi-sensitive-models/{model_id}/message")
+        except httpx.TransportError as exc:
+            raise ApiError(0, "unreachable", f"{self.http.base_url}: {exc}") from exc
+        if r.status_code >= 400:
+            raise _error(r)
+        return r.content
+
     def audit(self, release_id: str) -> dict[str, Any]:
         """Free and tenant-only: what the best attacker learns from a release (raw labels used)."""
         return dict(self.call("GET", f"/v1/releases/{release_id}/audit"))

@@ -307,3 +307,115 @@ def test_bad_requests_are_refused_before_the_charge(party: Party) -> None:
     assert party.rows(SemiSensitiveModel) == []
     charges = [e for e in c.get("/v1/ledger").json()["items"] if e["kind"] == "charge"]
     assert len(charges) == 1  # the label release only
+
+
+def test_the_whole_flow_from_the_cli(tmp_path: Path) -> None:
+    """Declare the columns, upload labels and non-sensitive rows, release, train, show, download."""
+    from typer.testing import CliRunner
+
+    from labeldp.cli import app
+    from labels_party.storage.db import sqlite_url
+
+    data = tmp_path / "labels"
+    data.mkdir()
+    settings = LabelsSettings(data_dir=data, database_url=sqlite_url(data))
+    with labels_server_thread(settings) as base:
+        p = Party(base, sqlite_url(data), data)
+        p.set_delta("1e-6")
+        key = p.client.headers["Authorization"].removeprefix("Bearer ")
+        L = ("--url", base, "--api-key", key)
+
+        def ok(*args: str) -> str:
+            result = CliRunner().invoke(app, list(args))
+            assert result.exit_code == 0, (args, result.stdout, result.stderr)
+            return result.stdout
+
+        declared = tmp_path / "columns.json"
+        declared.write_text(json.dumps({k: SPEC[k] for k in ("semi_sensitive", "non_sensitive")}))
+        labels, features = synthetic()
+        pq.write_table(labels, tmp_path / "labels.parquet")
+        pq.write_table(features, tmp_path / "features.parquet")
+        ok(
+            "labels",
+            "datasets",
+            "create",
+            "purchases",
+            "--label-type",
+            "binary",
+            "--lo",
+            "0",
+            "--hi",
+            "1",
+            "--columns",
+            str(declared),
+            "-q",
+            *L,
+        )
+        ok("labels", "upload", str(tmp_path / "labels.parquet"), "--dataset", "purchases", *L)
+        assert f"{N:,} non-sensitive rows" in ok(
+            "labels",
+            "upload",
+            str(tmp_path / "features.parquet"),
+            "--dataset",
+            "purchases",
+            "--non-sensitive",
+            *L,
+        )
+        assert p.client.post("/v1/recipients", json={"name": "publisher"}).status_code == 201
+        rel = ok(
+            "labels",
+            "release",
+            "--dataset",
+            "purchases",
+            "--epsilon",
+            "3",
+            "--recipient",
+            "publisher",
+            "--loss",
+            "zero_one",
+            "--idempotency-key",
+            "r1",
+            "-q",
+            *L,
+        ).strip()
+        model = ok(
+            "labels",
+            "models",
+            "create",
+            "--dataset",
+            "purchases",
+            "--release",
+            rel,
+            "--epsilon-dpsgd",
+            "2",
+            "--delta",
+            "1e-7",
+            "--epochs",
+            "1",
+            "--batch-size",
+            "300",
+            "-q",
+            *L,
+        ).strip()
+        assert json.loads(ok("labels", "models", "show", model, "--json", *L))["status"] == "complete"
+        assert "bytes" in ok("labels", "models", "download", model, "-o", str(tmp_path / "model.json"), *L)
+        envelope = json.loads((tmp_path / "model.json").read_text())
+        assert envelope["format"] == "labeldp.semi-sensitive-model/1" and envelope["signature"]
+        refused = CliRunner().invoke(
+            app,
+            [
+                "labels",
+                "models",
+                "create",
+                "--dataset",
+                "purchases",
+                "--release",
+                rel,
+                "--epsilon-dpsgd",
+                "2",
+                "--delta",
+                "5e-6",
+                *L,
+            ],
+        )
+        assert refused.exit_code == 1 and "delta-budget-exhausted" in refused.stderr

@@ -106,14 +106,30 @@ def labels_upload(
         bool,
         typer.Option("--universe", help="FILE lists the release universe (example_id) instead of labels."),
     ] = False,
+    non_sensitive: Annotated[
+        bool,
+        typer.Option(
+            "--non-sensitive",
+            help="FILE holds the features party's non-sensitive rows (semi-sensitive models).",
+        ),
+    ] = False,
     as_json: AsJson = False,
 ) -> None:
-    """Upload labels (example_id,label) or the ID universe to a dataset, with a progress bar."""
+    """Upload labels (example_id,label[,semi-sensitive columns]), the ID universe or the non-sensitive
+    rows to a dataset, with a progress bar."""
+    if universe and non_sensitive:
+        raise typer.BadParameter("give --universe or --non-sensitive, not both")
     with labels_client(url, api_key) as client:
         ds = client.dataset_id(dataset)
-        send = client.upload_universe if universe else client.upload_labels
+        send = (
+            client.upload_universe
+            if universe
+            else client.upload_non_sensitive
+            if non_sensitive
+            else client.upload_labels
+        )
         out = _upload(file, lambda f, cb: send(ds, f, cb))
-        what = "IDs in the universe" if universe else "labels"
+        what = "IDs in the universe" if universe else "non-sensitive rows" if non_sensitive else "labels"
         show(out, as_json, f"{out['rows']:,} {what} stored (dataset {dataset}, version {out['version']})")
 
 

@@ -43,6 +43,10 @@ features_senders = typer.Typer(
 features_releases = typer.Typer(help="Releases received and verified.", no_args_is_help=True)
 features_tables = typer.Typer(help="Feature tables.", no_args_is_help=True)
 features_models = typer.Typer(help="Trained models: list, show, download.", no_args_is_help=True)
+labels_models = typer.Typer(
+    help="Models trained with semi-sensitive features (label DP, then DP-SGD): create, show, download.",
+    no_args_is_help=True,
+)
 
 
 def _columns(rows: Sequence[dict[str, Any]], columns: Sequence[str], as_json: bool) -> None:
@@ -101,6 +105,14 @@ def datasets_create(
     default_label: Annotated[
         float | None, typer.Option(help="Label of universe IDs without one (e.g. 0 conversions).")
     ] = None,
+    columns: Annotated[
+        Path | None,
+        typer.Option(
+            exists=True,
+            dir_okay=False,
+            help='JSON file {"semi_sensitive": [...], "non_sensitive": [...]} declaring feature columns.',
+        ),
+    ] = None,
     url: LabelsUrl = LABELS_URL,
     api_key: LabelsKey = "",
     quiet: Quiet = False,
@@ -116,9 +128,21 @@ def datasets_create(
             spec["default_label"] = default_label
         if support is not None:
             spec["support"] = _support(support)
+        if columns is not None:
+            spec.update(_feature_columns(columns))
         ds = client.create_dataset(spec)
         line = f"dataset {ds['name']} {ds['id']}: {ds['support_size']} support points"
         _created(ds, quiet, as_json, line)
+
+
+def _feature_columns(path: Path) -> dict[str, Any]:
+    try:
+        declared = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: not a JSON file ({exc})") from exc
+    if not isinstance(declared, dict) or set(declared) - {"semi_sensitive", "non_sensitive"}:
+        raise ValueError(f'{path}: expected {{"semi_sensitive": [...], "non_sensitive": [...]}}')
+    return declared
 
 
 def _support(text: str) -> dict[str, Any]:
@@ -249,6 +273,72 @@ def releases_download(
     """The release's stored output, exactly as delivered (reading it is free)."""
     with labels_client(url, api_key) as client:
         data = client.noisy_labels(release)
+    out.write_bytes(data)
+    typer.echo(f"{out}: {len(data):,} bytes")
+
+
+@labels_models.command("create")
+def models_create(
+    dataset: Dataset,
+    release: Annotated[str, typer.Option(help="The label release (phase 1) to start from.")],
+    epsilon_dpsgd: Annotated[float, typer.Option(help="ε₂ of the DP-SGD phase, charged per example.")],
+    delta: Annotated[float, typer.Option(help="δ of the DP-SGD phase (from the tenant's δ budget).")],
+    epochs: Annotated[float, typer.Option(help="DP-SGD epochs.")] = 3.0,
+    batch_size: Annotated[int, typer.Option(help="Expected batch size (Poisson sampling).")] = 1024,
+    clip_norm: Annotated[float, typer.Option(help="Per-example gradient norm bound.")] = 1.0,
+    idempotency_key: Annotated[
+        str | None, typer.Option(help="Retry-safe key (default: a fresh one; reuse it to retry).")
+    ] = None,
+    url: LabelsUrl = LABELS_URL,
+    api_key: LabelsKey = "",
+    quiet: Quiet = False,
+    as_json: AsJson = False,
+) -> None:
+    """Charge (ε₂, δ) to every example of the release, then train: the label phase on the release's
+    noisy labels, DP-SGD on every column; prints the model id."""
+    import uuid
+
+    body = {
+        "label_release_id": release,
+        "epsilon_dpsgd": epsilon_dpsgd,
+        "delta": delta,
+        "epochs": epochs,
+        "batch_size": batch_size,
+        "clip_norm": clip_norm,
+    }
+    with labels_client(url, api_key) as client:
+        model = client.create_model(client.dataset_id(dataset), body, idempotency_key or str(uuid.uuid4()))
+    line = (
+        f"model {model['id']} {model['status']}: {model['examples']:,} examples, "
+        f"ε₂ = {model['epsilon_dpsgd']:g}, δ = {model['delta']:g}, "
+        f"σ = {model['noise_multiplier']:.3f}, {model['steps']} steps"
+    )
+    _created(model, quiet, as_json, line)
+
+
+@labels_models.command("show")
+def labels_models_show(
+    model: Annotated[str, typer.Argument(help="Model id.")],
+    url: LabelsUrl = LABELS_URL,
+    api_key: LabelsKey = "",
+    as_json: AsJson = False,
+) -> None:
+    """One model: status, DP-SGD parameters, the SHA-256 of its signed message."""
+    with labels_client(url, api_key) as client:
+        m = client.model(model)
+    show(m, as_json, f"model {m['id']} {m['status']}: ε₂ = {m['epsilon_dpsgd']:g}, δ = {m['delta']:g}")
+
+
+@labels_models.command("download")
+def labels_models_download(
+    model: Annotated[str, typer.Argument(help="Model id.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="File to write the signed message to.")],
+    url: LabelsUrl = LABELS_URL,
+    api_key: LabelsKey = "",
+) -> None:
+    """The signed model message (weights, columns, guarantee), byte for byte."""
+    with labels_client(url, api_key) as client:
+        data = client.model_message(model)
     out.write_bytes(data)
     typer.echo(f"{out}: {len(data):,} bytes")
 
