@@ -239,6 +239,9 @@ class LabelsClient(ApiClient):
     def model(self, model_id: str) -> dict[str, Any]:
         return dict(self.call("GET", f"/v1/semi-sensitive-models/{model_id}"))
 
+    def deliver_model(self, model_id: str) -> dict[str, Any]:
+        return dict(self.call("POST", f"/v1/semi-sensitive-models/{model_id}/deliveries"))
+
     def model_message(self, model_id: str) -> bytes:
         """The signed model message's exact bytes (JSON, not parsed: the signature covers them)."""
         try:
@@ -375,3 +378,20 @@ class FeaturesClient(ApiClient):
 
     def predict(self, model_id: str, example_ids: list[str]) -> list[float]:
         return [float(p) for p in self.predictions(model_id, example_ids=example_ids)["predictions"]]
+
+    def received_models(self) -> list[dict[str, Any]]:
+        """Models trained with semi-sensitive features, received and verified."""
+        return list(self.items("/v1/semi-sensitive-models"))
+
+    def received_model(self, model_id: str) -> dict[str, Any]:
+        return dict(self.call("GET", f"/v1/semi-sensitive-models/{model_id}"))
+
+    def received_model_artifact(self, model_id: str) -> bytes:
+        """The signed model message exactly as received (not parsed: the signature covers the bytes)."""
+        try:
+            r = self.http.get(f"/v1/semi-sensitive-models/{model_id}/artifact")
+        except httpx.TransportError as exc:
+            raise ApiError(0, "unreachable", f"{self.http.base_url}: {exc}") from exc
+        if r.status_code >= 400:
+            raise _error(r)
+        return r.content

@@ -4,6 +4,7 @@ signed model message verifies, carries its guarantee and is refused when tampere
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import threading
@@ -419,3 +420,116 @@ def test_the_whole_flow_from_the_cli(tmp_path: Path) -> None:
             ],
         )
         assert refused.exit_code == 1 and "delta-budget-exhausted" in refused.stderr
+
+
+def test_the_model_message_travels_to_the_features_party_and_is_verified_there(tmp_path: Path) -> None:
+    """Delivered over gRPC like a release: verified against the pinned sender key, stored once, listed
+    with its guarantee, exported as the signed bytes; tampered, unpinned or misaddressed messages are
+    refused with the gRPC status a release would get."""
+    import grpc
+    from typer.testing import CliRunner
+
+    from features_party.config import FeaturesSettings
+    from labeldp.cli import app
+    from labeldp.common.identity import Identity
+    from labeldp.common.model_message import ModelPayload, sign_model
+    from labeldp.v1 import delivery_pb2 as pb
+    from labels_party.storage.db import sqlite_url
+    from tests.support.servers import features_server_thread, features_tenant_key
+
+    data = tmp_path / "labels"
+    data.mkdir()
+    labels_settings = LabelsSettings(data_dir=data, database_url=sqlite_url(data), allow_plaintext=True)
+    features_settings = FeaturesSettings(data_dir=tmp_path / "features", grpc_port=0, allow_plaintext=True)
+    features_key = features_tenant_key(features_settings, "pub")
+    with labels_server_thread(labels_settings) as lbase, features_server_thread(features_settings) as fbase:
+        p = Party(lbase, sqlite_url(data), data)
+        p.set_delta("1e-6")
+        a, f = p.client, httpx.Client(base_url=fbase, headers={"Authorization": f"Bearer {features_key}"})
+        advertiser, publisher = a.get("/v1/identity").json(), f.get("/v1/identity").json()
+        f.post(
+            "/v1/senders", json={"id": advertiser["party_id"], "public_key_pem": advertiser["public_key_pem"]}
+        )
+        address = f"127.0.0.1:{publisher['grpc_port']}"
+        a.post("/v1/recipients", json={"name": "publisher", "grpc_address": address}).raise_for_status()
+        labels, features = synthetic()
+        ds = a.post("/v1/datasets", json=SPEC).json()["id"]
+        for what, table in (("labels", labels), ("non-sensitive-features", features)):
+            put = a.put(
+                f"/v1/datasets/{ds}/{what}",
+                content=parquet(table),
+                headers={"Content-Type": "application/vnd.apache.parquet"},
+            )
+            assert put.status_code == 200, put.text
+        rid = a.post(
+            f"/v1/datasets/{ds}/releases",
+            json={"epsilon": 3.0, "recipient": "publisher"},
+            headers={"Idempotency-Key": "r"},
+        ).json()["id"]
+        mid = a.post(
+            f"/v1/datasets/{ds}/semi-sensitive-models", json=body(rid), headers={"Idempotency-Key": "m"}
+        ).json()["id"]
+        sent = a.post(f"/v1/semi-sensitive-models/{mid}/deliveries")
+        assert sent.status_code == 200 and sent.json()["outcome"] == "delivered", sent.text
+        again = a.post(f"/v1/semi-sensitive-models/{mid}/deliveries")  # the same bytes: the same receipt
+        assert again.status_code == 200
+        listed = f.get("/v1/semi-sensitive-models").json()["items"]
+        assert [m["model_id"] for m in listed] == [mid]
+        got = f.get(f"/v1/semi-sensitive-models/{mid}").json()
+        assert got["guarantee"]["epsilon_dpsgd"] == 2.0 and got["guarantee"]["delta"] == 1e-7
+        assert got["guarantee"]["label_release_id"] == rid and got["guarantee"]["adjacency"] == "replace-one"
+        artifact = f.get(f"/v1/semi-sensitive-models/{mid}/artifact").content
+        assert artifact == a.get(f"/v1/semi-sensitive-models/{mid}/message").content
+
+        def send(envelope: bytes) -> grpc.StatusCode:
+            with grpc.insecure_channel(address) as channel:
+                call = channel.unary_unary(
+                    "/labeldp.v1.FeaturesParty/DeliverModel",
+                    request_serializer=pb.SignedModel.SerializeToString,
+                    response_deserializer=pb.ModelReceipt.FromString,
+                )
+                try:
+                    call(pb.SignedModel(envelope=envelope), timeout=30)
+                except grpc.RpcError as exc:
+                    return exc.code()
+                return grpc.StatusCode.OK
+
+        envelope = json.loads(artifact)
+        body64 = envelope["payload"]
+        tampered = dict(envelope, payload=body64[:40] + ("A" if body64[40] != "A" else "B") + body64[41:])
+        assert send(json.dumps(tampered).encode()) == grpc.StatusCode.UNAUTHENTICATED
+        assert send(b"\xff\x00garbage") == grpc.StatusCode.INVALID_ARGUMENT
+        F = ("--url", fbase, "--api-key", features_key)
+        L = ("--url", lbase, "--api-key", a.headers["Authorization"].removeprefix("Bearer "))
+        cli_ok = CliRunner()
+        out = cli_ok.invoke(app, ["labels", "models", "deliver", mid, *L])
+        assert out.exit_code == 0 and "delivered" in out.stdout, out.stdout + out.stderr
+        shown = cli_ok.invoke(app, ["features", "semi-sensitive-models", "show", mid, *F])
+        assert shown.exit_code == 0 and "ε₂ = 2, δ = 1e-07 (DP-SGD), replace-one" in shown.stdout
+        listed_cli = cli_ok.invoke(app, ["features", "semi-sensitive-models", "list", "--json", *F])
+        assert json.loads(listed_cli.stdout)[0]["model_id"] == mid
+        got_file = tmp_path / "artifact.json"
+        done = cli_ok.invoke(
+            app, ["features", "semi-sensitive-models", "download", mid, "-o", str(got_file), *F]
+        )
+        assert done.exit_code == 0 and got_file.read_bytes() == artifact
+        payload = ModelPayload.model_validate_json(base64.b64decode(body64))
+        stranger = Identity.generate()  # signs well, but nobody pinned it
+        forged = payload.model_copy(
+            update={"model_id": "00000000-0000-4000-8000-000000000001", "sender_key_id": stranger.key_id}
+        )
+        assert send(sign_model(forged, stranger)) == grpc.StatusCode.UNAUTHENTICATED
+        # the advertiser's own key, addressed elsewhere or expired: refused too
+        signer = Identity.load_or_create(labels_settings.identity_path())
+        elsewhere = payload.model_copy(
+            update={"model_id": "00000000-0000-4000-8000-000000000002", "recipient_id": "someone-else"}
+        )
+        assert send(sign_model(elsewhere, signer)) == grpc.StatusCode.PERMISSION_DENIED
+        expired = payload.model_copy(
+            update={"model_id": "00000000-0000-4000-8000-000000000003", "expires_at_unix_ms": 1}
+        )
+        assert send(sign_model(expired, signer)) == grpc.StatusCode.FAILED_PRECONDITION
+        changed = payload.model_copy(update={"created_at_unix_ms": payload.created_at_unix_ms + 1})
+        assert send(sign_model(changed, signer)) == grpc.StatusCode.ALREADY_EXISTS  # same id, other bytes
+        assert [m["model_id"] for m in f.get("/v1/semi-sensitive-models").json()["items"]] == [mid]
+        assert f.get("/v1/semi-sensitive-models/not-a-uuid").status_code == 404

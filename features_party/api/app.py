@@ -14,7 +14,7 @@ from features_party.config import FeaturesSettings
 from features_party.metrics import FeaturesMetrics
 from features_party.receiver.server import build_server
 from features_party.receiver.service import Receiver
-from features_party.receiver.store import ReceivedReleases, SenderRegistry
+from features_party.receiver.store import ReceivedModels, ReceivedReleases, SenderRegistry
 from features_party.storage.db import make_engine, migrate, session_factory
 from features_party.tables.service import FeatureTables
 from features_party.training.service import TrainingService
@@ -42,6 +42,7 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
         identity=Identity.load_or_create(settings.identity_path()),
         senders=SenderRegistry(sessions),
         releases=releases,
+        models=ReceivedModels(sessions),
         tables=tables,
         training=TrainingService(
             sessions, settings.data_dir, releases, tables, metrics, scheduler=settings.dask_scheduler

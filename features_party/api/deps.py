@@ -9,7 +9,7 @@ from fastapi import Depends, Request
 from sqlalchemy.orm import Session, sessionmaker
 
 from features_party.config import FeaturesSettings
-from features_party.receiver.store import ReceivedReleases, SenderRegistry
+from features_party.receiver.store import ReceivedModels, ReceivedReleases, SenderRegistry
 from features_party.tables.service import FeatureTables
 from features_party.tenants import authenticate
 from features_party.training.service import TrainingService
@@ -24,6 +24,7 @@ class FeaturesServices:
     identity: Identity
     senders: SenderRegistry
     releases: ReceivedReleases
+    models: ReceivedModels
     tables: FeatureTables
     training: TrainingService
     grpc_port: int = 0  # set once the receiver listens
@@ -69,3 +70,10 @@ Senders = Annotated[SenderRegistry, Depends(_senders)]
 Releases = Annotated[ReceivedReleases, Depends(_releases)]
 Tables = Annotated[FeatureTables, Depends(_tables)]
 Training = Annotated[TrainingService, Depends(_training)]
+
+
+def _models(svc: Services) -> ReceivedModels:
+    return svc.models
+
+
+ReceivedModelStore = Annotated[ReceivedModels, Depends(_models)]

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from features_party.receiver.store import published_mechanism
-from features_party.storage.orm import FeatureTable, ReceivedRelease, Sender, TrainingJob
+from features_party.storage.orm import FeatureTable, ReceivedModel, ReceivedRelease, Sender, TrainingJob
 from features_party.tables.service import JoinReport
 from features_party.training.service import TrainingRequest
 from labeldp.common.inputs import ExampleId, Name, Pem
@@ -220,3 +220,31 @@ class PredictIn(BaseModel):
     rows: list[dict[str, Any]] | None = Field(
         None, min_length=1, max_length=MAX_PREDICTIONS, description="feature rows given directly"
     )
+
+
+class ReceivedModelOut(BaseModel):
+    model_id: str
+    sender_id: str
+    sender_key_id: str
+    message_sha256: str
+    label_release_id: str
+    guarantee: dict[str, Any] = Field(
+        description="as signed: ε₁ of the label phase, ε₂ and δ of DP-SGD, adjacency, accountant, σ, q, steps"
+    )
+    columns: dict[str, Any] = Field(
+        description="the non-sensitive and semi-sensitive columns the model reads"
+    )
+    received_at: AwareDatetime
+
+    @classmethod
+    def of(cls, m: ReceivedModel) -> ReceivedModelOut:
+        return cls(
+            model_id=m.model_id,
+            sender_id=m.sender_id,
+            sender_key_id=m.sender_key_id,
+            message_sha256=m.message_sha256,
+            label_release_id=m.label_release_id,
+            guarantee=m.guarantee,
+            columns=m.columns,
+            received_at=m.received_at,
+        )

@@ -36,7 +36,10 @@ def build_server(receiver: Receiver, settings: FeaturesSettings) -> tuple[grpc.S
         {
             "DeliverRelease": grpc.stream_unary_rpc_method_handler(
                 receiver.DeliverRelease, response_serializer=pb.DeliveryReceipt.SerializeToString
-            )
+            ),
+            "DeliverModel": grpc.unary_unary_rpc_method_handler(
+                receiver.DeliverModel, response_serializer=pb.ModelReceipt.SerializeToString
+            ),
         },
     )
     server.add_generic_rpc_handlers((handler,))

@@ -20,6 +20,7 @@ a malformed frame is INVALID_ARGUMENT, never INTERNAL):
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -42,9 +43,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from features_party.receiver.store import SenderRegistry
-from features_party.storage.orm import ReceivedRelease
+from features_party.storage.orm import ReceivedModel, ReceivedRelease
 from labeldp.common.errors import DomainError
+from labeldp.common.files import write_bytes_atomic
+from labeldp.common.inputs import is_uuid
 from labeldp.common.instance import Instance
+from labeldp.common.model_message import ModelPayload, check_model
 from labeldp.common.wire import (
     ChunkStream,
     WireError,
@@ -149,6 +153,77 @@ class Receiver:
             watch.stopped.set()
         self.on_outcome(outcome, receipt.example_count)
         return receipt
+
+    def DeliverModel(  # noqa: N802 - the gRPC method name
+        self, request: bytes, context: grpc.ServicerContext
+    ) -> pb.ModelReceipt:
+        """A signed model message: verified against the pinned sender key, addressed to this party and
+        unexpired before anything is stored; stored under a name this party chooses."""
+        try:
+            receipt = self._deliver_model(request)
+        except DomainError as exc:
+            log.info("model rejected", extra={"status": exc.code})
+            context.abort(grpc.StatusCode[exc.grpc_code], exc.detail)
+            raise
+        return receipt
+
+    def _deliver_model(self, request: bytes) -> pb.ModelReceipt:
+        try:
+            envelope = pb.SignedModel.FromString(request).envelope
+        except DecodeError as exc:
+            raise WireError("invalid_argument", "the request is not a SignedModel") from exc
+        payload = check_model(envelope, self.senders.pinned_key, self.party_id, int(time.time() * 1000))
+        if not is_uuid(payload.model_id):
+            raise WireError("invalid_argument", "model_id must be a UUID (lowercase, 8-4-4-4-12)")
+        digest = hashlib.sha256(envelope).hexdigest()
+        existing = self._stored_model(payload.model_id)
+        if existing is not None:
+            return self._model_replay(existing, payload, digest)
+        final = self.data_dir / "models-received" / f"{uuid.uuid4().hex}.json"
+        row = ReceivedModel(
+            model_id=payload.model_id,
+            sender_id=payload.sender_id,
+            sender_key_id=payload.sender_key_id,
+            message_sha256=digest,
+            label_release_id=payload.guarantee.label_release_id,
+            guarantee=payload.guarantee.model_dump(mode="json"),
+            columns={
+                "non_sensitive": [c.model_dump(mode="json") for c in payload.non_sensitive],
+                "semi_sensitive": [c.model_dump(mode="json") for c in payload.semi_sensitive],
+            },
+            path=str(final),
+        )
+        try:
+            write_bytes_atomic(final, envelope)
+            with self.sessions.begin() as session:
+                session.add(row)
+                session.flush()
+        except IntegrityError:
+            final.unlink(missing_ok=True)
+            existing = self._stored_model(payload.model_id)
+            if existing is None:
+                raise
+            return self._model_replay(existing, payload, digest)
+        except BaseException:
+            final.unlink(missing_ok=True)
+            raise
+        log.info("model stored", extra={"release_id": payload.model_id})
+        return pb.ModelReceipt(
+            model_id=payload.model_id, message_sha256=bytes.fromhex(digest), receiver_id=self.party_id
+        )
+
+    def _stored_model(self, model_id: str) -> ReceivedModel | None:
+        with self.sessions() as session:
+            return session.get(ReceivedModel, model_id)
+
+    def _model_replay(self, existing: ReceivedModel, payload: ModelPayload, digest: str) -> pb.ModelReceipt:
+        if existing.sender_id != payload.sender_id or existing.message_sha256 != digest:
+            raise WireError(
+                "already_exists", f"model {payload.model_id} was already received with other contents"
+            )
+        return pb.ModelReceipt(
+            model_id=existing.model_id, message_sha256=bytes.fromhex(digest), receiver_id=self.party_id
+        )
 
     def _deliver(
         self, frames: Iterator[pb.ReleaseFrame], context: grpc.ServicerContext

@@ -13,7 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from features_party.storage.orm import ReceivedRelease, Sender
+from features_party.storage.orm import ReceivedModel, ReceivedRelease, Sender
 from labeldp.common.errors import DomainError, not_found
 from labeldp.common.identity import fingerprint, load_public_key, public_key_pem
 from labeldp.common.inputs import is_uuid
@@ -78,3 +78,29 @@ class ReceivedReleases:
         if release is None:
             raise not_found("release", release_id)
         return release
+
+
+class ReceivedModels:
+    """Models trained with semi-sensitive features, as received and verified (docs/semi-sensitive.md)."""
+
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
+        self.sessions = sessions
+
+    def list(self, paging: PageRequest) -> list[ReceivedModel]:
+        with self.sessions() as session:
+            query = select(ReceivedModel).order_by(ReceivedModel.received_at, ReceivedModel.model_id)
+            return list(session.execute(paging.window(query)).scalars())
+
+    def get(self, model_id: str) -> ReceivedModel:
+        if not is_uuid(model_id):
+            raise not_found("model", model_id)
+        with self.sessions() as session:
+            model = session.get(ReceivedModel, model_id)
+        if model is None:
+            raise not_found("model", model_id)
+        return model
+
+    def artifact(self, model_id: str) -> bytes:
+        """The signed message exactly as received: the one self-contained artifact (weights, columns,
+        guarantee, signature), verifiable again by anyone who pins the sender's key."""
+        return Path(self.get(model_id).path).read_bytes()

@@ -54,6 +54,23 @@ class ReceivedRelease(Base):
     received_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
+class ReceivedModel(Base):
+    """A verified model message (training with semi-sensitive features). The row and the message file
+    at ``path`` (exactly the bytes received: the one artifact) are committed together."""
+
+    __tablename__ = "received_models"
+
+    model_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    sender_id: Mapped[str] = mapped_column(String(200))
+    sender_key_id: Mapped[str] = mapped_column(String(80))
+    message_sha256: Mapped[str] = mapped_column(String(64))
+    label_release_id: Mapped[str] = mapped_column(String(64))
+    guarantee: Mapped[dict[str, object]] = mapped_column(JSON)
+    columns: Mapped[dict[str, object]] = mapped_column(JSON)  # non_sensitive and semi_sensitive declarations
+    path: Mapped[str] = mapped_column(Text)
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
 class Tenant(Base):
     """A team of the publisher using this features party (bearer keys per tenant)."""
 

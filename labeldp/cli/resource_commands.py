@@ -43,6 +43,10 @@ features_senders = typer.Typer(
 features_releases = typer.Typer(help="Releases received and verified.", no_args_is_help=True)
 features_tables = typer.Typer(help="Feature tables.", no_args_is_help=True)
 features_models = typer.Typer(help="Trained models: list, show, download.", no_args_is_help=True)
+features_semi_models = typer.Typer(
+    help="Models trained with semi-sensitive features, received and verified: list, show, download.",
+    no_args_is_help=True,
+)
 labels_models = typer.Typer(
     help="Models trained with semi-sensitive features (label DP, then DP-SGD): create, show, download.",
     no_args_is_help=True,
@@ -329,6 +333,19 @@ def labels_models_show(
     show(m, as_json, f"model {m['id']} {m['status']}: ε₂ = {m['epsilon_dpsgd']:g}, δ = {m['delta']:g}")
 
 
+@labels_models.command("deliver")
+def labels_models_deliver(
+    model: Annotated[str, typer.Argument(help="Model id.")],
+    url: LabelsUrl = LABELS_URL,
+    api_key: LabelsKey = "",
+    as_json: AsJson = False,
+) -> None:
+    """Send the signed model message to the label release's recipient over gRPC (nothing spent)."""
+    with labels_client(url, api_key) as client:
+        out = client.deliver_model(model)
+    show(out, as_json, f"delivered {out['wire_bytes']:,} bytes: {out['outcome']}, receipt verified")
+
+
 @labels_models.command("download")
 def labels_models_download(
     model: Annotated[str, typer.Argument(help="Model id.")],
@@ -538,3 +555,45 @@ def features_predict(
     names = wanted if wanted is not None else [f"row {i + 1}" for i in range(len(out["predictions"]))]
     for name, value in zip(names, out["predictions"], strict=True):
         typer.echo(f"{name}\t{value:.6g}")
+
+
+@features_semi_models.command("list")
+def semi_models_list(
+    url: FeaturesUrl = FEATURES_URL, api_key: FeaturesKey = "", as_json: AsJson = False
+) -> None:
+    """Received models and who sent them."""
+    with features_client(url, api_key) as client:
+        rows = client.received_models()
+    _columns(rows, ("model_id", "sender_id", "label_release_id", "received_at"), as_json)
+
+
+@features_semi_models.command("show")
+def semi_models_show(
+    model: Annotated[str, typer.Argument(help="Model id.")],
+    url: FeaturesUrl = FEATURES_URL,
+    api_key: FeaturesKey = "",
+    as_json: AsJson = False,
+) -> None:
+    """One received model and its signed guarantee."""
+    with features_client(url, api_key) as client:
+        m = client.received_model(model)
+    g = m["guarantee"]
+    line = (
+        f"model {m['model_id']} from {m['sender_id']}: ε₁ = {g['epsilon_labels']:g} (labels), "
+        f"ε₂ = {g['epsilon_dpsgd']:g}, δ = {g['delta']:g} (DP-SGD), {g['adjacency']}"
+    )
+    show(m, as_json, line)
+
+
+@features_semi_models.command("download")
+def semi_models_download(
+    model: Annotated[str, typer.Argument(help="Model id.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="File to write the signed message to.")],
+    url: FeaturesUrl = FEATURES_URL,
+    api_key: FeaturesKey = "",
+) -> None:
+    """The model as one artifact: the signed message exactly as received."""
+    with features_client(url, api_key) as client:
+        data = client.received_model_artifact(model)
+    out.write_bytes(data)
+    typer.echo(f"{out}: {len(data):,} bytes")

@@ -22,16 +22,17 @@ from labeldp.common.errors import DomainError
 from labeldp.common.identity import Identity, verify
 
 MODEL_FORMAT = "labeldp.semi-sensitive-model/1"
-MAX_MODEL_MESSAGE_BYTES = 16 * 2**20
+MAX_MODEL_MESSAGE_BYTES = 8 * 2**20  # within the gRPC receiver's message limit
 
 KeyLookup = Callable[[str, str], Ed25519PublicKey | None]
 
 
 class ModelMessageError(DomainError):
-    """A model message that is malformed, unsigned by a pinned key, or tampered with (422)."""
+    """A model message that is malformed, unsigned by a pinned key, tampered with, addressed to
+    another party or expired (422; over gRPC the status ``grpc`` names)."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__("invalid-model-message", message, status=422)
+    def __init__(self, message: str, grpc: str = "INVALID_ARGUMENT") -> None:
+        super().__init__("invalid-model-message", message, status=422, grpc_code=grpc)
 
 
 class _Frozen(BaseModel):
@@ -69,8 +70,10 @@ class ModelPayload(_Frozen):
     model_id: str
     sender_id: str
     sender_key_id: str
+    recipient_id: str = Field(description="the features party it is addressed to (the label release's)")
     dataset_id: str
     created_at_unix_ms: int
+    expires_at_unix_ms: int
     guarantee: Guarantee
     non_sensitive: list[Column]
     semi_sensitive: list[Column]
@@ -112,14 +115,25 @@ def verify_model(raw: bytes, trusted: KeyLookup) -> ModelPayload:
     key = trusted(envelope.sender_id, envelope.sender_key_id)
     if key is None:
         raise ModelMessageError(
-            f"sender {envelope.sender_id!r} with key {envelope.sender_key_id!r} is not pinned"
+            f"sender {envelope.sender_id!r} with key {envelope.sender_key_id!r} is not pinned",
+            "UNAUTHENTICATED",
         )
     if not verify(key, signature, body):
-        raise ModelMessageError("the signature does not verify")
+        raise ModelMessageError("the signature does not verify", "UNAUTHENTICATED")
     try:
         payload = ModelPayload.model_validate_json(body)
     except (ValidationError, ValueError, RecursionError) as exc:
         raise ModelMessageError("the signed payload is not a model description") from exc
     if (payload.sender_id, payload.sender_key_id) != (envelope.sender_id, envelope.sender_key_id):
         raise ModelMessageError("the envelope and the signed payload name different senders")
+    return payload
+
+
+def check_model(raw: bytes, trusted: KeyLookup, receiver_id: str, now_unix_ms: int) -> ModelPayload:
+    """``verify_model``, then what a recipient must also check: addressed to it and not expired."""
+    payload = verify_model(raw, trusted)
+    if payload.recipient_id != receiver_id:
+        raise ModelMessageError(f"this model is addressed to {payload.recipient_id!r}", "PERMISSION_DENIED")
+    if payload.expires_at_unix_ms <= now_unix_ms:
+        raise ModelMessageError("the model message has expired", "FAILED_PRECONDITION")
     return payload

@@ -131,3 +131,19 @@ class DeliveryReceipt(_message.Message):
     payload_sha256: bytes
     receiver_id: str
     def __init__(self, release_id: _Optional[str] = ..., example_count: _Optional[int] = ..., payload_sha256: _Optional[bytes] = ..., receiver_id: _Optional[str] = ...) -> None: ...
+
+class SignedModel(_message.Message):
+    __slots__ = ("envelope",)
+    ENVELOPE_FIELD_NUMBER: _ClassVar[int]
+    envelope: bytes
+    def __init__(self, envelope: _Optional[bytes] = ...) -> None: ...
+
+class ModelReceipt(_message.Message):
+    __slots__ = ("model_id", "message_sha256", "receiver_id")
+    MODEL_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_SHA256_FIELD_NUMBER: _ClassVar[int]
+    RECEIVER_ID_FIELD_NUMBER: _ClassVar[int]
+    model_id: str
+    message_sha256: bytes
+    receiver_id: str
+    def __init__(self, model_id: _Optional[str] = ..., message_sha256: _Optional[bytes] = ..., receiver_id: _Optional[str] = ...) -> None: ...

@@ -39,6 +39,11 @@ class FeaturesPartyStub:
                 request_serializer=labeldp_dot_v1_dot_delivery__pb2.ReleaseFrame.SerializeToString,
                 response_deserializer=labeldp_dot_v1_dot_delivery__pb2.DeliveryReceipt.FromString,
                 _registered_method=True)
+        self.DeliverModel = channel.unary_unary(
+                '/labeldp.v1.FeaturesParty/DeliverModel',
+                request_serializer=labeldp_dot_v1_dot_delivery__pb2.SignedModel.SerializeToString,
+                response_deserializer=labeldp_dot_v1_dot_delivery__pb2.ModelReceipt.FromString,
+                _registered_method=True)
 
 
 class FeaturesPartyServicer:
@@ -50,6 +55,13 @@ class FeaturesPartyServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeliverModel(self, request, context):
+        """A model trained with semi-sensitive features (docs/semi-sensitive.md): one signed envelope.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_FeaturesPartyServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -57,6 +69,11 @@ def add_FeaturesPartyServicer_to_server(servicer, server):
                     servicer.DeliverRelease,
                     request_deserializer=labeldp_dot_v1_dot_delivery__pb2.ReleaseFrame.FromString,
                     response_serializer=labeldp_dot_v1_dot_delivery__pb2.DeliveryReceipt.SerializeToString,
+            ),
+            'DeliverModel': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeliverModel,
+                    request_deserializer=labeldp_dot_v1_dot_delivery__pb2.SignedModel.FromString,
+                    response_serializer=labeldp_dot_v1_dot_delivery__pb2.ModelReceipt.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -86,6 +103,33 @@ class FeaturesParty:
             '/labeldp.v1.FeaturesParty/DeliverRelease',
             labeldp_dot_v1_dot_delivery__pb2.ReleaseFrame.SerializeToString,
             labeldp_dot_v1_dot_delivery__pb2.DeliveryReceipt.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeliverModel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/labeldp.v1.FeaturesParty/DeliverModel',
+            labeldp_dot_v1_dot_delivery__pb2.SignedModel.SerializeToString,
+            labeldp_dot_v1_dot_delivery__pb2.ModelReceipt.FromString,
             options,
             channel_credentials,
             insecure,

@@ -518,3 +518,10 @@ class SemiSensitiveModelOut(BaseModel):
             created_at=m.created_at,
             completed_at=m.completed_at,
         )
+
+
+class ModelDeliveryOut(BaseModel):
+    model_id: str
+    outcome: Literal["delivered"]
+    attempts: int
+    wire_bytes: int

@@ -80,3 +80,53 @@ def deliver(
             )
         return Outcome(True, attempt, "OK", "", receipt, wire)
     return Outcome(False, attempts, last_code, last_detail, None, wire)  # pragma: no cover
+
+
+MODEL_METHOD = "/labeldp.v1.FeaturesParty/DeliverModel"
+
+
+def deliver_model(
+    envelope: bytes,
+    model_id: str,
+    address: str,
+    credentials: grpc.ChannelCredentials | None,
+    *,
+    timeout_s: float,
+    attempts: int,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Outcome:
+    """Send a signed model message (one unary call), with the same retries and receipt check."""
+    import hashlib
+
+    digest = hashlib.sha256(envelope).digest()
+    request = pb.SignedModel(envelope=envelope)
+    last_code, last_detail = "UNKNOWN", ""
+    for attempt in range(1, attempts + 1):
+        channel = channel_for(address, credentials)
+        try:
+            call = channel.unary_unary(
+                MODEL_METHOD,
+                request_serializer=pb.SignedModel.SerializeToString,
+                response_deserializer=pb.ModelReceipt.FromString,
+            )
+            receipt: pb.ModelReceipt = call(request, timeout=timeout_s)
+        except grpc.RpcError as exc:
+            code: grpc.StatusCode = exc.code()
+            last_code, last_detail = code.name, str(exc.details() or "")
+            if code not in RETRYABLE or attempt == attempts:
+                return Outcome(False, attempt, last_code, last_detail, None, len(envelope))
+            sleep(backoff(attempt))
+            continue
+        finally:
+            channel.close()
+        if receipt.model_id != model_id or receipt.message_sha256 != digest:
+            return Outcome(
+                False,
+                attempt,
+                "RECEIPT_MISMATCH",
+                "the receipt does not match the signed model",
+                None,
+                len(envelope),
+            )
+        return Outcome(True, attempt, "OK", "", None, len(envelope))
+    return Outcome(False, attempts, last_code, last_detail, None, len(envelope))  # pragma: no cover

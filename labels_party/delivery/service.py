@@ -13,10 +13,10 @@ from labeldp.common.db import owned, utcnow
 from labeldp.common.errors import DomainError
 from labeldp.common.pages import PageRequest
 from labels_party.config import LabelsSettings
-from labels_party.delivery.client import deliver
+from labels_party.delivery.client import Outcome, deliver, deliver_model
 from labels_party.delivery.message import message_path
 from labels_party.metrics import LabelsMetrics
-from labels_party.storage.orm import Delivery, Recipient, Release
+from labels_party.storage.orm import Delivery, Recipient, Release, SemiSensitiveModel
 
 
 def credentials_for(recipient: Recipient, settings: LabelsSettings) -> grpc.ChannelCredentials | None:
@@ -149,6 +149,38 @@ class DeliveryService:
         with self.sessions.begin() as session:
             session.add(delivery)
         return delivery
+
+    def deliver_model(self, tenant_id: str, model_id: str, message: bytes) -> Outcome:
+        """Send a complete model's signed message to its label release's recipient; 502 with the
+        gRPC status when the recipient refuses."""
+        with self.sessions() as session:
+            model = owned(session, SemiSensitiveModel, model_id, tenant_id, "model")
+            release = session.get(Release, model.label_release_id)
+            assert release is not None  # a foreign key
+            recipient = session.get(Recipient, release.recipient_id)
+            assert recipient is not None
+        if not recipient.grpc_address:
+            raise DomainError(
+                "recipient-has-no-address", f"recipient {recipient.name!r} has no grpc_address", status=409
+            )
+        outcome = deliver_model(
+            message,
+            model_id,
+            recipient.grpc_address,
+            credentials_for(recipient, self.settings),
+            timeout_s=self.settings.delivery_timeout_seconds,
+            attempts=self.settings.delivery_attempts,
+        )
+        self.metrics.deliveries.labels("delivered" if outcome.delivered else "failed").inc()
+        if not outcome.delivered:
+            raise DomainError(
+                "delivery-failed",
+                f"the recipient answered {outcome.status}: {outcome.detail}",
+                status=502,
+                grpc_status=outcome.status,
+                attempts=outcome.attempts,
+            )
+        return outcome
 
     def of_release(self, tenant_id: str, release_id: str, paging: PageRequest) -> list[Delivery]:
         with self.sessions() as session:

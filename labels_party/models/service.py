@@ -48,7 +48,7 @@ from labels_party.datasets.spec import DatasetSpec, FeatureColumn
 from labels_party.datasets.store import DatasetFiles
 from labels_party.delivery.message import Signer
 from labels_party.releases.work import release_path
-from labels_party.storage.orm import Release, SemiSensitiveModel
+from labels_party.storage.orm import Recipient, Release, SemiSensitiveModel
 
 log = logging.getLogger("labeldp.labels.models")
 MAX_TRAINING_EXAMPLES = 2_000_000  # the DP-SGD phase runs in this process, in memory
@@ -85,6 +85,7 @@ class _Plan:
     non_sensitive: pa.Table  # non-sensitive columns, in the release's order
     schedule: object  # DpSgdSchedule (the dpsgd extra is imported lazily)
     noise_multiplier: float
+    recipient: str  # the label release's recipient: the model message is addressed to it too
 
 
 def _encodings(columns: list[FeatureColumn]) -> list[object]:
@@ -208,7 +209,11 @@ class ModelService:
         except ParameterError as exc:
             raise DomainError("invalid-parameter", str(exc)) from exc
         bins = np.asarray(output.column("bin").to_numpy(), dtype=np.int64)
-        return _Plan(spec, release, mechanism, ids, bins, labels, non_sensitive, schedule, sigma)
+        recipient = session.get(Recipient, release.recipient_id)
+        assert recipient is not None  # a foreign key
+        return _Plan(
+            spec, release, mechanism, ids, bins, labels, non_sensitive, schedule, sigma, recipient.name
+        )
 
     def _charge(
         self,
@@ -327,12 +332,15 @@ class ModelService:
             clip_norm=run.clip_norm,
             examples=row.examples,
         )
+        now = int(time.time() * 1000)
         payload = ModelPayload(
             model_id=row.id,
             sender_id=self.signer.party_id,
             sender_key_id=self.signer.identity.key_id,
+            recipient_id=plan.recipient,
             dataset_id=row.dataset_id,
-            created_at_unix_ms=int(time.time() * 1000),
+            created_at_unix_ms=now,
+            expires_at_unix_ms=now + 1000 * self.signer.ttl_seconds,
             guarantee=guarantee,
             non_sensitive=[Column(**c.model_dump()) for c in spec.non_sensitive],
             semi_sensitive=[Column(**c.model_dump()) for c in spec.semi_sensitive],

@@ -2,8 +2,16 @@
 
 from fastapi import APIRouter
 
-from features_party.api.routes import feature_tables, identity, joins, releases, senders, training
+from features_party.api.routes import (
+    feature_tables,
+    identity,
+    joins,
+    received_models,
+    releases,
+    senders,
+    training,
+)
 
 ROUTERS: tuple[APIRouter, ...] = tuple(
-    m.router for m in (identity, senders, releases, feature_tables, joins, training)
+    m.router for m in (identity, senders, releases, received_models, feature_tables, joins, training)
 )

@@ -8,8 +8,8 @@ from fastapi.concurrency import run_in_threadpool
 
 from labeldp.common.errors import DomainError
 from labeldp.common.openapi import errors
-from labels_party.api.deps import Caller, Models
-from labels_party.api.schemas import SemiSensitiveModelIn, SemiSensitiveModelOut
+from labels_party.api.deps import Caller, Deliveries, Models
+from labels_party.api.schemas import ModelDeliveryOut, SemiSensitiveModelIn, SemiSensitiveModelOut
 
 router = APIRouter(prefix="/v1", tags=["semi-sensitive models"])
 
@@ -69,3 +69,21 @@ def get_model(model_id: str, caller: Caller, models: Models) -> SemiSensitiveMod
 def get_model_message(model_id: str, caller: Caller, models: Models) -> Response:
     """The signed model message (weights, columns and guarantee), exactly as stored."""
     return Response(models.message(caller.tenant_id, model_id), media_type="application/json")
+
+
+@router.post(
+    "/semi-sensitive-models/{model_id}/deliveries",
+    response_model=ModelDeliveryOut,
+    responses=errors(
+        s409="`model-not-complete`, `recipient-has-no-address`",
+        s502="`delivery-failed`: the recipient refused (its gRPC status is in the answer)",
+    ),
+)
+def deliver_model(model_id: str, caller: Caller, models: Models, deliveries: Deliveries) -> ModelDeliveryOut:
+    """Send the stored signed model message to the label release's recipient over gRPC (again: the
+    same bytes, nothing spent)."""
+    message = models.message(caller.tenant_id, model_id)
+    outcome = deliveries.deliver_model(caller.tenant_id, model_id, message)
+    return ModelDeliveryOut(
+        model_id=model_id, outcome="delivered", attempts=outcome.attempts, wire_bytes=outcome.wire_bytes
+    )
