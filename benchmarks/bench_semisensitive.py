@@ -17,7 +17,8 @@ Per total ε (δ = 1/n², n the training examples), five runs each (fresh 80/20 
   column starting from it.
 
 Relative AUC loss = (AUC_non-private − AUC)/AUC_non-private, in %, on the test split's true labels.
-Numeric columns are scaled by public constants (census ranges), never by statistics of the data.
+Columns are encoded by their declarations (``labeldp.datasets.adult_semi_sensitive``: census ranges,
+log scale for money, UCI's category lists) exactly as the labels party's service encodes them.
 """
 
 from __future__ import annotations
@@ -27,12 +28,12 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import torch
 from sklearn.metrics import roc_auc_score
-from sklearn.preprocessing import OneHotEncoder
 
 from benchmarks.common import RESULTS, write
-from labeldp.datasets import adult_income
+from labeldp.datasets import adult_semi_sensitive
 from labeldp.mechanisms import randomized_response
 from labeldp.mechanisms.debias import BinsNoise
 from labeldp.semisensitive import (
@@ -46,40 +47,26 @@ from labeldp.semisensitive import (
     train_full,
     train_truncated,
 )
+from labeldp.semisensitive.encoding import ColumnEncoding, encode
 
 EPSILONS = (1.0, 3.0, 5.0, 50.0)
 RUNS = 5
-NON_SENSITIVE_CATEGORIES = ("gender", "race", "native-country", "education")
-SEMI_SENSITIVE_CATEGORIES = ("workclass", "occupation", "marital-status", "relationship")
-# public scalings: census ranges, not the data's statistics
-NON_SENSITIVE_NUMBERS = {"age": 100.0, "educational-num": 16.0}
-SEMI_SENSITIVE_NUMBERS = {"hours-per-week": 100.0}
-LOG_SCALED = {"fnlwgt": 1.5e6, "capital-gain": 1e5, "capital-loss": 5e3}
 PHASE1 = Hyper(epochs=3, batch_size=256, learning_rate=1e-3)
 REFERENCE = Hyper(epochs=5, batch_size=256, learning_rate=1e-3)
 DPSGD_BATCH, DPSGD_EPOCHS, CLIP, DPSGD_LR = 1024, 3.0, 1.0, 1e-2
 
 
-def columns(
-    table: dict[str, np.ndarray],
-    categories: tuple[str, ...],
-    numbers: dict[str, float],
-    logs: tuple[str, ...],
-) -> np.ndarray:
-    parts = [OneHotEncoder(sparse_output=False).fit_transform(table[c].reshape(-1, 1)) for c in categories]
-    parts += [(table[c] / scale).reshape(-1, 1) for c, scale in numbers.items()]
-    parts += [(np.log1p(table[c]) / np.log1p(LOG_SCALED[c])).reshape(-1, 1) for c in logs]
-    return np.hstack(parts).astype(np.float64)
-
-
 def adult() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    data = adult_income()
-    table = {k: np.asarray(v) for k, v in data.features.to_pydict().items()}
-    x_non = columns(table, NON_SENSITIVE_CATEGORIES, NON_SENSITIVE_NUMBERS, ("fnlwgt",))
-    x_semi = columns(
-        table, SEMI_SENSITIVE_CATEGORIES, SEMI_SENSITIVE_NUMBERS, ("capital-gain", "capital-loss")
-    )
-    return x_non, x_semi, data.labels.astype(np.int64)
+    """Adult's two column sets, encoded by their declarations exactly as the labels party encodes them."""
+    data = adult_semi_sensitive()
+
+    def matrix(table: pa.Table, declared: list[dict[str, object]]) -> np.ndarray:
+        values = {name: table.column(name).to_numpy(zero_copy_only=False) for name in table.column_names}
+        return encode(values, [ColumnEncoding.of(d) for d in declared])
+
+    x_non = matrix(data.features, data.non_sensitive)
+    x_semi = matrix(data.labels, data.semi_sensitive)
+    return x_non, x_semi, data.labels.column("label").to_numpy().astype(np.int64)
 
 
 def auc(y: np.ndarray, p: np.ndarray) -> float:

@@ -82,6 +82,13 @@ def demo(
     mechanism_only: Annotated[
         bool, typer.Option(help="Only the mechanism on the dataset, no services (see --epsilons).")
     ] = False,
+    semi_sensitive: Annotated[
+        bool,
+        typer.Option(
+            "--semi-sensitive",
+            help="UCI Adult with 7 semi-sensitive columns: label DP, then DP-SGD at the labels party.",
+        ),
+    ] = False,
     epsilons: Annotated[
         str, typer.Option(help="With --mechanism-only: comma-separated ε values.")
     ] = "0.1,0.5,1,2,4",
@@ -97,6 +104,13 @@ def demo(
             if not eps:
                 raise ValueError("give at least one ε")
             run_mechanism_demo(dataset=dataset, epsilons=eps, out=out, echo=typer.echo)
+            return
+        if semi_sensitive:
+            if labels_url or features_url or privacy_unit != "example":
+                raise ValueError("--semi-sensitive starts its own services, example-level only")
+            from labeldp.demo.semi_sensitive import run_semi_sensitive_demo
+
+            run_semi_sensitive_demo(epsilon, out, postgres_url=postgres)
             return
         from labeldp.demo.main import Remote, run_demo
 

@@ -63,6 +63,7 @@ class Column(_Frozen):
     lo: float | None = None
     hi: float | None = None
     categories: list[str] | None = None
+    scale: Literal["linear", "log"] = "linear"
 
 
 class ModelPayload(_Frozen):

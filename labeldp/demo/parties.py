@@ -61,6 +61,7 @@ def local_parties(
     epsilon: float,
     postgres_url: str | None,
     say: Callable[[str], None],
+    delta_budget: float = 0.0,
 ) -> Iterator[Connection]:
     certs = dev_ca(workdir / "certs", ("localhost", "127.0.0.1"))
     say(f"development CA and mTLS certificates in {certs.ca.parent}")
@@ -87,8 +88,9 @@ def local_parties(
     }
     tenant = f"advertiser-{run_id}"
     budget = RELEASES_OF_BUDGET * epsilon
+    delta = ("--delta", repr(delta_budget)) if delta_budget else ()
     labels_key = _key(
-        cli(labels_env, "labels", "tenant", "create", tenant, "--epsilon-per-example", f"{budget:g}")
+        cli(labels_env, "labels", "tenant", "create", tenant, "--epsilon-per-example", f"{budget:g}", *delta)
     )
     features_key = _key(cli(features_env, "features", "tenant", "create", f"publisher-{run_id}"))
     say(f"tenants created with the CLI: {tenant} (ε budget {budget:g} per example), publisher-{run_id}")

@@ -1,6 +1,7 @@
 """Feature columns to a model's inputs, by public declarations only.
 
-A number ``x`` declared on ``[lo, hi]`` becomes ``(x − lo)/(hi − lo)`` clipped to ``[0, 1]``; a
+A number ``x`` declared on ``[lo, hi]`` becomes ``(x − lo)/(hi − lo)`` clipped to ``[0, 1]`` (with
+``log`` scale ``log1p(x − lo)/log1p(hi − lo)``, for heavy-tailed amounts such as money); a
 category becomes a one-hot block in the declared order (a value outside it, all zeros). Nothing is
 fitted to the data, so the encoding itself reveals nothing about any example and both parties (and
 whoever serves the model) compute the same inputs from the same declaration.
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -25,6 +26,15 @@ class ColumnEncoding:
     lo: float = 0.0
     hi: float = 1.0
     categories: tuple[str, ...] = ()
+    log: bool = False
+
+    @classmethod
+    def of(cls, declared: Mapping[str, Any]) -> ColumnEncoding:
+        """From a column declaration (a dataset spec's, or a model message's)."""
+        if declared["kind"] == "number":
+            lo, hi = float(declared["lo"]), float(declared["hi"])
+            return cls(str(declared["name"]), "number", lo, hi, log=declared.get("scale") == "log")
+        return cls(str(declared["name"]), "category", categories=tuple(declared["categories"]))
 
     @property
     def width(self) -> int:
@@ -49,8 +59,10 @@ def encode(values: Mapping[str, npt.ArrayLike], columns: Sequence[ColumnEncoding
             raise ParameterError("columns differ in length", column.name)
         n = raw.shape[0]
         if column.kind == "number":
-            x = np.asarray(raw, dtype=np.float64)
-            parts.append(np.clip((x - column.lo) / (column.hi - column.lo), 0.0, 1.0)[:, None])
+            x = np.clip(np.asarray(raw, dtype=np.float64), column.lo, column.hi) - column.lo
+            span = column.hi - column.lo
+            scaled = np.log1p(x) / np.log1p(span) if column.log else x / span
+            parts.append(scaled[:, None])
         else:
             index = {c: i for i, c in enumerate(column.categories)}
             codes = np.fromiter((index.get(str(v), -1) for v in raw), dtype=np.int64, count=raw.shape[0])

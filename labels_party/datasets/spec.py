@@ -61,6 +61,9 @@ class FeatureColumn(BaseModel):
     categories: list[Annotated[str, Field(min_length=1, max_length=100)]] | None = Field(
         None, max_length=MAX_CATEGORIES, description="every allowed value (kind=category)"
     )
+    scale: Literal["linear", "log"] = Field(
+        "linear", description="kind=number: the model reads (x − lo)/(hi − lo), or its log1p form (money)"
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Self:

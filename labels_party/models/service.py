@@ -91,12 +91,7 @@ class _Plan:
 def _encodings(columns: list[FeatureColumn]) -> list[object]:
     from labeldp.semisensitive.encoding import ColumnEncoding
 
-    return [
-        ColumnEncoding(c.name, "number", c.lo or 0.0, c.hi or 1.0)
-        if c.kind == "number"
-        else ColumnEncoding(c.name, "category", categories=tuple(c.categories or ()))
-        for c in columns
-    ]
+    return [ColumnEncoding.of(c.model_dump()) for c in columns]
 
 
 def _aligned(ids: pa.Array, table: pa.Table, what: str) -> pa.Table:
