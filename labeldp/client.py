@@ -272,9 +272,24 @@ class FeaturesClient(ApiClient):
         )
 
     def upload_table(
-        self, name: str, file: Path, on_bytes: Callable[[int], None] | None = None
+        self,
+        name: str,
+        file: Path,
+        on_bytes: Callable[[int], None] | None = None,
+        non_sensitive: list[str] | None = None,
     ) -> dict[str, Any]:
-        return dict(self.upload(f"/v1/feature-tables/{name}", file, on_bytes))
+        """Upload a feature table; ``non_sensitive`` declares the columns that may be exported for
+        training with semi-sensitive features."""
+        query = f"?non_sensitive={','.join(non_sensitive)}" if non_sensitive else ""
+        return dict(self.upload(f"/v1/feature-tables/{name}{query}", file, on_bytes))
+
+    def non_sensitive_rows(self, name: str, release_id: str) -> bytes:
+        """The table's declared non-sensitive columns for a release's examples (Parquet)."""
+        return bytes(
+            self.call(
+                "GET", f"/v1/feature-tables/{name}/non-sensitive-rows", params={"release_id": release_id}
+            )
+        )
 
     def join(self, release_id: str, feature_table: str) -> dict[str, Any]:
         return dict(

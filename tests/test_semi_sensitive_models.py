@@ -454,18 +454,46 @@ def test_the_model_message_travels_to_the_features_party_and_is_verified_there(t
         a.post("/v1/recipients", json={"name": "publisher", "grpc_address": address}).raise_for_status()
         labels, features = synthetic()
         ds = a.post("/v1/datasets", json=SPEC).json()["id"]
-        for what, table in (("labels", labels), ("non-sensitive-features", features)):
-            put = a.put(
-                f"/v1/datasets/{ds}/{what}",
-                content=parquet(table),
-                headers={"Content-Type": "application/vnd.apache.parquet"},
-            )
-            assert put.status_code == 200, put.text
+        put = a.put(
+            f"/v1/datasets/{ds}/labels",
+            content=parquet(labels),
+            headers={"Content-Type": "application/vnd.apache.parquet"},
+        )
+        assert put.status_code == 200, put.text
         rid = a.post(
             f"/v1/datasets/{ds}/releases",
             json={"epsilon": 3.0, "recipient": "publisher"},
             headers={"Idempotency-Key": "r"},
         ).json()["id"]
+        assert a.post(f"/v1/releases/{rid}/deliveries").json()["outcome"] == "delivered"
+        # the publisher declares which of its columns are non-sensitive and exports only those
+        table = features.append_column("secret_score", pa.array(np.arange(N, dtype=np.float64)))
+        ptype = {"Content-Type": "application/vnd.apache.parquet"}
+        bad = f.put(
+            "/v1/feature-tables/clicks",
+            params={"non_sensitive": "hour,nope"},
+            content=parquet(table),
+            headers=ptype,
+        )
+        assert bad.status_code == 422 and bad.json()["type"] == "unknown-column"
+        assert (
+            f.put("/v1/feature-tables/undeclared", content=parquet(table), headers=ptype).status_code == 201
+        )
+        none = f.get("/v1/feature-tables/undeclared/non-sensitive-rows", params={"release_id": rid})
+        assert none.status_code == 409 and none.json()["type"] == "no-non-sensitive-columns"
+        made = f.put(
+            "/v1/feature-tables/clicks",
+            params={"non_sensitive": "hour,device"},
+            content=parquet(table),
+            headers=ptype,
+        )
+        assert made.status_code == 201 and made.json()["non_sensitive"] == ["hour", "device"]
+        exported = f.get("/v1/feature-tables/clicks/non-sensitive-rows", params={"release_id": rid})
+        assert exported.status_code == 200
+        rows = pq.read_table(io.BytesIO(exported.content))
+        assert rows.column_names == ["example_id", "hour", "device"] and rows.num_rows == N  # no secret_score
+        put = a.put(f"/v1/datasets/{ds}/non-sensitive-features", content=exported.content, headers=ptype)
+        assert put.status_code == 200, put.text
         mid = a.post(
             f"/v1/datasets/{ds}/semi-sensitive-models", json=body(rid), headers={"Idempotency-Key": "m"}
         ).json()["id"]
@@ -508,6 +536,22 @@ def test_the_model_message_travels_to_the_features_party_and_is_verified_there(t
         assert shown.exit_code == 0 and "ε₂ = 2, δ = 1e-07 (DP-SGD), replace-one" in shown.stdout
         listed_cli = cli_ok.invoke(app, ["features", "semi-sensitive-models", "list", "--json", *F])
         assert json.loads(listed_cli.stdout)[0]["model_id"] == mid
+        rows_file = tmp_path / "rows.parquet"
+        exported_cli = cli_ok.invoke(
+            app,
+            [
+                "features",
+                "non-sensitive-rows",
+                "--table",
+                "clicks",
+                "--release",
+                rid,
+                "-o",
+                str(rows_file),
+                *F,
+            ],
+        )
+        assert exported_cli.exit_code == 0 and pq.read_table(rows_file).equals(rows)
         got_file = tmp_path / "artifact.json"
         done = cli_ok.invoke(
             app, ["features", "semi-sensitive-models", "download", mid, "-o", str(got_file), *F]

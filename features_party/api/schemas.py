@@ -77,11 +77,19 @@ class FeatureTableOut(BaseModel):
     version: int
     rows: int
     schema_: dict[str, str] = Field(alias="schema", serialization_alias="schema")
+    non_sensitive: list[str] = Field(description="columns declared exportable for semi-sensitive training")
     updated_at: AwareDatetime
 
     @classmethod
     def of(cls, t: FeatureTable) -> FeatureTableOut:
-        return cls(name=t.name, version=t.version, rows=t.rows, schema=t.schema, updated_at=t.updated_at)
+        return cls(
+            name=t.name,
+            version=t.version,
+            rows=t.rows,
+            schema=t.schema,
+            non_sensitive=list(t.non_sensitive or []),
+            updated_at=t.updated_at,
+        )
 
 
 class JoinIn(BaseModel):

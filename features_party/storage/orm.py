@@ -104,6 +104,9 @@ class FeatureTable(Base):
     version: Mapped[int] = mapped_column(Integer, default=0)
     rows: Mapped[int] = mapped_column(BigInteger, default=0)
     schema: Mapped[dict[str, str]] = mapped_column(JSON)
+    # the columns the publisher declares non-sensitive: the only ones it may export to the labels party
+    # for training with semi-sensitive features (docs/semi-sensitive.md)
+    non_sensitive: Mapped[list[str]] = mapped_column(JSON, default=list)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 

@@ -4,6 +4,7 @@ releases and features meet."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from features_party.storage.orm import FeatureTable, ReceivedRelease
 from features_party.tables.validation import ValidTable, read, validate
 from labeldp.common.db import utcnow
-from labeldp.common.errors import not_found
+from labeldp.common.errors import DomainError, not_found
 from labeldp.common.files import write_parquet_atomic
 from labeldp.common.inputs import is_clean_text
 from labeldp.common.pages import PageRequest
@@ -78,10 +79,24 @@ class FeatureTables:
         return pq.read_table(self.path(table, version))
 
     def store(
-        self, tenant_id: str, name: str, path: Path, fmt: str, overrides: dict[str, str]
+        self,
+        tenant_id: str,
+        name: str,
+        path: Path,
+        fmt: str,
+        overrides: dict[str, str],
+        non_sensitive: Sequence[str] = (),
     ) -> tuple[FeatureTable, bool]:
-        """Validate completely, then store as a new version (replacing the table). Returns (row, created)."""
+        """Validate completely, then store as a new version (replacing the table). Returns (row, created).
+        ``non_sensitive`` names the columns this party may export for training with semi-sensitive
+        features (public to an attacker by definition)."""
         valid: ValidTable = validate(read(path, fmt), overrides)
+        declared = [*dict.fromkeys(non_sensitive)]
+        unknown = sorted(set(declared) - set(valid.schema))
+        if unknown:
+            raise DomainError(
+                "unknown-column", f"non_sensitive names columns the table lacks: {unknown}", columns=unknown
+            )
         with self.sessions.begin() as session:
             row = find_table(session, tenant_id, name)
             created = row is None
@@ -99,7 +114,22 @@ class FeatureTables:
                 valid.schema,
                 utcnow(),
             )
+            row.non_sensitive = declared
         return row, created
+
+    def non_sensitive_rows(self, table: FeatureTable, release: ReceivedRelease) -> pa.Table:
+        """The declared non-sensitive columns of the release's examples that the table has, in the
+        release's order: what the labels party needs for the DP-SGD phase, and nothing else."""
+        if not table.non_sensitive:
+            raise DomainError(
+                "no-non-sensitive-columns",
+                f"feature table {table.name!r} declares no non_sensitive columns",
+                status=409,
+            )
+        ids = pq.read_table(Path(release.path), columns=["example_id"]).column("example_id").combine_chunks()
+        rows = pq.read_table(self.path(table), columns=["example_id", *table.non_sensitive])
+        position = pc.index_in(ids, value_set=rows.column("example_id"))
+        return rows.take(pc.drop_null(position))
 
     def join_report(self, release: ReceivedRelease, table: FeatureTable) -> JoinReport:
         return join_report(Path(release.path), self.path(table))

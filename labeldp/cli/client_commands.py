@@ -270,11 +270,16 @@ def features_upload(
     table: Annotated[str, typer.Option(help="Feature table name (replaced by a new version).")],
     url: FeaturesUrl = "http://127.0.0.1:8500",
     api_key: FeaturesKey = "",
+    non_sensitive: Annotated[
+        str | None,
+        typer.Option(help="Comma-separated columns that may be exported for semi-sensitive training."),
+    ] = None,
     as_json: AsJson = False,
 ) -> None:
     """Upload a feature table, with a progress bar."""
+    declared = [c.strip() for c in (non_sensitive or "").split(",") if c.strip()]
     with features_client(url, api_key) as client:
-        out = _upload(file, lambda f, cb: client.upload_table(table, f, cb))
+        out = _upload(file, lambda f, cb: client.upload_table(table, f, cb, declared))
         show(
             out,
             as_json,

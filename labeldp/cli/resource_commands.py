@@ -597,3 +597,18 @@ def semi_models_download(
         data = client.received_model_artifact(model)
     out.write_bytes(data)
     typer.echo(f"{out}: {len(data):,} bytes")
+
+
+def features_non_sensitive_rows(
+    table: Annotated[str, typer.Option(help="Feature table with declared non-sensitive columns.")],
+    release: Annotated[str, typer.Option(help="The received label release whose examples to export.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Parquet file to write.")],
+    url: FeaturesUrl = FEATURES_URL,
+    api_key: FeaturesKey = "",
+) -> None:
+    """Export the declared non-sensitive columns of a release's examples, to hand to the labels party
+    (`labeldp labels upload FILE --non-sensitive`); no other column leaves."""
+    with features_client(url, api_key) as client:
+        data = client.non_sensitive_rows(table, release)
+    out.write_bytes(data)
+    typer.echo(f"{out}: {len(data):,} bytes")

@@ -1,9 +1,10 @@
 """``labeldp demo --semi-sensitive``: UCI Adult with half of its columns semi-sensitive, through both
 services (docs/semi-sensitive.md).
 
-The advertiser uploads income labels with its seven semi-sensitive columns, the publisher's seven
-non-sensitive columns arrive as the advertiser's second upload (public to an attacker by definition),
-one label release spends ε₁ = min(0.6·ε, 3), the labels party trains with (ε − ε₁, δ = 1/n²) — the
+The advertiser uploads income labels with its seven semi-sensitive columns and the publisher its click
+table, declaring seven columns non-sensitive; one label release spends ε₁ = min(0.6·ε, 3) and is
+delivered; the publisher exports the declared columns of the released clicks (public to an attacker by
+definition) and the advertiser uploads them; the labels party trains with (ε − ε₁, δ = 1/n²) — the
 label phase on the release, then DP-SGD — and delivers the signed model over gRPC; the publisher
 verifies and stores it. The demo then scores, on held-out rows whose labels neither service saw,
 the hybrid model against what label DP alone buys (the truncated model on the release's noisy labels,
@@ -95,21 +96,29 @@ def run_semi_sensitive_demo(
             }
             ds = labels.create_dataset(spec)["id"]
             mask = pa.array(train)
-            for name, table, send in (
-                ("labels.parquet", data.labels.filter(mask), labels.upload_labels),
-                ("non-sensitive.parquet", data.features.filter(mask), labels.upload_non_sensitive),
-            ):
-                pq.write_table(table, work / name)
-                send(ds, work / name)
+            pq.write_table(data.labels.filter(mask), work / "labels.parquet")
+            labels.upload_labels(ds, work / "labels.parquet")
+            non_sensitive = [str(c["name"]) for c in data.non_sensitive]
+            pq.write_table(data.features.filter(mask), work / "clicks.parquet")
+            features.upload_table(f"clicks-{run_id}", work / "clicks.parquet", non_sensitive=non_sensitive)
             say(
-                f"uploaded {int(train.sum()):,} labels with 7 semi-sensitive columns, "
-                "and 7 non-sensitive columns"
+                f"advertiser uploaded {int(train.sum()):,} labels with 7 semi-sensitive columns; publisher "
+                "its click table, declaring 7 columns non-sensitive"
             )
             t = mark("upload", t)
             release = labels.release(
                 ds, budget.epsilon_labels, publisher, "zero_one", f"demo-{run_id}-labels"
             )
-            say(f"label release {release['id']}: ε₁ = {release['epsilon']:g} charged to every example")
+            labels.deliver(release["id"])
+            say(f"label release {release['id']}: ε₁ = {release['epsilon']:g} charged, delivered over gRPC")
+            (work / "rows.parquet").write_bytes(
+                features.non_sensitive_rows(f"clicks-{run_id}", release["id"])
+            )
+            labels.upload_non_sensitive(ds, work / "rows.parquet")
+            say(
+                "publisher exported the non-sensitive columns of the released clicks; "
+                "advertiser uploaded them"
+            )
             t = mark("release", t)
             body = {"label_release_id": release["id"], "epsilon_dpsgd": budget.epsilon_dpsgd, "delta": delta}
             model = labels.create_model(ds, body, f"demo-{run_id}-model")

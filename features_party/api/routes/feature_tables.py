@@ -1,11 +1,13 @@
 """``/v1/feature-tables``: uploads with an inferred (overridable) schema, stored as versions."""
 
+import io
 from typing import Annotated
 
+import pyarrow.parquet as pq
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from features_party.api.deps import Caller, Services, Tables
+from features_party.api.deps import Caller, Releases, Services, Tables
 from features_party.api.schemas import FeatureTableOut
 from features_party.tables.validation import table_format
 from labeldp.common.errors import DomainError
@@ -48,6 +50,14 @@ async def put_feature_table(
         str | None, Query(description="columns to treat as categorical (comma-separated)")
     ] = None,
     numeric: Annotated[str | None, Query(description="columns to treat as numeric (comma-separated)")] = None,
+    non_sensitive: Annotated[
+        str | None,
+        Query(
+            max_length=4096,
+            description="columns public to an attacker that may be exported for training with semi-sensitive "
+            "features (comma-separated)",
+        ),
+    ] = None,
 ) -> FeatureTableOut:
     """Upload a feature table (CSV or Parquet) with an ``example_id`` column; replaces the table.
     The schema is inferred and returned; override it with ``categorical=`` / ``numeric=``."""
@@ -58,7 +68,9 @@ async def put_feature_table(
     settings = svc.settings
     path = await spool_body(request, settings.data_dir / "tmp", settings.max_release_bytes, f".{fmt}")
     try:
-        row, created = await run_in_threadpool(svc.tables.store, tenant, name, path, fmt, overrides)
+        row, created = await run_in_threadpool(
+            svc.tables.store, tenant, name, path, fmt, overrides, _columns(non_sensitive)
+        )
     finally:
         path.unlink(missing_ok=True)
     response.status_code = 201 if created else 200
@@ -75,3 +87,27 @@ def list_feature_tables(
 @router.get("/feature-tables/{name}", response_model=FeatureTableOut)
 def get_feature_table(name: TableName, tenant: Caller, tables: Tables) -> FeatureTableOut:
     return FeatureTableOut.of(tables.get(tenant, name))
+
+
+@router.get(
+    "/feature-tables/{name}/non-sensitive-rows",
+    response_class=Response,
+    responses={
+        200: {"content": {"application/vnd.apache.parquet": {}}, "description": "example_id + those columns"},
+        **errors(s409="`no-non-sensitive-columns`: the table declares none"),
+    },
+)
+def get_non_sensitive_rows(
+    name: TableName,
+    tenant: Caller,
+    tables: Tables,
+    releases: Releases,
+    release_id: Annotated[str, Query(max_length=64, description="a received release")],
+) -> Response:
+    """The table's declared non-sensitive columns for the release's examples (Parquet), to hand to the
+    labels party for training with semi-sensitive features; no other column ever leaves."""
+    table = tables.get(tenant, name)
+    rows = tables.non_sensitive_rows(table, releases.get(release_id))
+    sink = io.BytesIO()
+    pq.write_table(rows, sink)
+    return Response(sink.getvalue(), media_type="application/vnd.apache.parquet")

@@ -1,4 +1,5 @@
-"""Models trained with semi-sensitive features, received and verified like releases.
+"""Models trained with semi-sensitive features, received and verified like releases; the feature
+columns a table declares non-sensitive.
 
 Revision ID: f0006
 Revises: f0005
@@ -15,6 +16,8 @@ depends_on = None
 
 
 def upgrade() -> None:
+    with op.batch_alter_table("feature_tables") as batch:
+        batch.add_column(sa.Column("non_sensitive", sa.JSON(), nullable=False, server_default="[]"))
     op.create_table(
         "received_models",
         sa.Column("model_id", sa.String(64), primary_key=True),
@@ -31,3 +34,5 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("received_models")
+    with op.batch_alter_table("feature_tables") as batch:
+        batch.drop_column("non_sensitive")
