@@ -577,3 +577,48 @@ def test_the_model_message_travels_to_the_features_party_and_is_verified_there(t
         assert send(sign_model(changed, signer)) == grpc.StatusCode.ALREADY_EXISTS  # same id, other bytes
         assert [m["model_id"] for m in f.get("/v1/semi-sensitive-models").json()["items"]] == [mid]
         assert f.get("/v1/semi-sensitive-models/not-a-uuid").status_code == 404
+
+
+def test_a_user_level_label_release_gives_a_user_level_model(party: Party) -> None:
+    """After a user-level release (τ kept examples per user), DP-SGD trains on the kept examples only;
+    every user pays τ·ε₂ more, the tenant pays the group-privacy δ, and the guarantee says so."""
+    party.set_delta("1e-6")
+    c = party.client
+    labels, features = synthetic()
+    users = pa.array([f"user-{i // 4}" for i in range(N)])  # 300 users with 4 clicks each
+    labels = labels.add_column(2, "user_id", users)
+    assert c.post("/v1/recipients", json={"name": "publisher"}).status_code == 201
+    ds = c.post("/v1/datasets", json=SPEC).json()["id"]
+    ptype = {"Content-Type": "application/vnd.apache.parquet"}
+    assert c.put(f"/v1/datasets/{ds}/labels", content=parquet(labels), headers=ptype).status_code == 200
+    put = c.put(f"/v1/datasets/{ds}/non-sensitive-features", content=parquet(features), headers=ptype)
+    assert put.status_code == 200
+    made = c.post(
+        f"/v1/datasets/{ds}/releases",
+        headers={"Idempotency-Key": "u"},
+        json={
+            "privacy_unit": "user",
+            "epsilon_user": 3.0,
+            "contribution_bound": 2,
+            "recipient": "publisher",
+            "loss": "zero_one",
+        },
+    )
+    assert made.status_code == 201, made.text
+    rid = made.json()["id"]
+    model = c.post(
+        f"/v1/datasets/{ds}/semi-sensitive-models",
+        json=body(rid, batch_size=100),
+        headers={"Idempotency-Key": "m"},
+    )
+    assert model.status_code == 201, model.text
+    assert model.json()["examples"] == 600  # τ = 2 of each user's 4 clicks
+    raw = c.get(f"/v1/semi-sensitive-models/{model.json()['id']}/message").content
+    payload = json.loads(base64.b64decode(json.loads(raw)["payload"]))
+    g = payload["guarantee"]
+    delta_tau = 1e-7 * (1 + np.exp(2.0))
+    assert g["unit"] == "user" and g["contribution_bound"] == 2 and g["epsilon_user"] == 3.0 + 2 * 2.0
+    assert g["delta_user"] == pytest.approx(delta_tau, rel=1e-12) and g["delta_user"] >= delta_tau
+    budget = c.get(f"/v1/datasets/{ds}/budget", params={"epsilon_user": 1}).json()
+    assert budget["users"]["spent"]["max"] == 7.0 and budget["users"]["spent"]["p50"] == 7.0
+    assert budget["delta_spent"] == pytest.approx(delta_tau, rel=1e-9)

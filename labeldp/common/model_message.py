@@ -48,7 +48,14 @@ class Guarantee(_Frozen):
     delta: float
     epsilon_total: float = Field(description="ε₁ + ε₂ (basic composition), rounded up")
     adjacency: Literal["replace-one"] = "replace-one"
-    unit: Literal["example"] = "example"
+    unit: Literal["example", "user"] = Field(
+        "example", description="user: a user-level label release; the training examples are ≤ τ per user"
+    )
+    contribution_bound: int | None = Field(None, description="unit user: τ, examples per user that train")
+    epsilon_user: float | None = Field(
+        None, description="unit user: ε per user over both phases (ε_user of the release + τ·ε₂)"
+    )
+    delta_user: float | None = Field(None, description="unit user: δ per user, δ·Σ_{i<τ} e^{i·ε₂}")
     accountant: str
     noise_multiplier: float
     sampling_rate: float

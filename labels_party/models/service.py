@@ -24,6 +24,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -40,9 +41,9 @@ from labeldp.common.model_message import Column, Guarantee, ModelPayload, sign_m
 from labeldp.mechanisms import ParameterError, PublishedMechanism
 from labeldp.mechanisms.debias import BinsNoise
 from labeldp.mechanisms.epsilon import float_at_least
-from labels_party.budget.epsilon import to_atto, to_micro
-from labels_party.budget.keys import example_keys
-from labels_party.budget.ledger import charge, record_kept_charge
+from labels_party.budget.epsilon import as_float, to_atto, to_micro
+from labels_party.budget.keys import example_keys, identities, user_keys
+from labels_party.budget.ledger import UserCharge, charge, record_kept_charge
 from labels_party.datasets.service import get_dataset
 from labels_party.datasets.spec import DatasetSpec, FeatureColumn
 from labels_party.datasets.store import DatasetFiles
@@ -86,6 +87,20 @@ class _Plan:
     schedule: object  # DpSgdSchedule (the dpsgd extra is imported lazily)
     noise_multiplier: float
     recipient: str  # the label release's recipient: the model message is addressed to it too
+    user_keys: np.ndarray  # the user of each training example (its own key without a user_id)
+    contribution_bound: int | None  # τ of a user-level label release (its kept examples train), else None
+    epsilon_dpsgd: float
+    delta: float
+
+    @property
+    def delta_charged(self) -> float:
+        """δ per example, or for a user-level run the group-privacy δ over τ examples of one user
+        (what one user's examples together are exposed to)."""
+        from labeldp.semisensitive import group_privacy
+
+        if self.contribution_bound is None:
+            return self.delta
+        return group_privacy(self.epsilon_dpsgd, self.delta, self.contribution_bound)[1]
 
 
 def _encodings(columns: list[FeatureColumn]) -> list[object]:
@@ -180,19 +195,19 @@ class ModelService:
             raise DomainError(
                 "unusable-label-release", "the label release must be this dataset's and complete"
             )
-        if release.privacy_unit != "example" or release.examples_defaulted:
-            raise DomainError(
-                "unusable-label-release",
-                "the label release must be example-level and list labelled examples only",
-            )
+        if release.examples_defaulted:
+            raise DomainError("unusable-label-release", "the label release must list labelled examples only")
         mechanism = PublishedMechanism.model_validate(release.mechanism)
         output = pq.read_table(release_path(self.data_dir, release.id))
+        if mechanism.capped_bin is not None:  # user-level: only the kept examples (≤ τ per user) train
+            output = output.filter(pc.less(output.column("bin"), mechanism.capped_bin))
         ids = output.column("example_id").combine_chunks()
         if len(ids) > MAX_TRAINING_EXAMPLES:
             raise DomainError("too-many-examples", f"at most {MAX_TRAINING_EXAMPLES} examples train here")
         files = DatasetFiles(self.data_dir, dataset_id)
         semi = [c.name for c in spec.semi_sensitive]
-        labels = _aligned(ids, files.read_labels(ds.labels_version, ["example_id", "label", *semi]), "label")
+        columns = ["example_id", "label", "user_id", *semi]
+        labels = _aligned(ids, files.read_labels(ds.labels_version, columns), "label")
         rows = pq.read_table(files.non_sensitive_path(ds.non_sensitive_version))
         non_sensitive = _aligned(ids, rows, "non-sensitive")
         try:
@@ -206,8 +221,23 @@ class ModelService:
         bins = np.asarray(output.column("bin").to_numpy(), dtype=np.int64)
         recipient = session.get(Recipient, release.recipient_id)
         assert recipient is not None  # a foreign key
+        example_keys_, _ = identities(ids)
+        users = user_keys(labels.column("user_id"), example_keys_)
         return _Plan(
-            spec, release, mechanism, ids, bins, labels, non_sensitive, schedule, sigma, recipient.name
+            spec,
+            release,
+            mechanism,
+            ids,
+            bins,
+            labels,
+            non_sensitive,
+            schedule,
+            sigma,
+            recipient.name,
+            users,
+            mechanism.contribution_bound if mechanism.privacy_unit == "user" else None,
+            request.epsilon_dpsgd,
+            request.delta,
         )
 
     def _charge(
@@ -234,7 +264,7 @@ class ModelService:
             status="charged",
             examples=len(plan.example_ids),
             epsilon_dpsgd_micro=to_micro(request.epsilon_dpsgd),
-            delta_atto=to_atto(request.delta),
+            delta_atto=to_atto(plan.delta_charged),
             noise_multiplier=plan.noise_multiplier,
             sampling_rate=plan.schedule.sampling_rate,
             steps=plan.schedule.steps,
@@ -242,6 +272,8 @@ class ModelService:
             api_key_id=api_key_id,
         )
         keys = example_keys(plan.example_ids.to_pylist())
+        # every user pays ε₂ for each of its training examples (group privacy), as label releases charge
+        users = UserCharge.of_examples(plan.user_keys, row.epsilon_dpsgd_micro)
         try:
             with self.sessions.begin() as session:
                 session.add(row)
@@ -253,6 +285,7 @@ class ModelService:
                     row.epsilon_dpsgd_micro,
                     release_id=row.id,
                     api_key_id=api_key_id,
+                    users=users,
                     note="semi-sensitive model: DP-SGD phase",
                     delta_atto=row.delta_atto,
                 )
@@ -313,7 +346,19 @@ class ModelService:
             clip_norm=request.clip_norm,
             learning_rate=request.learning_rate,
         )
-        eps1 = plan.mechanism.epsilon
+        eps1 = plan.mechanism.epsilon_example or plan.mechanism.epsilon
+        per_user: dict[str, Any] = {}
+        if plan.contribution_bound is not None:  # group privacy over the ≤ τ examples a user trains with
+            from labeldp.semisensitive import group_privacy
+
+            eps_tau, delta_tau = group_privacy(request.epsilon_dpsgd, request.delta, plan.contribution_bound)
+            user_labels = as_float(plan.release.epsilon_user_micro or 0)
+            per_user = {
+                "unit": "user",
+                "contribution_bound": plan.contribution_bound,
+                "epsilon_user": float_at_least(Fraction(user_labels) + Fraction(eps_tau)),
+                "delta_user": delta_tau,
+            }
         guarantee = Guarantee(
             epsilon_labels=eps1,
             label_release_id=plan.release.id,
@@ -326,6 +371,7 @@ class ModelService:
             steps=run.schedule.steps,
             clip_norm=run.clip_norm,
             examples=row.examples,
+            **per_user,
         )
         now = int(time.time() * 1000)
         payload = ModelPayload(
