@@ -11,7 +11,7 @@ router = APIRouter(prefix="/v1", tags=["semi-sensitive models"])
 
 
 @router.get("/semi-sensitive-models", response_model=Page[ReceivedModelOut])
-def list_models(
+def list_received_models(
     _: Caller, models: ReceivedModelStore, paging: Paging, request: Request
 ) -> Page[ReceivedModelOut]:
     """Models received and verified, with their signed guarantee."""
@@ -19,7 +19,7 @@ def list_models(
 
 
 @router.get("/semi-sensitive-models/{model_id}", response_model=ReceivedModelOut)
-def get_model(model_id: str, _: Caller, models: ReceivedModelStore) -> ReceivedModelOut:
+def get_received_model(model_id: str, _: Caller, models: ReceivedModelStore) -> ReceivedModelOut:
     return ReceivedModelOut.of(models.get(model_id))
 
 
@@ -28,7 +28,7 @@ def get_model(model_id: str, _: Caller, models: ReceivedModelStore) -> ReceivedM
     response_class=Response,
     responses={200: {"content": {"application/json": {}}, "description": "the signed model message"}},
 )
-def get_artifact(model_id: str, _: Caller, models: ReceivedModelStore) -> Response:
+def get_received_model_artifact(model_id: str, _: Caller, models: ReceivedModelStore) -> Response:
     """The model as one artifact: the signed message exactly as received. Serving it needs the
     semi-sensitive columns, which only the labels party holds (docs/semi-sensitive.md)."""
     return Response(models.artifact(model_id), media_type="application/json")
