@@ -80,16 +80,19 @@ class ApiClient:
     ) -> None:
         self.http.close()
 
-    def call(self, method: str, path: str, **kwargs: Any) -> Any:
+    def call(self, method: str, path: str, *, raw: bool = False, **kwargs: Any) -> Any:
+        """The answer parsed (JSON) or as bytes; ``raw`` keeps even JSON as its exact bytes (a signed
+        message: the signature covers the bytes)."""
         try:
             r = self.http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
             raise ApiError(0, "unreachable", f"{self.http.base_url}{path}: {exc}") from exc
         if r.status_code >= 400:
             raise _error(r)
-        if r.headers.get("content-type", "").startswith(("application/json", "application/problem+json")):
-            return r.json()
-        return r.content
+        json_answer = r.headers.get("content-type", "").startswith(
+            ("application/json", "application/problem+json")
+        )
+        return r.json() if json_answer and not raw else r.content
 
     def items(self, path: str, *, page_size: int = 1000, **params: Any) -> Iterator[dict[str, Any]]:
         """Every item of a paged list, following its ``next`` links."""
@@ -243,14 +246,8 @@ class LabelsClient(ApiClient):
         return dict(self.call("POST", f"/v1/semi-sensitive-models/{model_id}/deliveries"))
 
     def model_message(self, model_id: str) -> bytes:
-        """The signed model message's exact bytes (JSON, not parsed: the signature covers them)."""
-        try:
-            r = self.http.get(f"/v1/semi-sensitive-models/{model_id}/message")
-        except httpx.TransportError as exc:
-            raise ApiError(0, "unreachable", f"{self.http.base_url}: {exc}") from exc
-        if r.status_code >= 400:
-            raise _error(r)
-        return r.content
+        """The signed model message's exact bytes."""
+        return bytes(self.call("GET", f"/v1/semi-sensitive-models/{model_id}/message", raw=True))
 
     def audit(self, release_id: str) -> dict[str, Any]:
         """Free and tenant-only: what the best attacker learns from a release (raw labels used)."""
@@ -402,11 +399,5 @@ class FeaturesClient(ApiClient):
         return dict(self.call("GET", f"/v1/semi-sensitive-models/{model_id}"))
 
     def received_model_artifact(self, model_id: str) -> bytes:
-        """The signed model message exactly as received (not parsed: the signature covers the bytes)."""
-        try:
-            r = self.http.get(f"/v1/semi-sensitive-models/{model_id}/artifact")
-        except httpx.TransportError as exc:
-            raise ApiError(0, "unreachable", f"{self.http.base_url}: {exc}") from exc
-        if r.status_code >= 400:
-            raise _error(r)
-        return r.content
+        """The signed model message exactly as received."""
+        return bytes(self.call("GET", f"/v1/semi-sensitive-models/{model_id}/artifact", raw=True))

@@ -13,34 +13,36 @@ MICRO = 1_000_000
 ATTO = 10**18
 
 
+def _decimal(value: float | str | Decimal, name: str) -> Decimal:
+    """The exact decimal a float prints as (``repr``), or a string's; finite."""
+    try:
+        out = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    except (InvalidOperation, ValueError) as exc:
+        raise ValueError(f"{name} must be a number, got {value!r}") from exc
+    if not out.is_finite():
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return out
+
+
 def to_micro(epsilon: float | str | Decimal, *, name: str = "epsilon") -> int:
     """ε as integer micro-ε, rounded up (0.1 → 100000; 0.1000001 → 100001)."""
-    try:
-        value = Decimal(repr(epsilon)) if isinstance(epsilon, float) else Decimal(epsilon)
-    except (InvalidOperation, ValueError) as exc:
-        raise ValueError(f"{name} must be a number, got {epsilon!r}") from exc
-    if not value.is_finite() or value <= 0:
+    value = _decimal(epsilon, name)
+    if value <= 0:
         raise ValueError(f"{name} must be a finite number > 0, got {epsilon!r}")
     return int((value * MICRO).to_integral_value(rounding=ROUND_CEILING))
 
 
 def to_micro_floor(epsilon: float | str | Decimal, *, name: str = "epsilon") -> int:
     """Budget limits round *down* (a limit of 1/3 allows 333333 micro-ε, never more)."""
-    try:
-        value = Decimal(repr(epsilon)) if isinstance(epsilon, float) else Decimal(epsilon)
-    except (InvalidOperation, ValueError) as exc:
-        raise ValueError(f"{name} must be a number, got {epsilon!r}") from exc
-    if not value.is_finite() or value < 0:
+    value = _decimal(epsilon, name)
+    if value < 0:
         raise ValueError(f"{name} must be a finite number >= 0, got {epsilon!r}")
     return int((value * MICRO).to_integral_value(rounding=ROUND_FLOOR))
 
 
 def _delta(delta: float | str | Decimal, name: str) -> Decimal:
-    try:
-        value = Decimal(repr(delta)) if isinstance(delta, float) else Decimal(delta)
-    except (InvalidOperation, ValueError) as exc:
-        raise ValueError(f"{name} must be a number, got {delta!r}") from exc
-    if not value.is_finite() or not 0 <= value < 1:
+    value = _decimal(delta, name)
+    if not 0 <= value < 1:
         raise ValueError(f"{name} must be a finite number in [0, 1), got {delta!r}")
     return value
 

@@ -3,11 +3,13 @@ DEADLINE_EXCEEDED, and a check that the receipt matches what was signed."""
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import grpc
 
@@ -19,6 +21,7 @@ RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
 BACKOFF_BASE_S = 0.25
 BACKOFF_CAP_S = 8.0
 _jitter = secrets.SystemRandom()
+_Receipt = TypeVar("_Receipt")
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,31 @@ def channel_for(address: str, credentials: grpc.ChannelCredentials | None) -> gr
     return grpc.secure_channel(address, credentials, options=options)
 
 
+def _with_retries(
+    send: Callable[[grpc.Channel], _Receipt],
+    address: str,
+    credentials: grpc.ChannelCredentials | None,
+    attempts: int,
+    sleep: Callable[[float], None],
+) -> tuple[_Receipt | None, int, str, str]:
+    """``send`` on a fresh channel until it answers, backing off on UNAVAILABLE and DEADLINE_EXCEEDED:
+    (the receipt or None, attempts made, last status, its detail)."""
+    last_code, last_detail = "UNKNOWN", ""
+    for attempt in range(1, attempts + 1):
+        channel = channel_for(address, credentials)
+        try:
+            return send(channel), attempt, "OK", ""
+        except grpc.RpcError as exc:
+            code: grpc.StatusCode = exc.code()
+            last_code, last_detail = code.name, str(exc.details() or "")
+            if code not in RETRYABLE or attempt == attempts:
+                return None, attempt, last_code, last_detail
+            sleep(backoff(attempt))
+        finally:
+            channel.close()
+    return None, attempts, last_code, last_detail  # pragma: no cover
+
+
 def deliver(
     path: Path,
     address: str,
@@ -54,32 +82,20 @@ def deliver(
 ) -> Outcome:
     header = stored_header(path)
     wire = path.stat().st_size
-    last_code, last_detail = "UNKNOWN", ""
-    for attempt in range(1, attempts + 1):
-        channel = channel_for(address, credentials)
-        try:
-            call = channel.stream_unary(METHOD, response_deserializer=pb.DeliveryReceipt.FromString)
-            receipt: pb.DeliveryReceipt = call(read_records(path), timeout=timeout_s)
-        except grpc.RpcError as exc:
-            code: grpc.StatusCode = exc.code()
-            last_code, last_detail = code.name, str(exc.details() or "")
-            if code not in RETRYABLE or attempt == attempts:
-                return Outcome(False, attempt, last_code, last_detail, None, wire)
-            sleep(backoff(attempt))
-            continue
-        finally:
-            channel.close()
-        if receipt.release_id != header.release_id or receipt.payload_sha256 != header.payload_sha256:
-            return Outcome(
-                False,
-                attempt,
-                "RECEIPT_MISMATCH",
-                "the receipt does not match the signed message",
-                receipt,
-                wire,
-            )
-        return Outcome(True, attempt, "OK", "", receipt, wire)
-    return Outcome(False, attempts, last_code, last_detail, None, wire)  # pragma: no cover
+
+    def send(channel: grpc.Channel) -> pb.DeliveryReceipt:
+        call = channel.stream_unary(METHOD, response_deserializer=pb.DeliveryReceipt.FromString)
+        receipt: pb.DeliveryReceipt = call(read_records(path), timeout=timeout_s)
+        return receipt
+
+    receipt, attempt, status, detail = _with_retries(send, address, credentials, attempts, sleep)
+    if receipt is None:
+        return Outcome(False, attempt, status, detail, None, wire)
+    if receipt.release_id != header.release_id or receipt.payload_sha256 != header.payload_sha256:
+        return Outcome(
+            False, attempt, "RECEIPT_MISMATCH", "the receipt does not match the signed message", receipt, wire
+        )
+    return Outcome(True, attempt, "OK", "", receipt, wire)
 
 
 MODEL_METHOD = "/labeldp.v1.FeaturesParty/DeliverModel"
@@ -96,37 +112,27 @@ def deliver_model(
     sleep: Callable[[float], None] = time.sleep,
 ) -> Outcome:
     """Send a signed model message (one unary call), with the same retries and receipt check."""
-    import hashlib
-
     digest = hashlib.sha256(envelope).digest()
-    request = pb.SignedModel(envelope=envelope)
-    last_code, last_detail = "UNKNOWN", ""
-    for attempt in range(1, attempts + 1):
-        channel = channel_for(address, credentials)
-        try:
-            call = channel.unary_unary(
-                MODEL_METHOD,
-                request_serializer=pb.SignedModel.SerializeToString,
-                response_deserializer=pb.ModelReceipt.FromString,
-            )
-            receipt: pb.ModelReceipt = call(request, timeout=timeout_s)
-        except grpc.RpcError as exc:
-            code: grpc.StatusCode = exc.code()
-            last_code, last_detail = code.name, str(exc.details() or "")
-            if code not in RETRYABLE or attempt == attempts:
-                return Outcome(False, attempt, last_code, last_detail, None, len(envelope))
-            sleep(backoff(attempt))
-            continue
-        finally:
-            channel.close()
-        if receipt.model_id != model_id or receipt.message_sha256 != digest:
-            return Outcome(
-                False,
-                attempt,
-                "RECEIPT_MISMATCH",
-                "the receipt does not match the signed model",
-                None,
-                len(envelope),
-            )
-        return Outcome(True, attempt, "OK", "", None, len(envelope))
-    return Outcome(False, attempts, last_code, last_detail, None, len(envelope))  # pragma: no cover
+
+    def send(channel: grpc.Channel) -> pb.ModelReceipt:
+        call = channel.unary_unary(
+            MODEL_METHOD,
+            request_serializer=pb.SignedModel.SerializeToString,
+            response_deserializer=pb.ModelReceipt.FromString,
+        )
+        receipt: pb.ModelReceipt = call(pb.SignedModel(envelope=envelope), timeout=timeout_s)
+        return receipt
+
+    receipt, attempt, status, detail = _with_retries(send, address, credentials, attempts, sleep)
+    if receipt is None:
+        return Outcome(False, attempt, status, detail, None, len(envelope))
+    if receipt.model_id != model_id or receipt.message_sha256 != digest:
+        return Outcome(
+            False,
+            attempt,
+            "RECEIPT_MISMATCH",
+            "the receipt does not match the signed model",
+            None,
+            len(envelope),
+        )
+    return Outcome(True, attempt, "OK", "", None, len(envelope))

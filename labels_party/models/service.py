@@ -42,7 +42,7 @@ from labeldp.mechanisms import ParameterError, PublishedMechanism
 from labeldp.mechanisms.debias import BinsNoise
 from labeldp.mechanisms.epsilon import float_at_least
 from labels_party.budget.epsilon import as_float, to_atto, to_micro
-from labels_party.budget.keys import example_keys, identities, user_keys
+from labels_party.budget.keys import user_keys
 from labels_party.budget.ledger import UserCharge, charge, record_kept_charge
 from labels_party.datasets.service import get_dataset
 from labels_party.datasets.spec import DatasetSpec, FeatureColumn
@@ -87,6 +87,7 @@ class _Plan:
     schedule: object  # DpSgdSchedule (the dpsgd extra is imported lazily)
     noise_multiplier: float
     recipient: str  # the label release's recipient: the model message is addressed to it too
+    example_keys: np.ndarray  # the ledger key of each training example
     user_keys: np.ndarray  # the user of each training example (its own key without a user_id)
     contribution_bound: int | None  # τ of a user-level label release (its kept examples train), else None
     epsilon_dpsgd: float
@@ -206,7 +207,7 @@ class ModelService:
             raise DomainError("too-many-examples", f"at most {MAX_TRAINING_EXAMPLES} examples train here")
         files = DatasetFiles(self.data_dir, dataset_id)
         semi = [c.name for c in spec.semi_sensitive]
-        columns = ["example_id", "label", "user_id", *semi]
+        columns = ["example_id", "example_key", "label", "user_id", *semi]
         labels = _aligned(ids, files.read_labels(ds.labels_version, columns), "label")
         rows = pq.read_table(files.non_sensitive_path(ds.non_sensitive_version))
         non_sensitive = _aligned(ids, rows, "non-sensitive")
@@ -221,8 +222,8 @@ class ModelService:
         bins = np.asarray(output.column("bin").to_numpy(), dtype=np.int64)
         recipient = session.get(Recipient, release.recipient_id)
         assert recipient is not None  # a foreign key
-        example_keys_, _ = identities(ids)
-        users = user_keys(labels.column("user_id"), example_keys_)
+        keys = np.asarray(labels.column("example_key").to_numpy(), dtype=np.int64)  # stored at upload
+        users = user_keys(labels.column("user_id"), keys)
         return _Plan(
             spec,
             release,
@@ -234,6 +235,7 @@ class ModelService:
             schedule,
             sigma,
             recipient.name,
+            keys,
             users,
             mechanism.contribution_bound if mechanism.privacy_unit == "user" else None,
             request.epsilon_dpsgd,
@@ -271,7 +273,7 @@ class ModelService:
             clip_norm=request.clip_norm,
             api_key_id=api_key_id,
         )
-        keys = example_keys(plan.example_ids.to_pylist())
+        keys = np.unique(plan.example_keys)
         # every user pays ε₂ for each of its training examples (group privacy), as label releases charge
         users = UserCharge.of_examples(plan.user_keys, row.epsilon_dpsgd_micro)
         try:
