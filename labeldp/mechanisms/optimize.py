@@ -12,8 +12,11 @@ against the naive DP.
 
 For absolute loss a pass is ``O(k log k)`` instead (``absolute_segmentation``: the bins' values are
 support points, and over values the problem is a facility location with Monge costs). Squared and
-Poisson costs have no such structure that we could prove, and their interval costs violate the
-quadrangle inequality, so their pass stays the exact ``O(k²)`` scan.
+Poisson interval costs violate the quadrangle inequality, so no monotone-matrix search is exact for
+them; their pass is a branch and bound over the left ends with two provable lower bounds
+(``pruned_segmentation``), which prunes all but a few hundred intervals per support point on real
+priors, and the exact ``O(k²)`` scan below ``COMPILE_FROM`` points or without numba. Cells without
+prior mass are set aside first for these two losses (``_without_empty_cells``).
 """
 
 from __future__ import annotations
@@ -24,9 +27,16 @@ from functools import partial
 
 import numpy as np
 
+from labeldp.mechanisms import pruned_segmentation
 from labeldp.mechanisms._types import ArrayLike, FloatArray, IntArray
 from labeldp.mechanisms.absolute_segmentation import segment_absolute
-from labeldp.mechanisms.interval_costs import AbsoluteCosts, IntervalCosts, interval_costs
+from labeldp.mechanisms.interval_costs import (
+    AbsoluteCosts,
+    IntervalCosts,
+    PoissonCosts,
+    SquaredCosts,
+    interval_costs,
+)
 from labeldp.mechanisms.losses import Loss, LossFn, check_labels_for_loss, resolve_loss
 from labeldp.mechanisms.rr_on_bins import RROnBins
 from labeldp.mechanisms.support import Support
@@ -78,9 +88,33 @@ def optimize_rr_on_bins(
         raise ParameterError("the zero_one loss is served by RR-Top-k (optimize_rr_top_k)", "loss")
     support, p = _support_and_prior(values, probs)
     check_labels_for_loss(support.values, loss_spec, "values")
+    if loss_spec.name in ("squared", "poisson"):
+        return _without_empty_cells(support, p, eps, loss_spec)
     costs = interval_costs(loss_spec, support.values, p, eps)
     starts = _best_partition(costs, math.exp(eps))
-    return _mechanism(support, starts, costs, eps, loss_spec)
+    return _mechanism(support, _bins_of(starts, support.k), _values(costs, starts), eps, loss_spec)
+
+
+def _without_empty_cells(support: Support, p: FloatArray, eps: float, loss: Loss) -> RROnBins:
+    """Optimize over the cells with prior mass, then give each empty cell to the nearer (in ``loss``)
+    of its neighbours' bins.
+
+    Empty cells change no interval's cost, so they cannot change the optimum; left in, they make the
+    pruned pass's objective flat over every empty run. Where they go matters only for labels that
+    land there although the (noisy) prior gave them no mass: to the bin whose value serves them best.
+    """
+    kept = np.flatnonzero(p > 0)
+    costs = interval_costs(loss, support.values[kept], p[kept], eps)
+    starts = _best_partition(costs, math.exp(eps))
+    values = _values(costs, starts)
+    kept_bins = _bins_of(starts, kept.size)
+    y = support.values
+    # each cell's nearest kept cells: below (or the first) and above (or the last)
+    above = np.minimum(np.searchsorted(kept, np.arange(support.k)), kept.size - 1)
+    below = np.maximum(above - (kept[above] > np.arange(support.k)), 0)
+    low, high = kept_bins[below], kept_bins[above]
+    prefer_high = loss(values[high], y) < loss(values[low], y)  # ties to the lower bin
+    return _mechanism(support, np.where(prefer_high, high, low), values, eps, loss)
 
 
 def _support_and_prior(values: Support | ArrayLike, probs: ArrayLike) -> tuple[Support, FloatArray]:
@@ -125,12 +159,22 @@ def _segment(costs: _RowCache, reward: float) -> IntArray:
     return np.array(starts[::-1], dtype=np.int64)
 
 
-def _best_partition(interval: IntervalCosts, e_eps: float) -> IntArray:
-    """Dinkelbach iteration on ``N(P) / (e^ε + m(P) − 1)`` starting from the single bin."""
+def _pass_for(interval: IntervalCosts) -> Callable[[float], IntArray]:
+    """The fastest exact pass for these costs (module docstring)."""
     if isinstance(interval, AbsoluteCosts):
-        segment: Callable[[float], IntArray] = partial(segment_absolute, interval)
-    else:
-        segment = partial(_segment, _RowCache(interval))
+        return partial(segment_absolute, interval)
+    if isinstance(interval, SquaredCosts | PoissonCosts) and pruned_segmentation.available(interval.k):
+        return pruned_segmentation.PrunedSegmenter(interval)
+    return partial(_segment, _RowCache(interval))
+
+
+def _best_partition(interval: IntervalCosts, e_eps: float) -> IntArray:
+    return dinkelbach(interval, e_eps, _pass_for(interval))
+
+
+def dinkelbach(interval: IntervalCosts, e_eps: float, segment: Callable[[float], IntArray]) -> IntArray:
+    """Dinkelbach iteration on ``N(P) / (e^ε + m(P) − 1)`` starting from the single bin; ``segment``
+    is one pass (bin starts minimizing ``Σ_bins (c(bin) − reward)``)."""
     starts = np.array([0], dtype=np.int64)
     ratio = interval.partition_cost(starts) / e_eps
     for _ in range(_MAX_PASSES):
@@ -149,10 +193,16 @@ def _best_partition(interval: IntervalCosts, e_eps: float) -> IntArray:
     return starts  # pragma: no cover - Dinkelbach converges in a handful of passes
 
 
-def _mechanism(support: Support, starts: IntArray, costs: IntervalCosts, eps: float, loss: Loss) -> RROnBins:
-    ends = np.append(starts[1:], support.k)
-    values = np.array([costs.value(int(a), int(b)) for a, b in zip(starts, ends, strict=True)])
-    bins = np.repeat(np.arange(starts.size), ends - starts)
+def _bins_of(starts: IntArray, k: int) -> IntArray:
+    return np.repeat(np.arange(starts.size), np.diff(np.append(starts, k)))
+
+
+def _values(costs: IntervalCosts, starts: IntArray) -> FloatArray:
+    ends = np.append(starts[1:], costs.k)
+    return np.array([costs.value(int(a), int(b)) for a, b in zip(starts, ends, strict=True)])
+
+
+def _mechanism(support: Support, bins: IntArray, values: FloatArray, eps: float, loss: Loss) -> RROnBins:
     if np.any(np.diff(values) < 0):
         # Only ties between equally good partitions can produce out-of-order values; any
         # relabelling of the outputs is still RR-on-Bins, so merge order by value.
