@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from labels_party.config import LabelsSettings
+from labels_party.datasets import identities
 from tests.support.servers import labels_server_thread, tenant_key
 
 WEEKS: dict[str, Any] = {"label_type": "count", "lo": 0, "hi": 52}
@@ -453,3 +455,54 @@ def test_previews_can_use_a_released_or_a_public_prior(api: Api) -> None:
     body = {"epsilon": 1, "recipient": "p", "prior_release_id": rel["id"]}
     problem(c.post(f"/v1/datasets/{other}/releases:preview", json=body), 422, "invalid-prior")
     assert len(charges(c)) == 1  # only the release
+
+
+def test_large_uploads_keep_identities_in_an_unnamed_mapped_file(
+    api: Api, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """From ``SPILL_FROM`` rows the identity set is a memory map of an unlinked file: the same answers
+    (upsert, duplicates) as in memory, and no file left behind. Lowered to 1 so every upload spills."""
+    made: list[bool] = []
+    real = identities._array
+
+    def spy(shape: tuple[int, int], spill_dir: Path) -> Any:
+        out = real(shape, spill_dir)
+        made.append(isinstance(out, np.memmap))
+        return out
+
+    monkeypatch.setattr(identities, "SPILL_FROM", 1)
+    monkeypatch.setattr(identities, "_array", spy)
+    c = api.tenant("acme")
+    ds = dataset(c)
+    r = upload(c, ds, csv([(f"id{i}", i % 50) for i in range(2_000)]))
+    assert r.status_code == 200 and r.json()["label_count"] == 2_000
+    r = upload(c, ds, csv([(f"id{i}", 1) for i in range(1_500, 2_500)]))  # 500 replaced, 500 new
+    assert r.status_code == 200 and r.json()["label_count"] == 2_500
+    assert problem(upload(c, ds, csv([("x", 1), ("id5", 2), ("x", 3)])), 422, "duplicate-example-id")[
+        "rows"
+    ] == [1, 3]
+    assert made == [True, True, True]
+    assert not [p for p in api.data_dir.rglob("*") if "identities" in p.name]
+
+    rng = np.random.default_rng(5)  # and the two layouts hold the same set
+    keys, checks = rng.integers(-(2**63), 2**63 - 1, (2, 5_000), dtype=np.int64)
+    keys[:10], checks[:10] = keys[10:20], checks[10:20]
+    batches = lambda: [(keys[:3_000], checks[:3_000]), (keys[3_000:], checks[3_000:])]  # noqa: E731
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    spilled = identities.IdentitySet.collect(batches, spill)
+    monkeypatch.setattr(identities, "SPILL_FROM", 10**9)
+    held = identities.IdentitySet.collect(batches, spill)
+    assert isinstance(spilled.pairs, np.memmap) and not isinstance(held.pairs, np.memmap)
+    np.testing.assert_array_equal(np.asarray(spilled.pairs), held.pairs)
+    for a, b in zip(spilled.duplicates(), held.duplicates(), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert spilled.duplicates()[0].size == 10
+    probe_keys, probe_checks = (
+        np.concatenate([keys[::7], keys[:5] + 1]),
+        np.concatenate([checks[::7], checks[:5]]),
+    )
+    np.testing.assert_array_equal(
+        spilled.contains(probe_keys, probe_checks), held.contains(probe_keys, probe_checks)
+    )
+    assert not list(spill.iterdir())

@@ -133,10 +133,10 @@ def _pruned_pass(
     stack: Any,
 ) -> int:
     """Fill ``best`` and ``arg`` (the best left end of the last bin) for every right end; return the
-    number of interval costs evaluated. ``lin`` = (a, b, μ, the largest ``|A|`` or ``|R̃|``): φ's tangent plane
-    ``a·s + b·w``, the centring mean and the tolerance scale. The trees (node ``n``'s children
-    ``2n``, ``2n+1``, leaves from ``size``) hold block minima of ``best[r] − g·R̃_r`` (filled as the
-    pass goes; +inf for left ends not yet known) and block extrema of ``S − μP``."""
+    number of interval costs evaluated. ``lin`` = (a, b, μ, the largest ``|A|`` or ``|R̃|``): φ's
+    tangent plane ``a·s + b·w``, the centring mean and the tolerance scale. The trees (node ``n``'s
+    children ``2n``, ``2n+1``, leaves from ``size``) hold block minima of ``best[r] − g·R̃_r`` (filled
+    as the pass goes; +inf for left ends not yet known) and block extrema of ``S − μP``."""
     k = P.shape[0] - 1
     for n in range(2 * size):
         u_min[n] = math.inf

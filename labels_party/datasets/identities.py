@@ -4,11 +4,18 @@ Pairs are placed into one preallocated array, grouped into 256 shards by the key
 ledger's sharding) with a counting sort, and each shard is then sorted in place on its own. Finding
 duplicates and testing membership never needs a sort index over everything or a second copy: 16 bytes
 per row, plus one small shard at a time.
+
+From ``SPILL_FROM`` rows on, the array is a memory map of an unlinked temporary file beside the
+upload's staging file instead of process memory: its pages are the kernel's to write back and evict,
+so a billion-row upload (16 GB of identities) needs disk, not RAM, and the process's own (anonymous)
+memory stays at one shard. The file has no name, so a crash leaves nothing behind.
 """
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -16,10 +23,19 @@ import numpy.typing as npt
 from labels_party.budget.keys import Keys
 
 SHARDS = 256
+SPILL_FROM = 8_000_000  # rows (128 MB of pairs): below this the array stays in process memory
 
 
 def _shard_of(keys: Keys) -> npt.NDArray[np.intp]:
     return (keys.view(np.uint64) >> np.uint64(56)).astype(np.intp)
+
+
+def _array(shape: tuple[int, int], spill_dir: Path) -> npt.NDArray[np.int64]:
+    if shape[0] < SPILL_FROM:
+        return np.empty(shape, dtype=np.int64)
+    with tempfile.TemporaryFile(dir=spill_dir, prefix=".identities-") as backing:
+        # the map keeps its own handle on the (already unlinked) file once this one is closed
+        return np.memmap(backing, dtype=np.int64, mode="w+", shape=shape)
 
 
 class IdentitySet:
@@ -28,13 +44,13 @@ class IdentitySet:
         self.bounds = bounds
 
     @classmethod
-    def collect(cls, batches: Callable[[], Iterable[tuple[Keys, Keys]]]) -> IdentitySet:
+    def collect(cls, batches: Callable[[], Iterable[tuple[Keys, Keys]]], spill_dir: Path) -> IdentitySet:
         """Two passes over ``batches()``: count per shard, then place every pair in its shard."""
         counts = np.zeros(SHARDS, dtype=np.int64)
         for keys, _ in batches():
             counts += np.bincount(_shard_of(keys), minlength=SHARDS)
         bounds = np.concatenate(([0], np.cumsum(counts)))
-        pairs = np.empty((int(bounds[-1]), 2), dtype=np.int64)
+        pairs = _array((int(bounds[-1]), 2), spill_dir)
         filled = bounds[:-1].copy()
         for keys, checks in batches():
             shard = _shard_of(keys)

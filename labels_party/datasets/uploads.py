@@ -12,7 +12,8 @@ Every byte of an upload is hostile until validated, so each format has a bounded
   columns are read, in batches.
 
 Validated rows are written to a temporary Parquet file as they go, so memory stays bounded by a batch
-plus 16 bytes per row of identity (see ``identities.py``), whatever the upload's size. Every check runs
+plus 16 bytes per row of identity, which large uploads keep in a memory-mapped temporary file (see
+``identities.py``), whatever the upload's size. Every check runs
 before storage is touched, and a failed check names the first offending rows (1-based data rows,
 header excluded), never their values.
 """
@@ -371,7 +372,7 @@ def validate_upload(
                 writer.write_table(pa.table(columns, schema=schema))
                 rows += len(ids)
                 release_arrow_memory()
-        found = IdentitySet.collect(lambda: identity_batches(out))
+        found = IdentitySet.collect(lambda: identity_batches(out), out.parent)
         dup_keys, dup_checks = found.duplicates()
         if dup_keys.size:
             raise upload_error(
