@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import grpc
@@ -42,8 +43,14 @@ def main(n: int = 10_000_000) -> None:
         }
         key = cli(env, "features", "tenant", "create", "bench").strip().splitlines()[-1]
         sender = Identity.generate()
-        ids = pa.array([f"click-{i:09d}" for i in range(n)], pa.string())
-        bins = np.random.default_rng(0).integers(0, 4, n)  # benchmark-only synthetic bins
+        rng = np.random.default_rng(0)  # benchmark-only synthetic bins
+        # pieces of 10M so that building 100M IDs does not hold 100M Python strings at once
+        starts = range(0, n, 10_000_000)
+        ids = [
+            pa.array([f"click-{i:09d}" for i in range(a, min(n, a + 10_000_000))], pa.string())
+            for a in starts
+        ]
+        pieces = [(chunk, rng.integers(0, 4, len(chunk))) for chunk in ids]
         support = integer_grid(0, 52)
         edges = np.searchsorted([6, 18, 36], support.values, side="right")  # 4 bins: 0-5, 6-17, 18-35, 36-52
         mechanism = RROnBins(0.95, support, edges, np.array([1.0, 10.0, 25.0, 45.0])).describe(
@@ -53,11 +60,11 @@ def main(n: int = 10_000_000) -> None:
         path = write_message(
             tmp / "labels",
             Signer(sender, "advertiser", 3600),
-            release_id="bench-release",
+            release_id=str(uuid.uuid4()),
             recipient="publisher",
             label_type="count",
             mechanism=mechanism,
-            pieces=[(ids, bins)],
+            pieces=pieces,
         )
         build_seconds = time.perf_counter() - build_start
         features = FeaturesProcess(env)
@@ -79,11 +86,11 @@ def main(n: int = 10_000_000) -> None:
             seconds = time.perf_counter() - start
             assert outcome.delivered, outcome
             peak = peak_rss_of(features.proc.pid)
-            listed = client.get("/v1/releases").json()
+            listed = client.get("/v1/releases").json()["items"]
             assert listed[0]["example_count"] == n
         finally:
             features.stop()
-        id_bytes = int(np.sum(pa.compute.binary_length(ids).to_numpy()))
+        id_bytes = sum(int(np.sum(pa.compute.binary_length(chunk).to_numpy())) for chunk in ids)
         bound = id_bytes + 1.05 * n
         row = {
             "examples": n,

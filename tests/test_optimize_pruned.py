@@ -127,7 +127,8 @@ def test_pass_reaches_the_scan_minimum(loss: str, compiled: bool) -> None:
 
 
 def test_pruning_does_its_job() -> None:
-    """On a real-shaped prior the pass evaluates a small fraction of the k²/2 intervals."""
+    """On a real-shaped prior the pass evaluates a few hundred intervals per support point (about 190
+    here), not the scan's k/2 = 10,000."""
     rng = np.random.default_rng(43)
     k = 20_000
     y = np.arange(k, dtype=float)
@@ -136,7 +137,7 @@ def test_pruning_does_its_job() -> None:
     costs = costs_for("squared", y, p / p.sum(), 1.0)
     segment = pruned.PrunedSegmenter(costs)
     segment(first_reward(costs))
-    assert segment.evaluated < 0.02 * k * k / 2
+    assert segment.evaluated < 1_000 * k
 
 
 @pytest.mark.parametrize("eps", [0.05, 2.0, 8.0])
