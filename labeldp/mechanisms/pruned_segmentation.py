@@ -20,8 +20,9 @@ best ``f_i(r)`` found so far. Two bounds, each valid in exact arithmetic (docs/m
 
 A node is skipped only when its bound beats the incumbent by more than 10⁻¹¹ of the magnitudes
 involved (far above the rounding error of the prefix sums), so the pass returns what the scan
-returns up to exact ties. The worst case stays O(k²) (nothing is pruned); measured on real and
-adversarial priors it evaluates 40–15,000 intervals per support point instead of k/2.
+returns up to exact ties. The worst case stays O(k²) (nothing is pruned); measured, it evaluates
+40–670 intervals per support point instead of k/2 on real-shaped priors, and up to ~35,000 on
+contrived near-flat ones (BENCHMARKS.md).
 
 Empty cells must be removed before a pass (``optimize`` does): a run of zero-mass cells makes
 ``f_i`` exactly flat over it, and the search cannot prune ties.
