@@ -36,10 +36,10 @@ COMPILE_FROM = {
 }
 
 
-def prior_for(k: int) -> tuple[np.ndarray, np.ndarray]:
-    """A realistic prior on a fine grid: the diamond prices' private histogram (ε₁ = 0.5)."""
+def prior_for(k: int, epsilon_prior: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
+    """A realistic prior on a fine grid: the diamond prices' private histogram."""
     sup = uniform_grid(0.0, 20_000.0, k)
-    return sup.values, private_prior(diamond_prices().labels, sup, 0.5)
+    return sup.values, private_prior(diamond_prices().labels, sup, epsilon_prior)
 
 
 def plain_python_dp(y: list[float], p: list[float], eps: float) -> float:
@@ -157,10 +157,7 @@ def pruning() -> tuple[list[str], list[dict[str, object]]]:
     grid = uniform_grid(0.0, 100_000.0, k)
     shapes = {
         "diamond prices (ε₁ = 0.5)": prior_for(k),
-        "diamond prices (ε₁ = 2)": (
-            uniform_grid(0.0, 20_000.0, k).values,
-            private_prior(diamond_prices().labels, uniform_grid(0.0, 20_000.0, k), 2.0),
-        ),
+        "diamond prices (ε₁ = 2)": prior_for(k, 2.0),
         "log-normal spend, 1M users (ε₁ = 0.5)": (
             grid.values,
             private_prior(rng.lognormal(5.0, 1.5, 1_000_000), grid, 0.5),

@@ -16,7 +16,7 @@ Poisson interval costs violate the quadrangle inequality, so no monotone-matrix 
 them; their pass is a branch and bound over the left ends with two provable lower bounds
 (``pruned_segmentation``), which prunes all but a few hundred intervals per support point on real
 priors, and the exact ``O(k²)`` scan below ``COMPILE_FROM`` points or without numba. Cells without
-prior mass are set aside first for these two losses (``_without_empty_cells``).
+prior mass are set aside before any pass (``_without_empty_cells``).
 """
 
 from __future__ import annotations
@@ -88,11 +88,7 @@ def optimize_rr_on_bins(
         raise ParameterError("the zero_one loss is served by RR-Top-k (optimize_rr_top_k)", "loss")
     support, p = _support_and_prior(values, probs)
     check_labels_for_loss(support.values, loss_spec, "values")
-    if loss_spec.name in ("squared", "poisson"):
-        return _without_empty_cells(support, p, eps, loss_spec)
-    costs = interval_costs(loss_spec, support.values, p, eps)
-    starts = _best_partition(costs, math.exp(eps))
-    return _mechanism(support, _bins_of(starts, support.k), _values(costs, starts), eps, loss_spec)
+    return _without_empty_cells(support, p, eps, loss_spec)
 
 
 def _without_empty_cells(support: Support, p: FloatArray, eps: float, loss: Loss) -> RROnBins:
@@ -101,17 +97,18 @@ def _without_empty_cells(support: Support, p: FloatArray, eps: float, loss: Loss
 
     Empty cells change no interval's cost, so they cannot change the optimum; left in, they make the
     pruned pass's objective flat over every empty run. Where they go matters only for labels that
-    land there although the (noisy) prior gave them no mass: to the bin whose value serves them best.
+    land there although the (noisy) prior gave them no mass: to the bin whose value serves them best
+    (for absolute loss, the nearest value, as its pass's Voronoi cells always did).
     """
     kept = np.flatnonzero(p > 0)
     costs = interval_costs(loss, support.values[kept], p[kept], eps)
     starts = _best_partition(costs, math.exp(eps))
     values = _values(costs, starts)
     kept_bins = _bins_of(starts, kept.size)
-    y = support.values
+    y, cells = support.values, np.arange(support.k)
     # each cell's nearest kept cells: below (or the first) and above (or the last)
-    above = np.minimum(np.searchsorted(kept, np.arange(support.k)), kept.size - 1)
-    below = np.maximum(above - (kept[above] > np.arange(support.k)), 0)
+    above = np.minimum(np.searchsorted(kept, cells), kept.size - 1)
+    below = np.maximum(above - (kept[above] > cells), 0)
     low, high = kept_bins[below], kept_bins[above]
     prefer_high = loss(values[high], y) < loss(values[low], y)  # ties to the lower bin
     return _mechanism(support, np.where(prefer_high, high, low), values, eps, loss)
@@ -151,12 +148,7 @@ def _segment(costs: _RowCache, reward: float) -> IntArray:
         r = int(np.argmin(total))
         best[i] = total[r] - reward
         arg[i] = r
-    starts = []
-    i = k
-    while i > 0:
-        i = int(arg[i])
-        starts.append(i)
-    return np.array(starts[::-1], dtype=np.int64)
+    return pruned_segmentation.bin_starts(arg)
 
 
 def _pass_for(interval: IntervalCosts) -> Callable[[float], IntArray]:

@@ -268,10 +268,12 @@ class PrunedSegmenter:
             self.poisson, costs.P, costs.S, self.A, self.RT, self.lin, costs.g, float(reward), monotone,
             self.centred_min, self.centred_max, self.size, scratch[0], best, arg, scratch[1],
         )  # fmt: skip
-        return _starts(arg)
+        return bin_starts(arg)
 
 
-def _starts(arg: Sequence[int] | IntArray) -> IntArray:
+def bin_starts(arg: Sequence[int] | IntArray) -> IntArray:
+    """The partition a segmentation DP chose, read back from ``arg[i]`` (the start of the last bin of
+    the best partition of the first ``i`` cells)."""
     starts = []
     i = len(arg) - 1
     while i > 0:
