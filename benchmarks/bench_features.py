@@ -22,7 +22,8 @@ def ids(start: int, n: int) -> pa.Array:
 
 
 def join_case(n: int) -> None:
-    from features_party.tables.service import join_report, table_path
+    from features_party.tables.joins import join_report
+    from features_party.tables.service import table_path
 
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)

@@ -48,13 +48,13 @@ def one(engine: str, folder: str, n: int) -> None:
     print(json.dumps({"seconds": seconds, "peak_mib": peak_rss_mib(), "workers_mib": workers, "loss": loss}))
 
 
-def main() -> None:
+def main(sizes: tuple[int, ...] = SIZES) -> None:
     lines = [
         "| rows | learner | seconds | process MiB | each worker MiB | validation loss (noisy labels) |",
         "|---|---|---|---|---|---|",
     ]
     rows = []
-    for n in SIZES:
+    for n in sizes:
         folder = Path(tempfile.mkdtemp(prefix="labeldp-train-"))
         try:
             release, features, _, _ = synthetic(n, FEATURES)
@@ -83,4 +83,4 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "one":
         one(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     else:
-        main()
+        main(tuple(int(a) for a in sys.argv[1:]) or SIZES)

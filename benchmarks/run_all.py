@@ -10,6 +10,7 @@ BENCHMARKS = (
     "bench_optimizer",
     "bench_scale",
     "bench_scale_training",
+    "bench_scale_join",
     "bench_ledger_scale",
     "bench_scale_e2e",
     "bench_randomize",

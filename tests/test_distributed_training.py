@@ -1,8 +1,12 @@
-"""Training on a real Dask LocalCluster (``features_party.training.distributed``): the Dask merge
-joins exactly what the single-process join does, the encoder chooses the same categories, LightGBM's
-Dask learner learns (its unbiased validation loss against the binned true labels is far below a
-constant's and close to the single-process model's), and the exported pipeline — debiasing included —
-survives saving and loading with the same predictions."""
+"""The features party on a real Dask LocalCluster.
+
+The join report (``features_party.tables.joins``): the Dask merge counts exactly what the
+single-process report and plain set arithmetic count, and the API sends large joins to the
+configured cluster (503 when it does not answer). Training (``features_party.training.distributed``):
+the Dask merge joins exactly what the single-process join does, the encoder chooses the same
+categories, LightGBM's Dask learner learns (its unbiased validation loss against the binned true
+labels is far below a constant's and close to the single-process model's), and the exported
+pipeline — debiasing included — survives saving and loading with the same predictions."""
 
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from distributed import Client, LocalCluster
 from sklearn.pipeline import Pipeline
 
 from features_party.config import FeaturesSettings
+from features_party.tables import joins
 from features_party.training import jobs
 from features_party.training.distributed import fit_on_cluster
 from features_party.training.fit import TrainingError, fit
@@ -27,6 +32,7 @@ from labeldp.common.identity import Identity
 from labeldp.mechanisms import BinsNoise, PublishedMechanism, integer_grid, optimize_rr_on_bins
 from labeldp.mechanisms.estimators import AffineDebiasedRegressor
 from tests.support.features_party import deliver, pin_sender, put_table
+from tests.support.messages import release as release_message
 from tests.support.seeded import SeededRandom
 from tests.support.servers import features_server_thread, features_tenant_key
 from tests.test_models_api import census_release, wait
@@ -78,6 +84,75 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> Release:
     pq.write_table(features, feature_file, row_group_size=6_000)
     published = mechanism.describe(prior=prior, epsilon_prior=0.5)
     return Release(release_file, feature_file, BinsNoise.of_published(published), published)
+
+
+def test_cluster_join_report_counts_what_one_process_counts(
+    client: Client, release: Release, tmp_path: Path
+) -> None:
+    released = set(pq.read_table(release.release_file).column("example_id").to_pylist())
+    featured = set(pq.read_table(release.feature_file).column("example_id").to_pylist())
+    truth = joins.JoinReport.of(len(released), len(featured), len(released & featured))
+    assert truth.only_in_release > 0 and truth.in_both > 0  # the fixture has both kinds
+    on_cluster = joins.join_report_on_cluster(client, str(release.release_file), str(release.feature_file))
+    assert on_cluster == joins.join_report(release.release_file, release.feature_file) == truth
+    # no IDs in common, and an empty side
+    other = tmp_path / "other.parquet"
+    pq.write_table(pa.table({"example_id": [f"x{i}" for i in range(5000)]}), other, row_group_size=1000)
+    assert joins.join_report_on_cluster(client, str(release.release_file), str(other)) == joins.JoinReport.of(
+        N, 5000, 0
+    )
+    empty = tmp_path / "empty.parquet"
+    pq.write_table(pa.table({"example_id": pa.array([], pa.string())}), empty)
+    assert joins.join_report_on_cluster(client, str(empty), str(other)) == joins.JoinReport.of(0, 5000, 0)
+
+
+def finished_tasks(client: Client, name: str) -> int:
+    """How many tasks whose prefix contains ``name`` the cluster has finished so far."""
+
+    def finished(dask_scheduler: Any) -> int:
+        return sum(
+            int(prefix.state_counts.get("memory", 0)) + int(prefix.state_counts.get("released", 0))
+            for key, prefix in dask_scheduler.task_prefixes.items()
+            if name in key
+        )
+
+    return int(client.run_on_scheduler(finished))
+
+
+def test_the_api_counts_large_joins_on_the_configured_cluster(
+    cluster: LocalCluster, client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(joins, "CLUSTER_FROM_ROWS", 1)  # every join is "large"
+    rel = release_message([f"e{i}" for i in range(3000)])
+    features = pa.table({"example_id": [f"e{i}" for i in range(2000, 6000)], "f": np.arange(4000.0)})
+    sender = Identity.generate()
+    body = {"release_id": rel.release_id, "feature_table": "users"}
+    reports: list[dict[str, Any]] = []
+    for scheduler in (None, cluster.scheduler_address, "tcp://127.0.0.1:9"):
+        settings = FeaturesSettings(
+            data_dir=tmp_path / str(len(reports)), grpc_port=0, allow_plaintext=True, dask_scheduler=scheduler
+        )
+        key = features_tenant_key(settings, "ml")
+        with features_server_thread(settings) as base:
+            c = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60)
+            pin_sender(c, sender)
+            deliver(c, rel, sender)
+            assert put_table(c, "users", features).status_code == 201
+            before = finished_tasks(client, "parquet")
+            r = c.post("/v1/joins", json=body)
+            if scheduler == "tcp://127.0.0.1:9":  # configured, but nothing listens there
+                assert r.status_code == 503 and r.json()["type"] == "cluster-unavailable", r.text
+                continue
+            assert r.status_code == 200, r.text
+            reports.append(r.json())
+            ran_on_cluster = finished_tasks(client, "parquet") > before
+            assert ran_on_cluster == (scheduler is not None)
+    assert reports[0] == reports[1]
+    assert (reports[1]["in_both"], reports[1]["only_in_release"], reports[1]["only_in_features"]) == (
+        1000,
+        2000,
+        3000,
+    )
 
 
 def test_cluster_model_learns_like_the_single_process_one_and_exports(

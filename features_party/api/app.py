@@ -35,7 +35,7 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
     metrics = FeaturesMetrics()
     instance = Instance.current(settings.instance_name)
     releases = ReceivedReleases(sessions, settings.data_dir)
-    tables = FeatureTables(sessions, settings.data_dir)
+    tables = FeatureTables(sessions, settings.data_dir, scheduler=settings.dask_scheduler)
     svc = FeaturesServices(
         settings=settings,
         sessions=sessions,

@@ -8,7 +8,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from features_party.receiver.store import published_mechanism
 from features_party.storage.orm import FeatureTable, ReceivedModel, ReceivedRelease, Sender, TrainingJob
-from features_party.tables.service import JoinReport
+from features_party.tables.joins import JoinReport
 from features_party.training.service import TrainingRequest
 from labeldp.common.inputs import ExampleId, Name, Pem
 from labeldp.mechanisms import PublishedMechanism

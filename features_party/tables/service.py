@@ -1,11 +1,10 @@
 """Feature tables (validated uploads stored as versioned Parquet) and the join report — the only place
-releases and features meet."""
+releases and features meet (the counting itself: ``joins``)."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,6 +14,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from features_party.storage.orm import FeatureTable, ReceivedRelease
+from features_party.tables import joins
+from features_party.tables.joins import JoinReport
 from features_party.tables.validation import ValidTable, read, validate
 from labeldp.common.db import utcnow
 from labeldp.common.errors import DomainError, not_found
@@ -33,26 +34,11 @@ def find_table(session: Session, tenant_id: str, name: str) -> FeatureTable | No
     ).scalar_one_or_none()
 
 
-@dataclass(frozen=True)
-class JoinReport:
-    release_examples: int
-    feature_rows: int
-    in_both: int
-    only_in_release: int
-    only_in_features: int
-
-    @property
-    def release_match_rate(self) -> float:
-        return self.in_both / self.release_examples if self.release_examples else 0.0
-
-    @property
-    def feature_match_rate(self) -> float:
-        return self.in_both / self.feature_rows if self.feature_rows else 0.0
-
-
 class FeatureTables:
-    def __init__(self, sessions: sessionmaker[Session], data_dir: Path) -> None:
-        self.sessions, self.data_dir = sessions, data_dir
+    def __init__(
+        self, sessions: sessionmaker[Session], data_dir: Path, *, scheduler: str | None = None
+    ) -> None:
+        self.sessions, self.data_dir, self.scheduler = sessions, data_dir, scheduler
 
     def get(self, tenant_id: str, name: str) -> FeatureTable:
         """A tenant's table by name; another tenant's answers 404 like a missing one."""
@@ -132,14 +118,5 @@ class FeatureTables:
         return rows.take(pc.drop_null(position))
 
     def join_report(self, release: ReceivedRelease, table: FeatureTable) -> JoinReport:
-        return join_report(Path(release.path), self.path(table))
-
-
-def join_report(release_file: Path, table_file: Path) -> JoinReport:
-    """Match counts by example ID, reading only the two ID columns, each once."""
-    release_ids = pq.read_table(release_file, columns=["example_id"]).column("example_id").combine_chunks()
-    feature_ids = pq.read_table(table_file, columns=["example_id"]).column("example_id").combine_chunks()
-    in_both = int(pc.sum(pc.is_in(release_ids, value_set=feature_ids)).as_py() or 0)
-    return JoinReport(
-        len(release_ids), len(feature_ids), in_both, len(release_ids) - in_both, len(feature_ids) - in_both
-    )
+        """On the configured Dask cluster for large inputs, in this process otherwise (``joins``)."""
+        return joins.report(Path(release.path), self.path(table), self.scheduler)

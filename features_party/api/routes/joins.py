@@ -12,10 +12,14 @@ router = APIRouter(prefix="/v1", tags=["features"])
 @router.post(
     "/joins",
     response_model=JoinOut,
-    responses=errors(s404="`not-found`: no such received release or feature table"),
+    responses=errors(
+        s404="`not-found`: no such received release or feature table",
+        s503="`cluster-unavailable`: the join is large and the configured Dask cluster did not answer",
+    ),
 )
 def post_join(body: JoinIn, tenant: Caller, releases: Releases, tables: Tables) -> JoinOut:
-    """How a received release and a feature table match by example ID."""
+    """How a received release and a feature table match by example ID (on the configured Dask cluster
+    when both hold 20M rows together)."""
     release = releases.get(body.release_id)
     table = tables.get(tenant, body.feature_table)
     return JoinOut.of(body, tables.join_report(release, table))
