@@ -9,6 +9,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -40,17 +41,22 @@ def main(n: int = 10_000_000) -> None:
             "LABELDP_FEATURES_TLS_CERT": str(certs.server_cert),
             "LABELDP_FEATURES_TLS_KEY": str(certs.server_key),
             "LABELDP_FEATURES_TLS_CA": str(certs.ca),
+            # the default bound (4 GiB) is about 1B examples' message
+            "LABELDP_FEATURES_MAX_RELEASE_BYTES": str(max(4 * 2**30, 6 * n)),
         }
         key = cli(env, "features", "tenant", "create", "bench").strip().splitlines()[-1]
         sender = Identity.generate()
         rng = np.random.default_rng(0)  # benchmark-only synthetic bins
-        # pieces of 10M so that building 100M IDs does not hold 100M Python strings at once
-        starts = range(0, n, 10_000_000)
-        ids = [
-            pa.array([f"click-{i:09d}" for i in range(a, min(n, a + 10_000_000))], pa.string())
-            for a in starts
-        ]
-        pieces = [(chunk, rng.integers(0, 4, len(chunk))) for chunk in ids]
+        id_bytes = 0
+
+        def pieces() -> Iterator[tuple[pa.Array, np.ndarray]]:
+            """Pieces of 10M, made as the message consumes them: no more than one is ever held."""
+            nonlocal id_bytes
+            for a in range(0, n, 10_000_000):
+                chunk = pa.array([f"click-{i:09d}" for i in range(a, min(n, a + 10_000_000))], pa.string())
+                id_bytes += int(np.sum(pa.compute.binary_length(chunk).to_numpy()))
+                yield chunk, rng.integers(0, 4, len(chunk))
+
         support = integer_grid(0, 52)
         edges = np.searchsorted([6, 18, 36], support.values, side="right")  # 4 bins: 0-5, 6-17, 18-35, 36-52
         mechanism = RROnBins(0.95, support, edges, np.array([1.0, 10.0, 25.0, 45.0])).describe(
@@ -64,7 +70,7 @@ def main(n: int = 10_000_000) -> None:
             recipient="publisher",
             label_type="count",
             mechanism=mechanism,
-            pieces=pieces,
+            pieces=pieces(),
         )
         build_seconds = time.perf_counter() - build_start
         features = FeaturesProcess(env)
@@ -90,7 +96,6 @@ def main(n: int = 10_000_000) -> None:
             assert listed[0]["example_count"] == n
         finally:
             features.stop()
-        id_bytes = sum(int(np.sum(pa.compute.binary_length(chunk).to_numpy())) for chunk in ids)
         bound = id_bytes + 1.05 * n
         row = {
             "examples": n,
