@@ -16,7 +16,6 @@ from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import skops.io as sio
 from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -48,7 +47,16 @@ def is_classification(mechanism: PublishedMechanism) -> bool:
     return mechanism.kind == "rr_top_k"
 
 
+def _skops() -> Any:
+    """skops, imported when a model is saved or loaded: importing it imports every scikit-learn module
+    (~250 MiB), which a receiver that has not trained yet should not hold."""
+    import skops.io
+
+    return skops.io
+
+
 def save(trained: Trained, mechanism: PublishedMechanism, directory: Path) -> None:
+    sio = _skops()
     directory.mkdir(parents=True, exist_ok=True)
     sio.dump(trained.model, directory / ARTIFACT)
     meta = {
@@ -73,6 +81,7 @@ def load(directory: Path) -> Trained:
             status=409,
         )
     path = directory / ARTIFACT
+    sio = _skops()
     untrusted = sio.get_untrusted_types(file=path)
     foreign = [t for t in untrusted if not t.startswith(("sklearn.", "numpy.")) and t not in TRUSTED_EXTRA]
     if foreign:
