@@ -4,7 +4,7 @@ a Dask merge on a two-worker LocalCluster (``features_party.tables.joins``), sam
 n release IDs against n feature-table IDs, 80 % of them in both, as Parquet files with row groups of
 1M (the partitions the workers read). Each (size, engine) runs in a fresh process; "this process" is
 the driver (with a LocalCluster the scheduler lives there too); the workers report their own peak.
-The single process is not run above ``SINGLE_UP_TO``: it needs ~2.2 GB per 10M IDs a side.
+The single process is not run above ``SINGLE_UP_TO``: it holds ~0.11 GB per million IDs a side.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import pyarrow.parquet as pq
 
 from benchmarks.common import peak_rss_mib, run_isolated, timed, write
 
-SIZES = (10_000_000, 30_000_000, 100_000_000)
-SINGLE_UP_TO = 30_000_000
+SIZES = (10_000_000, 30_000_000, 100_000_000, 1_000_000_000)
+SINGLE_UP_TO = 100_000_000
 GROUP = 1_000_000
 ENGINES = {"in-process": "this process", "dask": "Dask LocalCluster, 2 workers × 1 thread"}
 
@@ -80,7 +80,7 @@ def main(sizes: tuple[int, ...] = SIZES) -> None:
             write_inputs(folder, n)
             for engine, label in ENGINES.items():
                 if engine == "in-process" and n > SINGLE_UP_TO:
-                    need = f"not run (~{2.2 * n / 1e7:.0f} GB)"
+                    need = f"not run (~{0.11 * n / 1e6:,.0f} GB)"
                     lines.append(f"| {n:,} | {n - n // 5:,} | {label} | {need} | | | |")
                     continue
                 r = run_isolated("benchmarks.bench_scale_join", "one", engine, str(folder), str(n))

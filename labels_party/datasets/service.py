@@ -80,10 +80,14 @@ class DatasetService:
             valid = validate_upload(path, fmt, spec, staged)
             with self.sessions.begin() as session:
                 ds = get_dataset(session, tenant_id, dataset_id, lock=True)
-                existing = files.labels_path(ds.labels_version) if ds.labels_version else None
-                count = merge_labels(existing, staged, valid.identities, merged, spec.label_schema())
                 version = ds.labels_version + 1
-                files.publish(merged, files.labels_path(version))
+                if ds.labels_version:
+                    existing = files.labels_path(ds.labels_version)
+                    count = merge_labels(existing, staged, valid.identities, merged, spec.label_schema())
+                    files.publish(merged, files.labels_path(version))
+                else:  # nothing to merge with: the validated file, in the dataset's schema, is the version
+                    count = valid.rows
+                    files.publish(staged, files.labels_path(version))
                 ds.labels_version, ds.label_count = version, count
         finally:
             staged.unlink(missing_ok=True)
