@@ -91,20 +91,20 @@ def _with_checks(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, np.ndarray, np.
 
 
 def merge_labels(
-    existing: Path | None, upload: Path, replaced: IdentitySet, out: Path, schema: pa.Schema = LABEL_SCHEMA
+    existing: Path, upload: Path, replaced: IdentitySet, out: Path, schema: pa.Schema = LABEL_SCHEMA
 ) -> int:
     """Write ``out``: the existing rows the upload does not replace (same identity), then the upload's
     rows, in ``schema`` (the dataset's: label columns and declared semi-sensitive ones). Streams both
-    files; returns the number of rows written."""
+    files; returns the number of rows written. (A dataset's first upload has nothing to merge with:
+    its validated file becomes the version as it is.)"""
     rows = 0
     with pq.ParquetWriter(out, schema) as writer:
-        if existing is not None:
-            for batch in parquet_batches(pq.ParquetFile(existing), MERGE_BATCH_ROWS):
-                full, keys, checks = _with_checks(batch)
-                kept = full.filter(pa.array(~replaced.contains(keys, checks)))
-                writer.write_table(pa.Table.from_batches([kept]).select(schema.names).cast(schema))
-                rows += kept.num_rows
-                release_arrow_memory()
+        for batch in parquet_batches(pq.ParquetFile(existing), MERGE_BATCH_ROWS):
+            full, keys, checks = _with_checks(batch)
+            kept = full.filter(pa.array(~replaced.contains(keys, checks)))
+            writer.write_table(pa.Table.from_batches([kept]).select(schema.names).cast(schema))
+            rows += kept.num_rows
+            release_arrow_memory()
         for batch in parquet_batches(pq.ParquetFile(upload), MERGE_BATCH_ROWS):
             writer.write_table(pa.Table.from_batches([batch]).cast(schema))
             rows += batch.num_rows
