@@ -1,7 +1,7 @@
 """The join report: how many example IDs a received release and a feature table have in common.
 
 Two ways to count, one answer. In this process both ID columns are read whole and matched with a
-hash set (~2.2 GB for 10M IDs on each side). On a Dask cluster (``LABELDP_FEATURES_DASK_SCHEDULER``)
+hash set (~110 MiB per million IDs on each side). On a Dask cluster (``LABELDP_FEATURES_DASK_SCHEDULER``)
 the workers read both files one row group at a time and match the IDs by an inner merge, which Dask
 runs as a hash-partitioned shuffle: no process holds more than its share of either side, so the
 report scales past one machine's memory. Both ID columns are unique (the receiver verifies a
@@ -25,7 +25,7 @@ from labeldp.scale import DaskEngine
 
 log = logging.getLogger(__name__)
 
-CLUSTER_FROM_ROWS = 20_000_000  # ~2.2 GB in this process below it (BENCHMARKS.md, "Joins at scale")
+CLUSTER_FROM_ROWS = 20_000_000  # ≤ ~1.5 GiB here below it (BENCHMARKS.md, "join reports at scale")
 
 
 @dataclass(frozen=True)
