@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from benchmarks.common import peak_rss_mib, run_isolated, timed, write
+from benchmarks.common import peak_rss_mib, run_isolated, timed, workers_cell, write
 from labeldp.scale import LOCAL, DaskEngine, Engine, InProcess
 from labels_party.budget.ledger import UserCharge, charge
 from labels_party.budget.partitioned import KEY_COLUMN, USER_COLUMN, charge_partitioned, stage_keys
@@ -133,7 +133,7 @@ def main(sizes: tuple[int, ...] = SIZES) -> None:
                 if again is not None and "stage_s" in again:
                     staging += f" / {again['stage_s']:.1f}"
                 again_s = f"{again['seconds']:.1f}" if again is not None else "not run (disk)"
-                workers = ", ".join(f"{w:.0f}" for w in r.get("workers_mib", [])) or "–"
+                workers = workers_cell(r)
                 lines.append(
                     f"| {n:,} | {mode} | {fresh['seconds']:.1f} | {again_s} | {staging} "
                     f"| {r['peak_mib']:.0f} | {workers} |"

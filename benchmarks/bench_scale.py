@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from benchmarks.common import peak_rss_mib, run_isolated, timed, write
+from benchmarks.common import peak_rss_mib, run_isolated, timed, workers_cell, write
 from labeldp.datasets import weeks_worked
 from labeldp.mechanisms import integer_grid
 from labeldp.scale import LOCAL, DaskEngine, Engine, InProcess, release_partitions
@@ -71,7 +71,7 @@ def main() -> None:
             for engine in ("in-process", "dask"):
                 r = run_isolated("benchmarks.bench_scale", "one", engine, str(folder))
                 assert r["examples"] == n
-                workers = ", ".join(f"{w:.0f}" for w in r["workers_mib"]) or "–"
+                workers = workers_cell(r)
                 name = "this process" if engine == "in-process" else "Dask LocalCluster, 2 workers × 1 thread"
                 lines.append(
                     f"| {n:,} | {len(parts)} | {name} | {r['seconds']:.1f} | {n / r['seconds']:,.0f} "

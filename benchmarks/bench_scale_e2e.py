@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from benchmarks.common import peak_rss_mib, peak_rss_of, write
+from benchmarks.common import peak_rss_mib, peak_rss_of, workers_cell, write
 from labeldp.datasets import weeks_worked
 from labels_party.storage.db import sqlite_url
 from tests.support.servers import LabelsProcess, tenant_key
@@ -142,7 +142,7 @@ def main(sizes: tuple[int, ...] = SIZES) -> None:
         "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        workers = ", ".join(f"{w:.0f}" for w in r.get("workers_mib", [])) or "–"
+        workers = workers_cell(r)
         note = r.get("failed", "")
         if "bytes" in r:
             note = f"Parquet upload {r['bytes'] / 2**20:,.0f} MiB"

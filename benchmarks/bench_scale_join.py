@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from benchmarks.common import peak_rss_mib, run_isolated, timed, write
+from benchmarks.common import peak_rss_mib, run_isolated, timed, workers_cell, write
 
 SIZES = (10_000_000, 30_000_000, 100_000_000, 1_000_000_000)
 SINGLE_UP_TO = 100_000_000
@@ -84,7 +84,7 @@ def main(sizes: tuple[int, ...] = SIZES) -> None:
                     lines.append(f"| {n:,} | {n - n // 5:,} | {label} | {need} | | | |")
                     continue
                 r = run_isolated("benchmarks.bench_scale_join", "one", engine, str(folder), str(n))
-                workers = ", ".join(f"{w:.0f}" for w in r["workers_mib"]) or "–"
+                workers = workers_cell(r)
                 lines.append(
                     f"| {n:,} | {n - n // 5:,} | {label} | {r['seconds']:.1f} | {2 * n / r['seconds']:,.0f} "
                     f"| {r['peak_mib']:.0f} | {workers} |"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from benchmarks.bench_features import synthetic
-from benchmarks.common import peak_rss_mib, run_isolated, timed, write
+from benchmarks.common import peak_rss_mib, run_isolated, timed, workers_cell, write
 
 SIZES = (1_000_000, 4_000_000)
 FEATURES = 20
@@ -68,7 +68,7 @@ def main(sizes: tuple[int, ...] = SIZES) -> None:
                     if engine == "in-process"
                     else "LightGBM, Dask LocalCluster 2 workers × 1 thread"
                 )
-                workers = ", ".join(f"{w:.0f}" for w in r["workers_mib"]) or "–"
+                workers = workers_cell(r)
                 lines.append(
                     f"| {n:,} | {learner} | {r['seconds']:.1f} | {r['peak_mib']:.0f} | {workers} "
                     f"| {r['loss']:.3f} |"

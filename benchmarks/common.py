@@ -52,6 +52,11 @@ def peak_rss_of(pid: int) -> float:
     return float("nan")
 
 
+def workers_cell(result: dict[str, Any]) -> str:
+    """A table cell of the Dask workers' peak memory in a result (``–`` without a cluster)."""
+    return ", ".join(f"{w:.0f}" for w in result.get("workers_mib", [])) or "–"
+
+
 def run_isolated(module: str, *args: str) -> dict[str, Any]:
     """Run ``python -m module args`` in a fresh process (clean peak memory); it prints one JSON line."""
     proc = subprocess.run(

@@ -11,6 +11,7 @@ pipeline — debiasing included — survives saving and loading with the same pr
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,22 @@ def test_cluster_join_report_counts_what_one_process_counts(
     assert joins.join_report_on_cluster(client, str(empty), str(other)) == joins.JoinReport.of(0, 5000, 0)
 
 
+@contextmanager
+def features_party_with(
+    folder: Path, scheduler: str | None, rel: Any, table: tuple[str, pa.Table]
+) -> Iterator[httpx.Client]:
+    """A features party configured with ``scheduler`` that holds ``rel`` and the feature table."""
+    settings = FeaturesSettings(data_dir=folder, grpc_port=0, allow_plaintext=True, dask_scheduler=scheduler)
+    key = features_tenant_key(settings, "ml")
+    sender = Identity.generate()
+    with features_server_thread(settings) as base:
+        c = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60)
+        pin_sender(c, sender)
+        deliver(c, rel, sender)
+        assert put_table(c, *table).status_code == 201
+        yield c
+
+
 def finished_tasks(client: Client, name: str) -> int:
     """How many tasks whose prefix contains ``name`` the cluster has finished so far."""
 
@@ -125,19 +142,10 @@ def test_the_api_counts_large_joins_on_the_configured_cluster(
     monkeypatch.setattr(joins, "CLUSTER_FROM_ROWS", 1)  # every join is "large"
     rel = release_message([f"e{i}" for i in range(3000)])
     features = pa.table({"example_id": [f"e{i}" for i in range(2000, 6000)], "f": np.arange(4000.0)})
-    sender = Identity.generate()
     body = {"release_id": rel.release_id, "feature_table": "users"}
     reports: list[dict[str, Any]] = []
-    for scheduler in (None, cluster.scheduler_address, "tcp://127.0.0.1:9"):
-        settings = FeaturesSettings(
-            data_dir=tmp_path / str(len(reports)), grpc_port=0, allow_plaintext=True, dask_scheduler=scheduler
-        )
-        key = features_tenant_key(settings, "ml")
-        with features_server_thread(settings) as base:
-            c = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60)
-            pin_sender(c, sender)
-            deliver(c, rel, sender)
-            assert put_table(c, "users", features).status_code == 201
+    for i, scheduler in enumerate((None, cluster.scheduler_address, "tcp://127.0.0.1:9")):
+        with features_party_with(tmp_path / str(i), scheduler, rel, ("users", features)) as c:
             before = finished_tasks(client, "parquet")
             r = c.post("/v1/joins", json=body)
             if scheduler == "tcp://127.0.0.1:9":  # configured, but nothing listens there
@@ -193,36 +201,14 @@ def test_refuses_what_it_cannot_train(client: Client, release: Release) -> None:
         )
 
 
-def trained_parts(client: Client) -> int:
-    """How many LightGBM training tasks (prefix ``train_part``) the cluster has finished so far."""
-
-    def finished(dask_scheduler: Any) -> int:
-        prefix = dask_scheduler.task_prefixes.get("train_part")
-        return 0 if prefix is None else int(prefix.state_counts.get("memory", 0))
-
-    return int(client.run_on_scheduler(finished))
-
-
 def test_the_api_trains_lightgbm_on_the_configured_cluster(
     cluster: LocalCluster, client: Client, tmp_path: Path
 ) -> None:
     rel, features = census_release("squared")
-    sender = Identity.generate()
     for scheduler in (None, cluster.scheduler_address):
-        settings = FeaturesSettings(
-            data_dir=tmp_path / str(bool(scheduler)),
-            grpc_port=0,
-            allow_plaintext=True,
-            dask_scheduler=scheduler,
-        )
-        key = features_tenant_key(settings, "ml")
-        with features_server_thread(settings) as base:
-            c = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60)
-            pin_sender(c, sender)
-            deliver(c, rel, sender)
-            assert put_table(c, "census", features).status_code == 201
+        with features_party_with(tmp_path / str(bool(scheduler)), scheduler, rel, ("census", features)) as c:
             body = {"release_id": rel.release_id, "feature_table": "census", "model": "lightgbm"}
-            before = trained_parts(client)
+            before = finished_tasks(client, "train_part")
             r = c.post("/v1/models", json=body)
             if scheduler is None:
                 assert r.status_code == 422 and r.json()["type"] == "cluster-not-configured", r.text
@@ -232,7 +218,8 @@ def test_the_api_trains_lightgbm_on_the_configured_cluster(
             assert done["state"] == "succeeded", done
             model = c.get(f"/v1/models/{done['id']}").json()
             assert model["model"] == "lightgbm" and model["metrics"]["validation_examples"] > 1000
-            assert trained_parts(client) > before  # LightGBM's training tasks ran on the cluster
+            # LightGBM's training tasks ran on the cluster
+            assert finished_tasks(client, "train_part") > before
             predicted = c.post(f"/v1/models/{done['id']}/predictions", json={"example_ids": ["w1", "w2"]})
             assert predicted.status_code == 200 and len(predicted.json()["predictions"]) == 2
             assert c.get(f"/v1/models/{done['id']}/artifact").status_code == 200
