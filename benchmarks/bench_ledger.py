@@ -14,6 +14,7 @@ import numpy as np
 
 from benchmarks.common import timed, write
 from labels_party.budget.ledger import UserCharge, charge
+from labels_party.budget.segments import SegmentStore
 from labels_party.storage.db import make_engine, migrate, session_factory, sqlite_url
 from labels_party.tenants import create_tenant
 from tests.support import postgres
@@ -38,7 +39,15 @@ def measure(url: str, backend: str, sizes: tuple[int, ...]) -> list[dict[str, ob
                 users = UserCharge.of_examples(keys ^ 0x5A5A, 100_000) if "users" in phase else None
                 with sessions.begin() as s:
                     charge(
-                        s, tenant, keys, 100_000, users=users, release_id=None, api_key_id=None, note=phase
+                        s,
+                        tenant,
+                        keys,
+                        100_000,
+                        users=users,
+                        release_id=None,
+                        api_key_id=None,
+                        note=phase,
+                        store=SegmentStore(Path(tempfile.gettempdir()) / "bench-ledger-unused"),
                     )
 
             seconds, _ = timed(run)

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from benchmarks.common import peak_rss_mib, run_isolated, timed, workers_cell, write
 from labeldp.scale import LOCAL, DaskEngine, Engine, InProcess
-from labels_party.budget.ledger import UserCharge, charge
+from labels_party.budget.ledger import Ledger, UserCharge, charge
 from labels_party.budget.partitioned import KEY_COLUMN, USER_COLUMN, charge_partitioned, stage_keys
 from labels_party.budget.segments import SegmentStore
 from labels_party.storage.db import make_engine, migrate, session_factory, sqlite_url
@@ -71,7 +71,16 @@ def one(mode: str, folder: str, phases: tuple[str, ...]) -> None:
                 def run() -> None:
                     with sessions.begin() as s:
                         users = UserCharge.of_examples(keys ^ USER_MIX, EPSILON_MICRO)
-                        charge(s, tenant, keys, EPSILON_MICRO, users=users, release_id=None, api_key_id=None)
+                        charge(
+                            s,
+                            tenant,
+                            keys,
+                            EPSILON_MICRO,
+                            users=users,
+                            release_id=None,
+                            api_key_id=None,
+                            store=SegmentStore(root / "ledger"),
+                        )
 
                 result[phase] = {"seconds": timed(run)[0]}
         else:
@@ -84,7 +93,7 @@ def one(mode: str, folder: str, phases: tuple[str, ...]) -> None:
                         Path(part).unlink()
                 charge_s, entry = timed(
                     lambda: charge_partitioned(
-                        sessions, store, engine, tenant, staged, EPSILON_MICRO,  # noqa: B023
+                        Ledger(sessions, store), engine, tenant, staged, EPSILON_MICRO,  # noqa: B023
                         inside=lambda s: None, release_id=None, api_key_id=None,
                     )
                 )  # fmt: skip

@@ -35,6 +35,9 @@ class FeaturesSettings(BaseSettings):
         60.0, gt=0, description="a delivery stream sending nothing this long is cancelled"
     )
     instance_name: str | None = Field(None, description="this process's host name in ownership tokens")
+    training_lease_seconds: float = Field(
+        60.0, gt=0, description="how long a training job's owner is trusted without a heartbeat"
+    )
     log_level: str = Field("info", description="debug, info, warning or error")
     dask_scheduler: str | None = Field(
         None,

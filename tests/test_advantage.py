@@ -227,6 +227,26 @@ def test_canaries_catch_a_sampler_that_spends_more_than_it_claims() -> None:
     assert epsilon_lower_bound(claimed, labels, outputs).epsilon_low > claimed.implemented_epsilon
 
 
+@pytest.mark.parametrize("few", [0, 1])
+def test_the_canary_bound_holds_with_unbalanced_canaries(few: int) -> None:
+    """30 canaries of one class and 20,000 of the other, 300 independent releases at α = 0.1: the
+    bound may exceed the true ε in at most an α share of runs (here: checked at the 10⁻⁶ quantile of
+    Binomial(300, 0.1)). Balanced canaries hide an upper Clopper–Pearson limit where the lower one
+    belongs; 30 against 20,000 expose it (it then claims ε_low > ε in about 98% of runs)."""
+    from scipy import stats
+
+    published = classes([0.5, 0.5], 1.0)
+    sampler = published.mechanism()
+    labels = np.r_[np.full(30, few), np.full(20_000, 1 - few)]
+    runs, alpha = 300, 0.1
+    over = 0
+    for trial in range(runs):
+        outputs = sampler.randomize(labels, rng=SeededRandom(1000 + trial))
+        bound = epsilon_lower_bound(published, labels, outputs, alpha=alpha)
+        over += bound.epsilon_low > published.implemented_epsilon
+    assert over <= stats.binom.ppf(1 - ALPHA, runs, alpha), over
+
+
 def test_bad_inputs_are_refused() -> None:
     published = MECHANISMS["bins-3"]()
     k = len(published.support)

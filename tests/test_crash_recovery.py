@@ -13,12 +13,15 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pyarrow.parquet as pq
+import pytest
 from sqlalchemy import select
 
-from labels_party.budget.ledger import spend_of_tenant
+from labels_party.budget.epsilon import to_atto_floor
+from labels_party.budget.ledger import set_delta_budget, spend_of_tenant
+from labels_party.budget.segments import SegmentStore
 from labels_party.releases.service import release_path
 from labels_party.storage.db import make_engine, session_factory
-from labels_party.storage.orm import LedgerEntry, Release, UserSpendShard
+from labels_party.storage.orm import LedgerEntry, Release, SemiSensitiveModel, UserSpendShard
 from tests.support.servers import LabelsProcess, tenant_key
 
 TRIALS = 20
@@ -109,12 +112,12 @@ def test_sigkill_during_release_creation_leaves_a_consistent_ledger(
         for r in releases:
             if r.status == "complete":
                 assert pq.read_table(release_path(data_dir, r.id)).num_rows == EXAMPLES
-        _, spent_micro = spend_of_tenant(s, tenant_id)
+        _, spent_micro = spend_of_tenant(s, tenant_id, SegmentStore.under(data_dir))
         expected = len(charges) * int(EPSILON * 1e6)
         assert spent_micro.size == EXAMPLES
         assert (int(spent_micro.min()), int(spent_micro.max())) == (expected, expected)
         # the per-user ledger moved in the same transactions (no user_id: every example its own user)
-        _, user_spent = spend_of_tenant(s, tenant_id, UserSpendShard)
+        _, user_spent = spend_of_tenant(s, tenant_id, SegmentStore.under(data_dir), UserSpendShard)
         assert user_spent.size == EXAMPLES
         assert (int(user_spent.min()), int(user_spent.max())) == (expected, expected)
         assert len(releases) == TRIALS + 1
@@ -122,3 +125,90 @@ def test_sigkill_during_release_creation_leaves_a_consistent_ledger(
         assert statuses.count("failed") >= 1, "no kill interrupted a charged release: the test proved nothing"
     engine.dispose()
     assert np.isfinite(duration)
+
+
+def test_sigkill_during_dpsgd_leaves_the_model_failed_with_its_charge_kept(
+    database_url: str, tmp_path: Path
+) -> None:
+    """A semi-sensitive model is charged, then its process dies in DP-SGD. The next process's recovery
+    (its owner is certainly gone) marks it failed once and records the kept charge; a retry with the
+    same key returns that model and charges nothing; its delivery is refused (409), not stuck."""
+    pytest.importorskip("torch")
+    from tests.test_semi_sensitive_models import SPEC, parquet, synthetic
+
+    data_dir = tmp_path / "data"
+    tenant_id, key = tenant_key(database_url, "acme", "100")
+    engine = make_engine(database_url)
+    with session_factory(engine).begin() as s:
+        set_delta_budget(s, tenant_id, to_atto_floor("1e-3"), api_key_id=None, note="test")
+    server = LabelsProcess(data_dir, database_url)
+    server.start()
+    headers = {"Authorization": f"Bearer {key}"}
+    client = httpx.Client(base_url=server.base_url, headers=headers, timeout=120)
+    ptype = {"Content-Type": "application/vnd.apache.parquet"}
+    try:
+        client.post("/v1/recipients", json={"name": "publisher"}).raise_for_status()
+        ds = client.post("/v1/datasets", json=SPEC).json()["id"]
+        labels, features = synthetic()
+        client.put(f"/v1/datasets/{ds}/labels", content=parquet(labels), headers=ptype).raise_for_status()
+        client.put(
+            f"/v1/datasets/{ds}/non-sensitive-features", content=parquet(features), headers=ptype
+        ).raise_for_status()
+        rid = client.post(
+            f"/v1/datasets/{ds}/releases",
+            json={"epsilon": 1.0, "recipient": "publisher"},
+            headers={"Idempotency-Key": "r"},
+        ).json()["id"]
+        request = {
+            "label_release_id": rid,
+            "epsilon_dpsgd": 1.0,
+            "delta": 1e-6,
+            "epochs": 50,
+            "batch_size": 100,
+        }
+
+        def fire() -> None:
+            with contextlib.suppress(httpx.HTTPError):  # the server dies mid-request
+                httpx.post(
+                    f"{server.base_url}/v1/datasets/{ds}/semi-sensitive-models",
+                    json=request,
+                    headers={**headers, "Idempotency-Key": "m"},
+                    timeout=600,
+                )
+
+        thread = threading.Thread(target=fire)
+        thread.start()
+        deadline = time.monotonic() + 300
+        charged = None
+        while charged is None and time.monotonic() < deadline:  # charged, and training (600 steps)
+            with session_factory(engine)() as s:
+                charged = s.execute(
+                    select(SemiSensitiveModel).where(SemiSensitiveModel.status == "charged")
+                ).scalar()
+            time.sleep(0.05)
+        assert charged is not None, "the model was never charged"
+        time.sleep(1.0)  # well inside DP-SGD
+        server.kill()
+        thread.join()
+        with session_factory(engine)() as s:
+            stuck = s.get(SemiSensitiveModel, charged.id)
+            assert stuck is not None and stuck.status == "charged"  # until recovery
+        server.start()  # recovery at start-up: this host's owner pid is gone
+        retry = client.post(
+            f"/v1/datasets/{ds}/semi-sensitive-models", json=request, headers={"Idempotency-Key": "m"}
+        )
+        assert retry.status_code == 200 and retry.json()["id"] == charged.id, retry.text
+        assert retry.json()["status"] == "failed" and "interrupted" in retry.json()["error"]
+        sent = client.post(f"/v1/semi-sensitive-models/{charged.id}/deliveries")
+        assert sent.status_code == 409 and sent.json()["type"] == "model-not-complete"
+    finally:
+        server.stop()
+    with session_factory(engine)() as s:
+        entries = s.execute(select(LedgerEntry).where(LedgerEntry.release_id == charged.id)).scalars().all()
+        assert sorted(e.kind for e in entries) == ["charge", "charge_kept"]  # charged once, kept once
+        kept = next(e for e in entries if e.kind == "charge_kept")
+        assert kept.epsilon_micro == 1_000_000 and kept.examples == 1200
+        ended = s.get(SemiSensitiveModel, charged.id)
+        assert ended is not None and ended.status == "failed"
+    assert not (data_dir / "models" / f"{charged.id}.json").exists()
+    engine.dispose()

@@ -27,6 +27,7 @@ from labels_party.config import LabelsSettings
 from labels_party.storage.db import make_engine, session_factory
 from labels_party.storage.orm import LedgerEntry, Tenant
 from labels_party.tenants import create_tenant
+from tests.support.ledger import SEGMENTS
 from tests.support.servers import labels_server_thread, tenant_key
 
 
@@ -40,7 +41,7 @@ def state(engine: Engine, tenant_id: str) -> tuple[int, int, dict[int, int]]:
         t = s.get(Tenant, tenant_id)
         assert t is not None
         entries = len(s.execute(select(LedgerEntry).where(LedgerEntry.tenant_id == tenant_id)).all())
-        keys, spent = spend_of_tenant(s, tenant_id)
+        keys, spent = spend_of_tenant(s, tenant_id, SEGMENTS)
         return t.delta_spent_atto, entries, dict(zip(keys.tolist(), spent.tolist(), strict=True))
 
 
@@ -61,11 +62,18 @@ def test_delta_charges_add_exactly_and_are_recorded(engine: Engine) -> None:
     ks = example_keys([f"e{i}" for i in range(5)])
     d = to_atto(1 / 5**2)  # far more than the budget: refused
     with pytest.raises(DeltaBudgetExhaustedError), session_factory(engine).begin() as s:
-        charge(s, t, ks, to_micro(2.0), release_id="r0", api_key_id=None, delta_atto=d)
+        charge(s, t, ks, to_micro(2.0), release_id="r0", api_key_id=None, delta_atto=d, store=SEGMENTS)
     for i in range(3):
         with session_factory(engine).begin() as s:
             entry = charge(
-                s, t, ks, to_micro(2.0), release_id=f"r{i + 1}", api_key_id=None, delta_atto=to_atto("3e-7")
+                s,
+                t,
+                ks,
+                to_micro(2.0),
+                release_id=f"r{i + 1}",
+                api_key_id=None,
+                delta_atto=to_atto("3e-7"),
+                store=SEGMENTS,
             )
             assert entry.delta_atto == 3 * 10**11
     spent, _, spend = state(engine, t)
@@ -77,7 +85,16 @@ def test_a_refused_delta_charge_changes_nothing(engine: Engine) -> None:
     t = tenant(engine, delta="5e-7")
     ks = example_keys(["a", "b"])
     with session_factory(engine).begin() as s:
-        charge(s, t, ks, to_micro(1.0), release_id="r1", api_key_id=None, delta_atto=to_atto("3e-7"))
+        charge(
+            s,
+            t,
+            ks,
+            to_micro(1.0),
+            release_id="r1",
+            api_key_id=None,
+            delta_atto=to_atto("3e-7"),
+            store=SEGMENTS,
+        )
     before = state(engine, t)
     with pytest.raises(DeltaBudgetExhaustedError) as info, session_factory(engine).begin() as s:
         charge(
@@ -88,21 +105,40 @@ def test_a_refused_delta_charge_changes_nothing(engine: Engine) -> None:
             release_id="r2",
             api_key_id=None,
             delta_atto=to_atto("3e-7"),
+            store=SEGMENTS,
         )
     assert info.value.code == "delta-budget-exhausted" and info.value.status == 409
     assert state(engine, t) == before  # no ε, no δ, no ledger entry
     # an ε refusal with δ available changes no δ either
     with pytest.raises(BudgetExhaustedError), session_factory(engine).begin() as s:
-        charge(s, t, ks, to_micro(9.5), release_id="r3", api_key_id=None, delta_atto=to_atto("1e-7"))
+        charge(
+            s,
+            t,
+            ks,
+            to_micro(9.5),
+            release_id="r3",
+            api_key_id=None,
+            delta_atto=to_atto("1e-7"),
+            store=SEGMENTS,
+        )
     assert state(engine, t) == before
 
 
 def test_pure_epsilon_tenants_refuse_any_delta(engine: Engine) -> None:
     t = tenant(engine)  # δ budget 0 by default
     with pytest.raises(DeltaBudgetExhaustedError), session_factory(engine).begin() as s:
-        charge(s, t, example_keys(["a"]), to_micro(1.0), release_id="r", api_key_id=None, delta_atto=1)
+        charge(
+            s,
+            t,
+            example_keys(["a"]),
+            to_micro(1.0),
+            release_id="r",
+            api_key_id=None,
+            delta_atto=1,
+            store=SEGMENTS,
+        )
     with session_factory(engine).begin() as s:  # pure ε still works
-        charge(s, t, example_keys(["a"]), to_micro(1.0), release_id="r", api_key_id=None)
+        charge(s, t, example_keys(["a"]), to_micro(1.0), release_id="r", api_key_id=None, store=SEGMENTS)
     with session_factory(engine).begin() as s:
         set_delta_budget(s, t, 10, api_key_id=None, note="raised")
         kinds = [e.kind for e in s.execute(select(LedgerEntry).order_by(LedgerEntry.id)).scalars()]
@@ -125,6 +161,7 @@ def test_concurrent_delta_charges_never_overspend(engine: Engine) -> None:
                     release_id=f"r{i}",
                     api_key_id=None,
                     delta_atto=to_atto("1e-9"),
+                    store=SEGMENTS,
                 )
             results.append("ok")
         except DeltaBudgetExhaustedError:
@@ -155,6 +192,7 @@ def test_budget_and_ledger_routes_show_delta(database_url: str, tmp_path: Path) 
                 release_id=None,
                 api_key_id=None,
                 delta_atto=to_atto("2.5e-7"),
+                store=SEGMENTS,
             )
         engine.dispose()
         c = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60)

@@ -12,6 +12,7 @@ from labels_party.budget.keys import example_keys
 from labels_party.budget.ledger import spend_of_tenant
 from labels_party.storage.db import make_engine, migrate, session_factory, sqlite_url
 from tests.support import postgres
+from tests.support.ledger import SEGMENTS
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -36,7 +37,7 @@ def test_spend_rows_become_shards(empty_database: str) -> None:
         )
     migrate(engine)
     with session_factory(engine)() as s:
-        got_keys, got_spent = spend_of_tenant(s, "t1")
+        got_keys, got_spent = spend_of_tenant(s, "t1", SEGMENTS)
     engine.dispose()
     assert dict(zip(got_keys.tolist(), got_spent.tolist(), strict=True)) == dict(
         zip(keys.tolist(), spent.tolist(), strict=True)

@@ -41,3 +41,35 @@ def test_pyproject_lists_every_python_package() -> None:
         if d.is_dir() and any(d.glob("*.py")) and "__pycache__" not in d.parts
     }
     assert listed == found
+
+
+def test_both_services_start_without_the_optional_extras() -> None:
+    """The services' base install has no PyTorch, Opacus, dp-accounting, Dask or numba (the compose
+    image installs only demo, fast and scale; a plain ``pip install`` none): with those imports made
+    to fail, both apps still build — optional work imports them when it runs."""
+    import subprocess
+    import sys
+
+    blocked = ("torch", "opacus", "dp_accounting", "numba", "dask", "distributed", "lightgbm", "matplotlib")
+    probe = (
+        "import importlib.abc, sys\n"
+        f"BLOCKED = {blocked!r}\n"
+        "class Block(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name.split('.')[0] in BLOCKED:\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r} (blocked)')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import tempfile, pathlib\n"
+        "from labels_party.api.app import create_app\n"
+        "from labels_party.config import LabelsSettings\n"
+        "from features_party.api.app import create_app as features_app\n"
+        "from features_party.config import FeaturesSettings\n"
+        "root = pathlib.Path(tempfile.mkdtemp())\n"
+        "create_app(LabelsSettings(data_dir=root / 'labels'))\n"
+        "features_app(FeaturesSettings(data_dir=root / 'features'))\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-2000:]

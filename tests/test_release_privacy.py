@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import threading
 from fractions import Fraction
 from pathlib import Path
 
@@ -152,3 +153,57 @@ def test_an_asynchronous_release_answers_after_the_charge(api: Api) -> None:
     done = c.get(f"/v1/releases/{r.json()['id']}").json()
     assert done["status"] == "complete" and done["mechanism"]["kind"] == "rr_on_bins"
     assert release(c, ds, "async", epsilon=1.0).json()["id"] == done["id"]  # replay: the same release
+
+
+def test_every_draw_of_a_label_release_comes_after_its_charge_committed(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A spy on the CSPRNG: every keystream byte a server thread draws is drawn when the ledger already
+    holds as many committed charges as releases were asked for so far — example-level, user-level
+    (given and chosen τ) and class releases alike. A release that drew its prior, its τ or its labels
+    before its charge commits is seen drawing with one charge too few."""
+    from sqlalchemy import func, select
+
+    from labeldp.mechanisms import rng
+    from labels_party.storage.db import make_engine, session_factory
+    from labels_party.storage.orm import LedgerEntry
+
+    engine = make_engine(api.database_url)
+    committed_at_draw: list[int] = []
+    original = rng.SecureRandom.random_bytes
+
+    def spy(self: rng.SecureRandom, n: int) -> bytes:
+        if threading.current_thread() is not threading.main_thread() and not getattr(self, "_seen", False):
+            self._seen = True  # type: ignore[attr-defined]  # once per stream: the first draw
+            with session_factory(engine)() as s:
+                charged = s.execute(
+                    select(func.count()).select_from(LedgerEntry).where(LedgerEntry.kind == "charge")
+                ).scalar_one()
+            committed_at_draw.append(int(charged))
+        return original(self, n)
+
+    monkeypatch.setattr(rng.SecureRandom, "random_bytes", spy)
+    c = with_recipient(api.tenant("acme", "100"))
+    ds, _ = labelled(c, n=5_000)
+    users = dataset(c, "users", label_type="count", lo=0, hi=9)
+    rows = "example_id,label,user_id\n" + "".join(f"x{i},{i % 10},u{i % 700}\n" for i in range(5_000))
+    assert upload(c, users, rows.encode()).status_code == 200
+    requests: list[tuple[str, dict[str, object]]] = [
+        (ds, {"epsilon": 1.0}),
+        (ds, {"epsilon": 1.0, "loss": "absolute"}),
+        (users, {"privacy_unit": "user", "epsilon_user": 2.0, "contribution_bound": 3}),
+        (users, {"privacy_unit": "user", "epsilon_user": 2.0, "contribution_bound": "auto"}),
+        (users, {"privacy_unit": "user", "epsilon_user": 2.0, "contribution_bound": "private"}),
+    ]
+    for asked, (dataset_id, body) in enumerate(requests, start=1):
+        before = len(committed_at_draw)
+        made = c.post(
+            f"/v1/datasets/{dataset_id}/releases",
+            json={"recipient": "publisher", **body},
+            headers={"Idempotency-Key": f"k{asked}"},
+        )
+        assert made.status_code == 201, made.text
+        drawn = committed_at_draw[before:]
+        assert drawn, f"release {asked} drew nothing through the spy"
+        assert min(drawn) == asked, (asked, drawn)
+    engine.dispose()

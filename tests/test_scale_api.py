@@ -147,7 +147,7 @@ def test_stored_examples_a_universe_and_a_subset_are_released_on_the_cluster(
         assert ids == [e for e, _, _ in rows]  # the labels file's order
         engine = make_engine(api.database_url)
         with session_factory(engine)() as s:
-            got_keys, got = spend_of_tenant(s, owner(s), UserSpendShard, SegmentStore.under(api.data_dir))
+            got_keys, got = spend_of_tenant(s, owner(s), SegmentStore.under(api.data_dir), UserSpendShard)
         engine.dispose()
         example_keys_ = np.array([example_key(e) for e, _, _ in rows], dtype=np.int64)
         users = user_keys(pa.array([u for _, _, u in rows], pa.string()), example_keys_)
@@ -174,3 +174,41 @@ def test_stored_examples_a_universe_and_a_subset_are_released_on_the_cluster(
 def owner(session: Session) -> str:
     """The one tenant of the test's database."""
     return str(session.execute(select(Tenant.id)).scalar_one())
+
+
+def test_a_semi_sensitive_model_after_a_cluster_release_reads_the_spend_in_segments(
+    scheduler: Cluster, tmp_path: Path, database_url: str
+) -> None:
+    """A cluster release moves the tenant's spend into segment files; every later charge — here a
+    semi-sensitive model, charged in this process — goes through the same ledger object, which always
+    has the segment store (before: the model path forgot it and failed after any cluster release)."""
+    pytest.importorskip("torch")
+    from labels_party.budget.epsilon import to_atto_floor
+    from labels_party.budget.ledger import set_delta_budget
+    from tests.test_semi_sensitive_models import SPEC, body, parquet, synthetic
+
+    for api in api_with(tmp_path, database_url, scheduler.address):
+        c = with_recipient(api.tenant("acme", "10"))
+        weeks, _ = labelled(c, n=2000)
+        assert release(c, weeks, "dask", epsilon=1.0).status_code == 201
+        assert {"randomize_partition"} <= task_prefixes(scheduler.client)
+        engine = make_engine(database_url)
+        with session_factory(engine).begin() as s:
+            tenant = s.execute(select(Tenant)).scalar_one()
+            set_delta_budget(s, tenant.id, to_atto_floor("1e-6"), api_key_id=None, note="test")
+            assert any(row.segment for row in s.execute(select(UserSpendShard)).scalars())
+        engine.dispose()
+        labels, features = synthetic()
+        ptype = {"Content-Type": "application/vnd.apache.parquet"}
+        ds = c.post("/v1/datasets", json=SPEC).json()["id"]
+        assert c.put(f"/v1/datasets/{ds}/labels", content=parquet(labels), headers=ptype).status_code == 200
+        put = c.put(f"/v1/datasets/{ds}/non-sensitive-features", content=parquet(features), headers=ptype)
+        assert put.status_code == 200
+        rid = release(c, ds, "classes", epsilon=2.0, loss="zero_one").json()["id"]  # in process (classes)
+        model = c.post(
+            f"/v1/datasets/{ds}/semi-sensitive-models",
+            json=body(rid, epochs=1),
+            headers={"Idempotency-Key": "m"},
+        )
+        assert model.status_code == 201, model.text
+        assert [e["epsilon"] for e in charges(c)] == [1.0, 2.0, 2.0]

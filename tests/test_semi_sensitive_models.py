@@ -622,3 +622,157 @@ def test_a_user_level_label_release_gives_a_user_level_model(party: Party) -> No
     budget = c.get(f"/v1/datasets/{ds}/budget", params={"epsilon_user": 1}).json()
     assert budget["users"]["spent"]["max"] == 7.0 and budget["users"]["spent"]["p50"] == 7.0
     assert budget["delta_spent"] == pytest.approx(delta_tau, rel=1e-9)
+
+
+def users_dataset(p: Party, clicks_per_user: int, key: str, **release: Any) -> tuple[str, str]:
+    """Labels (with the non-sensitive rows) whose users have ``clicks_per_user`` clicks each, and a
+    label release of them (example level unless ``release`` says otherwise)."""
+    c = p.client
+    labels, features = synthetic()
+    users = pa.array([f"user-{i // clicks_per_user}" for i in range(N)])
+    labels = labels.add_column(2, "user_id", users)
+    if c.get("/v1/recipients").json()["items"] == []:
+        assert c.post("/v1/recipients", json={"name": "publisher"}).status_code == 201
+    ds = c.post("/v1/datasets", json={**SPEC, "name": f"purchases-{key}"}).json()["id"]
+    ptype = {"Content-Type": "application/vnd.apache.parquet"}
+    assert c.put(f"/v1/datasets/{ds}/labels", content=parquet(labels), headers=ptype).status_code == 200
+    put = c.put(f"/v1/datasets/{ds}/non-sensitive-features", content=parquet(features), headers=ptype)
+    assert put.status_code == 200
+    made = c.post(
+        f"/v1/datasets/{ds}/releases",
+        headers={"Idempotency-Key": f"release-{key}"},
+        json={"recipient": "publisher", **(release or {"epsilon": 1.0})},
+    )
+    assert made.status_code == 201, made.text
+    return ds, made.json()["id"]
+
+
+def test_with_a_per_user_budget_the_delta_charged_is_every_users_group_privacy_delta(party: Party) -> None:
+    """An example-level model costs a user with c training examples (c·ε₂, δ·Σ_{i<c} e^{iε₂}) by group
+    privacy; with a per-user budget the tenant's δ counter takes that δ, so that it bounds every user's
+    δ as the per-user ledger bounds their ε. A δ that would not be below 1 is refused (422) before
+    anything is charged; without a per-user budget the counter takes δ (per example)."""
+    party.set_delta("0.5")
+    c = party.client
+    ds, rid = users_dataset(party, 4, "plain")
+    plain = c.post(
+        f"/v1/datasets/{ds}/semi-sensitive-models", json=body(rid), headers={"Idempotency-Key": "a"}
+    )
+    assert plain.status_code == 201, plain.text
+    assert [e["delta"] for e in c.get("/v1/ledger").json()["items"] if e["delta"]][-1] == 1e-7
+    set_user_budget_of(party, "100")
+    ds, rid = users_dataset(party, 4, "grouped")
+    grouped = c.post(
+        f"/v1/datasets/{ds}/semi-sensitive-models", json=body(rid), headers={"Idempotency-Key": "b"}
+    )
+    assert grouped.status_code == 201, grouped.text
+    expected = 1e-7 * sum(np.exp(i * 2.0) for i in range(4))
+    assert (
+        grouped.json()["delta"] == pytest.approx(expected, rel=1e-9) and grouped.json()["delta"] >= expected
+    )
+    entry = [e for e in c.get("/v1/ledger").json()["items"] if e["delta"] and e["kind"] == "charge"][-1]
+    assert entry["delta"] == pytest.approx(expected, rel=1e-9) and entry["user_epsilon"] == 8.0
+    ds, rid = users_dataset(party, 60, "vacuous")  # 60 examples of a user at ε₂ = 2: δ·e^118 > 1
+    before = c.get("/v1/ledger").json()["items"]
+    refused = c.post(
+        f"/v1/datasets/{ds}/semi-sensitive-models", json=body(rid), headers={"Idempotency-Key": "c"}
+    )
+    assert refused.status_code == 422 and refused.json()["type"] == "user-delta-too-large", refused.text
+    assert c.get("/v1/ledger").json()["items"] == before
+    assert len(party.rows(SemiSensitiveModel)) == 2  # nothing left of the refused one
+
+
+def test_a_user_level_run_whose_group_delta_is_not_below_one_is_refused_before_anything(party: Party) -> None:
+    party.set_delta("0.5")
+    c = party.client
+    ds, rid = users_dataset(
+        party, 40, "tau", privacy_unit="user", epsilon_user=3.0, contribution_bound=40, loss="zero_one"
+    )
+    before = len([e for e in c.get("/v1/ledger").json()["items"] if e["kind"] == "charge"])
+    refused = c.post(
+        f"/v1/datasets/{ds}/semi-sensitive-models", json=body(rid), headers={"Idempotency-Key": "t"}
+    )
+    assert refused.status_code == 422 and refused.json()["type"] == "invalid-parameter", refused.text
+    assert "group-privacy δ" in refused.json()["detail"]
+    assert len([e for e in c.get("/v1/ledger").json()["items"] if e["kind"] == "charge"]) == before
+    assert party.rows(SemiSensitiveModel) == []
+
+
+def set_user_budget_of(p: Party, budget: str) -> None:
+    from labels_party.budget.epsilon import to_micro_floor
+    from labels_party.budget.ledger import set_user_budget
+
+    engine = make_engine(p.database_url)
+    with session_factory(engine).begin() as s:
+        set_user_budget(s, p.tenant_id, to_micro_floor(budget), api_key_id=None, note="test")
+    engine.dispose()
+
+
+@pytest.mark.slow
+def test_concurrent_models_answer_without_a_server_error(party: Party) -> None:
+    """Plans and σ calibrations (seconds each) run outside any transaction and the write transaction
+    holds only the charge: 20 concurrent (ε, δ) requests on SQLite (8 on PostgreSQL) on one tenant,
+    whose budget admits three, answer 201 three times and 409 for the rest — never 5xx (before: 11 ×
+    500 "database is locked" on SQLite after 61–73 s)."""
+    party.set_delta("1e-6")
+    ds, rid = prepared(party)  # ε = 3 spent; 10 per example: three models at ε₂ ≈ 2 fit
+    c = party.client
+    n = 20 if party.database_url.startswith("sqlite") else 8
+    start = threading.Barrier(n)
+    results: list[httpx.Response | None] = [None] * n
+
+    def run(i: int) -> None:
+        start.wait()
+        with httpx.Client(base_url=str(c.base_url), headers=c.headers, timeout=600) as own:
+            results[i] = own.post(  # a σ calibration of its own each: ε₂ = 2.000, 2.001, …
+                f"/v1/datasets/{ds}/semi-sensitive-models",
+                json=body(rid, epochs=1, epsilon_dpsgd=2.0 + i / 1000),
+                headers={"Idempotency-Key": f"m{i}"},
+            )
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    codes = sorted(r.status_code for r in results if r is not None)
+    errors = [r.text for r in results if r is not None and r.status_code >= 500]
+    assert codes == [201] * 3 + [409] * (n - 3), errors
+    models = party.rows(SemiSensitiveModel)
+    assert len(models) == 3 and all(m.status == "complete" for m in models)
+    spent = c.get(f"/v1/datasets/{ds}/budget").json()
+    charged = 3.0 + sum(m.epsilon_dpsgd_micro for m in models) / 1e6
+    assert spent["max_spent"] == spent["min_spent"] == pytest.approx(charged, abs=1e-9)
+    assert charged <= 10 and spent["delta_spent"] == pytest.approx(3e-7)
+
+
+def test_the_stored_noise_spends_no_more_than_was_charged_by_two_other_accountants(party: Party) -> None:
+    """Recompute ε from the σ, q and T the model states (REST and its signed guarantee), with
+    accountants the service does not call: a PLD accountant built here (replace-one, the service's
+    adjacency) must give at most the charged ε₂, and Opacus's PRV accountant for add/remove adjacency
+    — which replace-one contains, so its ε can only be smaller — too. Halving σ after calibration
+    (ε ≈ 4.6 for a charged 2.0) fails both."""
+    import dp_accounting
+    from opacus.accountants import PRVAccountant
+
+    party.set_delta("1e-6")
+    ds, rid = prepared(party)
+    made = party.client.post(
+        f"/v1/datasets/{ds}/semi-sensitive-models", json=body(rid), headers={"Idempotency-Key": "m"}
+    )
+    assert made.status_code == 201, made.text
+    model = made.json()
+    raw = party.client.get(f"/v1/semi-sensitive-models/{model['id']}/message").content
+    g = json.loads(base64.b64decode(json.loads(raw)["payload"]))["guarantee"]
+    sigma, q, steps = model["noise_multiplier"], model["sampling_rate"], model["steps"]
+    assert (g["noise_multiplier"], g["sampling_rate"], g["steps"]) == (sigma, q, steps)
+    charged = [e for e in party.client.get("/v1/ledger").json()["items"] if e["delta"]][-1]
+    epsilon, delta = charged["epsilon"], charged["delta"]
+    assert (epsilon, delta) == (2.0, 1e-7)
+    pld = dp_accounting.pld.PLDAccountant(dp_accounting.NeighboringRelation.REPLACE_ONE)
+    step = dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma))
+    pld.compose(step, steps)
+    assert pld.get_epsilon(delta) <= epsilon * (1 + 1e-6)
+    prv = PRVAccountant()
+    prv.history = [(sigma, q, steps)]
+    assert prv.get_epsilon(delta) <= epsilon

@@ -126,3 +126,22 @@ def test_a_label_release_never_carries_the_semi_sensitive_columns(api: Api, tmp_
     rid = made.json()["id"]
     noisy = pq.read_table(io.BytesIO(c.get(f"/v1/releases/{rid}/noisy-labels").content))
     assert set(noisy.column_names).isdisjoint({"cart_adds", "remarketing"})
+
+
+def test_adults_declared_columns_are_constants_the_rows_stay_inside() -> None:
+    """Adult's declarations are UCI's value lists and census ranges written down in advance, not read
+    off the file; every value in the file lies inside them (an upload would otherwise be refused)."""
+    import numpy as np
+
+    from labeldp.datasets import adult_semi_sensitive
+    from labels_party.datasets.spec import FeatureColumn
+
+    data = adult_semi_sensitive()
+    for declared, table in ((data.semi_sensitive, data.labels), (data.non_sensitive, data.features)):
+        for column in map(FeatureColumn.model_validate, declared):
+            values = table.column(column.name).to_numpy(zero_copy_only=False)
+            if column.kind == "category":
+                assert set(values) <= set(column.categories or []), column.name
+            else:
+                assert column.lo is not None and column.hi is not None
+                assert np.all((values >= column.lo) & (values <= column.hi)), column.name

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.concurrency import run_in_threadpool
 
 from features_party.api.deps import FeaturesServices
 from features_party.api.routes import ROUTERS
@@ -45,14 +47,23 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
         models=ReceivedModels(sessions),
         tables=tables,
         training=TrainingService(
-            sessions, settings.data_dir, releases, tables, metrics, scheduler=settings.dask_scheduler
+            sessions,
+            settings.data_dir,
+            releases,
+            tables,
+            metrics,
+            instance,
+            lease_seconds=settings.training_lease_seconds,
+            scheduler=settings.dask_scheduler,
         ),
     )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         migrate(engine)
-        svc.training.fail_interrupted()
+        interrupted = svc.training.recover()
+        if interrupted:
+            log.warning("marked interrupted training jobs as failed", extra={"examples": interrupted})
         removed = clean_spools(settings.data_dir / "tmp", instance) + clean_atomic_leftovers(
             settings.data_dir
         )
@@ -70,9 +81,22 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
         server, port = build_server(receiver, settings)
         svc.grpc_port = port
         log.info("features party started", extra={"path": str(settings.data_dir)})
+
+        async def keep_recovering() -> None:
+            """Jobs of a process that died are failed once its lease expires (other hosts)."""
+            while True:
+                await asyncio.sleep(settings.training_lease_seconds / 2)
+                try:
+                    await run_in_threadpool(svc.training.recover)
+                except Exception:
+                    log.exception("training recovery failed")
+
+        recovery = asyncio.create_task(keep_recovering())
         try:
-            yield
+            with svc.training.keep_leases():
+                yield
         finally:
+            recovery.cancel()
             server.stop(grace=5).wait()
             svc.training.shutdown()
             engine.dispose()

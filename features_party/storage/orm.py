@@ -128,6 +128,9 @@ class TrainingJob(Base):
     validation_fraction: Mapped[float] = mapped_column(Float)
     status: Mapped[str] = mapped_column(String(16))  # queued | running | succeeded | failed
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # the process that queued and runs the job, and until when its heartbeat vouches for it
+    owner: Mapped[str | None] = mapped_column(String(120), nullable=True)
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     progress: Mapped[dict[str, object]] = mapped_column(JSON)
     metrics: Mapped[dict[str, object]] = mapped_column(JSON)
     provenance: Mapped[dict[str, object]] = mapped_column(JSON)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,7 +25,12 @@ from features_party.training.fit import SKLEARN_LOSS, Trained, TrainedClassifier
 from features_party.training.jobs import ARTIFACT, is_classification, load, model_dir, provenance, run
 from labeldp.common.db import owned, utcnow
 from labeldp.common.errors import DomainError, not_found
+from labeldp.common.instance import Instance
+from labeldp.common.leases import abandoned, heartbeat
 from labeldp.common.pages import PageRequest
+
+UNFINISHED = ("queued", "running")
+INTERRUPTED = "interrupted: the process running it stopped; start a new job"
 
 
 @dataclass(frozen=True)
@@ -43,10 +50,13 @@ class TrainingService:
         releases: ReceivedReleases,
         tables: FeatureTables,
         metrics: FeaturesMetrics,
+        instance: Instance,
         *,
+        lease_seconds: float = 60.0,
         scheduler: str | None = None,
     ) -> None:
-        self.scheduler = scheduler
+        self.scheduler, self.instance = scheduler, instance
+        self.lease = timedelta(seconds=lease_seconds)
         self.sessions, self.data_dir, self.releases, self.tables, self.metrics = (
             sessions,
             data_dir,
@@ -57,16 +67,39 @@ class TrainingService:
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="training")
         self._models: dict[str, Trained] = {}
 
-    def fail_interrupted(self) -> None:
-        """Jobs a restart interrupted will not resume: say so on each."""
-        with self.sessions.begin() as s:
-            s.execute(
-                update(TrainingJob)
-                .where(TrainingJob.status.in_(("queued", "running")))
-                .values(
-                    status="failed", error="interrupted by a restart; start a new job", finished_at=utcnow()
+    def recover(self) -> int:
+        """Fail the queued or running jobs whose owner is gone or whose lease expired (they will not
+        resume); never a job a live process owns. Returns how many."""
+        now = utcnow()
+        with self.sessions() as s:
+            candidates = s.execute(
+                select(TrainingJob.id, TrainingJob.owner, TrainingJob.lease_expires_at).where(
+                    TrainingJob.status.in_(UNFINISHED)
                 )
-            )
+            ).all()
+        stale = [job_id for job_id, owner, lease in candidates if abandoned(owner, lease, self.instance, now)]
+        if stale:
+            with self.sessions.begin() as s:
+                s.execute(
+                    update(TrainingJob)
+                    .where(TrainingJob.id.in_(stale), TrainingJob.status.in_(UNFINISHED))
+                    .values(status="failed", error=INTERRUPTED, finished_at=utcnow())
+                )
+        return len(stale)
+
+    def keep_leases(self) -> AbstractContextManager[None]:
+        """While the service runs: extend the lease of every job this process owns (queued ones too,
+        however long the queue) every third of the lease."""
+
+        def beat() -> None:
+            with self.sessions.begin() as s:
+                s.execute(
+                    update(TrainingJob)
+                    .where(TrainingJob.owner == self.instance.token, TrainingJob.status.in_(UNFINISHED))
+                    .values(lease_expires_at=utcnow() + self.lease)
+                )
+
+        return heartbeat(self.lease.total_seconds() / 3, beat, "training-leases")
 
     def shutdown(self) -> None:
         self.worker.shutdown(wait=True)
@@ -107,6 +140,8 @@ class TrainingService:
             loss=loss,
             validation_fraction=request.validation_fraction,
             status="queued",
+            owner=self.instance.token,
+            lease_expires_at=utcnow() + self.lease,
             progress={"stage": "queued"},
             metrics={},
             provenance=provenance(release, mechanism, table),

@@ -65,16 +65,12 @@ class World:
             "universe": folder / "advertiser-clicks.parquet",
             "features": folder / "publisher-features.parquet",
         }
-        if self.users is None:
-            columns = {"example_id": self.ids[converted], "label": pa.array(y[converted], label_type)}
-        else:  # user-level: every click with its user (unlabelled clicks would be users of their own)
-            columns = {
-                "example_id": self.ids[train],
-                "label": pa.array(y[train], label_type),
-                "user_id": pa.array([f"{self.run_id}-user-{u}" for u in self.users[train]]),
-            }
-        pq.write_table(pa.table(columns), files["labels"])
-        pq.write_table(pa.table({"example_id": self.ids[train]}), files["universe"])
+        labels = {"example_id": self.ids[converted], "label": pa.array(y[converted], label_type)}
+        universe: dict[str, Any] = {"example_id": self.ids[train]}
+        if self.users is not None:  # user-level: the universe says whose every click is (labels never do)
+            universe["user_id"] = pa.array([f"{self.run_id}-user-{u}" for u in self.users[train]])
+        pq.write_table(pa.table(labels), files["labels"])
+        pq.write_table(pa.table(universe), files["universe"])
         keep = self.has_features | self.test
         features = self.dataset.features.filter(pa.array(keep))
         pq.write_table(features.append_column("example_id", pa.array(self.ids[keep])), files["features"])

@@ -250,9 +250,8 @@ def choose_contribution_bound(
     the data, while the debiased noise ``V`` averages out over the ``kept(τ) = Σ min(c_u, τ)`` examples
     a model learns from; ties go to the smaller τ. For classes it minimizes the release's expected loss
     with capped examples at the best constant guess. Both are post-processing of the prior and the
-    user → example counts (not labels; a tenant who considers the counts sensitive chooses
-    ``private``). ``docs/math.md`` §10 says why the first objective, and not the release's loss,
-    decides for regression."""
+    user → example counts (public data under label-DP: docs/math.md §10.1). ``docs/math.md`` §10 says
+    why the first objective, and not the release's loss, decides for regression."""
     n = int(counts.sum())
     constant = best_constant_loss(support, prior, loss)
     candidates: list[int] = []
@@ -289,7 +288,8 @@ def private_contribution_bound(
 ) -> int:
     """An ε-DP ``quantile`` of the per-user example counts (the exponential mechanism over bounds
     ``1..max_bound`` with utility ``-|#{u : c_u <= τ} - q·U|``, sensitivity 1 when one user's count
-    changes), for tenants who treat the counts as sensitive."""
+    changes). The choice is DP; the counts themselves are published by the release anyway (capped
+    examples, users) and are public data under label-DP (docs/math.md §10.1)."""
     eps = check_epsilon(epsilon, "epsilon_bound")
     if not 0 < quantile < 1:
         raise ParameterError("the bound's quantile must lie in (0, 1)", "quantile")

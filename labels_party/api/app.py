@@ -17,6 +17,9 @@ from labeldp.common.instance import Instance, clean_atomic_leftovers, clean_spoo
 from labeldp.common.service import service_app
 from labels_party.api.deps import LabelsServices
 from labels_party.api.routes import ROUTERS
+from labels_party.budget.ledger import Ledger
+from labels_party.budget.partitioned import referenced_segments
+from labels_party.budget.segments import SegmentStore
 from labels_party.budget.service import BudgetService
 from labels_party.config import LabelsSettings
 from labels_party.datasets.service import DatasetService
@@ -46,20 +49,21 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
         Identity.load_or_create(settings.identity_path()), settings.party_id, settings.release_ttl_seconds
     )
     instance = Instance.current(settings.instance_name)
-    work = ReleaseWork(
-        sessions,
-        settings.data_dir,
-        signer,
-        instance,
-        settings.release_lease_seconds,
-        scheduler=settings.dask_scheduler,
-    )
-    releases = ReleaseService(sessions, settings.data_dir, work, metrics)
+    ledger = Ledger(sessions, SegmentStore.under(settings.data_dir))
+    work = ReleaseWork(settings.data_dir, signer, scheduler=settings.dask_scheduler)
+    lease = settings.release_lease_seconds
+    releases = ReleaseService(sessions, settings.data_dir, work, ledger, instance, lease, metrics)
+    models = ModelService(sessions, settings.data_dir, signer, ledger, instance, lease)
 
     def recover() -> None:
-        failed = work.recover()
+        """Fail every charged job whose owner is gone (keeping its charge), then collect the ledger
+        segment files no shard row names."""
+        failed = releases.jobs.recover() + models.jobs.recover()
         if failed:
-            log.warning("marked interrupted releases as failed", extra={"releases": failed})
+            log.warning("marked interrupted charged jobs as failed", extra={"releases": failed})
+        with sessions() as session:
+            named = referenced_segments(session)
+        ledger.segments.collect_garbage(named)
 
     async def keep_recovering() -> None:
         """Releases of a process that died are failed once its lease expires (other hosts)."""
@@ -109,7 +113,7 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
         budget=BudgetService(sessions, settings.data_dir),
         recipients=RecipientService(sessions),
         deliveries=DeliveryService(sessions, settings, metrics),
-        models=ModelService(sessions, settings.data_dir, signer),
+        models=models,
     )
     for router in ROUTERS:
         app.include_router(router)

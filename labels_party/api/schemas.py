@@ -131,6 +131,11 @@ class DatasetOut(BaseModel):
     support_size: int
     label_count: int
     universe_count: int | None
+    universe_users: int | None = Field(
+        None,
+        description="users the universe declares (an example without a user_id is its own user); "
+        "with a universe, the only source of each example's user",
+    )
     created_at: AwareDatetime
 
     @classmethod
@@ -142,6 +147,7 @@ class DatasetOut(BaseModel):
             support_size=DatasetSpec.model_validate(ds.spec).build_support().k,
             label_count=ds.label_count,
             universe_count=ds.universe_count,
+            universe_users=ds.universe_users,
             created_at=ds.created_at,
         )
 
@@ -151,6 +157,7 @@ class UploadOut(BaseModel):
     clipped: int = 0
     label_count: int | None = None
     universe_count: int | None = None
+    universe_users: int | None = None
     version: int
 
 

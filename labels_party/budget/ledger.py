@@ -20,16 +20,18 @@ under the tenant's lock: a partitioned charge commits only if the version is sti
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 from sqlalchemy import insert, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from labeldp.common.errors import DomainError
+from labels_party.budget.epsilon import ATTO
 from labels_party.budget.segments import SegmentStore, read_segment
 from labels_party.storage.orm import ExampleSpendShard, LedgerEntry, SpendShard, Tenant, UserSpendShard
 
@@ -71,6 +73,20 @@ class UserBudgetExhaustedError(DomainError):
             users_requested=requested,
         )
         self.lacking, self.requested = lacking, requested
+
+
+class UserDeltaTooLargeError(DomainError):
+    """An (ε, δ) charge whose group-privacy δ for its largest user is not below 1 (422): with a
+    per-user budget the per-user guarantee must hold for δ too, and a δ of 1 guarantees nothing."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "user-delta-too-large",
+            "with a per-user budget, a user's δ is the group-privacy δ over all of their examples, and "
+            "for this request's largest user it is not below 1: lower epsilon or delta, or train on a "
+            "user-level label release (at most τ examples per user)",
+            status=422,
+        )
 
 
 class DeltaBudgetExhaustedError(DomainError):
@@ -184,7 +200,7 @@ def stored_shards(
     tenant_id: str,
     model: SpendShard,
     shards: list[int] | None,
-    store: SegmentStore | None,
+    store: SegmentStore,
 ) -> dict[int, StoredShard]:
     """The tenant's rows of ``shards`` (None: all of them)."""
     query = select(model.shard, model.keys, model.spent, model.segment, model.segment_sha256).where(
@@ -196,10 +212,6 @@ def stored_shards(
     for r in session.execute(query):
         segment = None
         if r.segment is not None:
-            if store is None:
-                raise RuntimeError(
-                    "this tenant's spend lives in segment files: pass the ledger's SegmentStore"
-                )
             segment = str(store.path(r.segment))
         out[r.shard] = StoredShard(r.keys, r.spent, segment, r.segment_sha256)
     return out
@@ -209,8 +221,8 @@ def _load(
     session: Session,
     tenant_id: str,
     keys: Keys,
-    model: SpendShard = ExampleSpendShard,
-    store: SegmentStore | None = None,
+    model: SpendShard,
+    store: SegmentStore,
 ) -> list[Shard]:
     ordered, bounds = by_shard(keys)
     touched = [s for s in range(SHARDS) if bounds[s + 1] > bounds[s]]
@@ -311,27 +323,35 @@ def charge(
     release_id: str | None,
     api_key_id: str | None,
     note: str = "",
-    store: SegmentStore | None = None,
+    store: SegmentStore,
     delta_atto: int = 0,
+    user_delta_atto: int | None = None,
 ) -> LedgerEntry:
     """Charge ``epsilon_micro`` to every example in ``keys`` and ``users.amounts`` to each user, and
     ``delta_atto`` to the tenant's δ, or raise ``BudgetExhaustedError`` / ``UserBudgetExhaustedError``
     / ``DeltaBudgetExhaustedError`` having changed nothing. The caller commits (together with whatever
-    the charge pays for).
+    the charge pays for). ``store`` is required: after any cluster charge a tenant's spend may live in
+    segment files, and a charge that cannot read them must not exist.
 
     δ is kept tenant-wide: every (ε, δ) charge adds its δ to one counter, which bounds the δ of every
     example (an example is in at most all of those charges) — exact for the examples in all of them,
-    conservative for the others; the ε part stays per example."""
+    conservative for the others; the ε part stays per example. ``user_delta_atto`` is the δ of the
+    charge's largest user by group privacy (its examples together): when the tenant limits per-user
+    spend, that is what the counter takes, so that it bounds every user's δ too."""
     if epsilon_micro <= 0:
         raise ValueError("epsilon_micro must be positive")
-    if delta_atto < 0:
-        raise ValueError("delta_atto must be >= 0")
+    if delta_atto < 0 or (user_delta_atto is not None and user_delta_atto < delta_atto):
+        raise ValueError("delta_atto must be >= 0 and user_delta_atto >= delta_atto")
     if users is not None and (users.keys.shape != users.amounts.shape or np.any(users.amounts <= 0)):
         raise ValueError("a user charge needs one positive amount per user")
     tenant = lock_tenant(session, tenant_id)
+    if user_delta_atto is not None and tenant.user_budget_micro is not None:
+        if user_delta_atto >= ATTO:
+            raise UserDeltaTooLargeError()
+        delta_atto = user_delta_atto
     if delta_atto and tenant.delta_spent_atto + delta_atto > tenant.delta_budget_atto:
         raise DeltaBudgetExhaustedError(delta_atto, tenant.delta_spent_atto, tenant.delta_budget_atto)
-    shards = _load(session, tenant_id, keys, store=store)
+    shards = _load(session, tenant_id, keys, ExampleSpendShard, store)
     requested = sum(sh.query.size for sh in shards)
     limit = tenant.budget_micro - epsilon_micro  # an example may be charged iff spent <= limit
     lacking = requested if limit < 0 else sum(int(np.count_nonzero(sh.current > limit)) for sh in shards)
@@ -437,13 +457,13 @@ class SpendSummary:
 
 
 def spend_summary(
-    session: Session, tenant_id: str, keys: Keys, epsilon_micro: int, store: SegmentStore | None = None
+    session: Session, tenant_id: str, keys: Keys, epsilon_micro: int, store: SegmentStore
 ) -> SpendSummary:
     """Spend over a set of examples (e.g. a dataset's universe); examples never charged count as 0."""
     tenant = session.get(Tenant, tenant_id)
     if tenant is None:
         raise UnknownTenantError(tenant_id)
-    shards = _load(session, tenant_id, keys, store=store)
+    shards = _load(session, tenant_id, keys, ExampleSpendShard, store)
     if not shards:
         return SpendSummary(0, 0, 0, 0)
     current = np.concatenate([sh.current for sh in shards])
@@ -464,7 +484,7 @@ def user_spend_summary(
     tenant_id: str,
     user_keys: Keys,
     epsilon_micro: int,
-    store: SegmentStore | None = None,
+    store: SegmentStore,
 ) -> UserSpendSummary:
     """Spend over a set of users (e.g. a dataset's): quantiles only, never one user's spend by key."""
     tenant = session.get(Tenant, tenant_id)
@@ -485,10 +505,7 @@ def user_spend_summary(
 
 
 def spend_of_tenant(
-    session: Session,
-    tenant_id: str,
-    model: SpendShard = ExampleSpendShard,
-    store: SegmentStore | None = None,
+    session: Session, tenant_id: str, store: SegmentStore, model: SpendShard = ExampleSpendShard
 ) -> tuple[Keys, Keys]:
     """Every (key, micro-ε spent) pair of the tenant's examples (or users) that were ever charged."""
     rows = stored_shards(session, tenant_id, model, None, store)
@@ -498,5 +515,57 @@ def spend_of_tenant(
     return np.concatenate([k for k, _ in arrays]), np.concatenate([v for _, v in arrays])
 
 
-def total_spent(session: Session, tenant_id: str, store: SegmentStore | None = None) -> int:
-    return int(spend_of_tenant(session, tenant_id, store=store)[1].sum())
+def total_spent(session: Session, tenant_id: str, store: SegmentStore) -> int:
+    return int(spend_of_tenant(session, tenant_id, store)[1].sum())
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """The party's ledger: its database and its segment store, both required. Every transaction that
+    changes spend opens here and takes the tenant's lock first, before it inserts anything (inserting
+    a row that references the tenant takes a key-share lock, and asking for the write lock only
+    afterwards deadlocks two such transactions on PostgreSQL)."""
+
+    sessions: sessionmaker[Session]
+    segments: SegmentStore
+
+    @contextmanager
+    def transaction(self, tenant_id: str) -> Iterator[Charging]:
+        with self.sessions.begin() as session:
+            lock_tenant(session, tenant_id)
+            yield Charging(session, tenant_id, self.segments)
+
+
+@dataclass(frozen=True)
+class Charging:
+    """A transaction holding a tenant's ledger lock: charges made here commit with the transaction."""
+
+    session: Session
+    tenant_id: str
+    segments: SegmentStore
+
+    def charge(
+        self,
+        keys: Keys,
+        epsilon_micro: int,
+        *,
+        users: UserCharge | None,
+        release_id: str,
+        api_key_id: str | None,
+        note: str,
+        delta_atto: int = 0,
+        user_delta_atto: int | None = None,
+    ) -> LedgerEntry:
+        return charge(
+            self.session,
+            self.tenant_id,
+            keys,
+            epsilon_micro,
+            users=users,
+            release_id=release_id,
+            api_key_id=api_key_id,
+            note=note,
+            store=self.segments,
+            delta_atto=delta_atto,
+            user_delta_atto=user_delta_atto,
+        )

@@ -31,13 +31,14 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 from sqlalchemy import CursorResult, insert, select, update
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
 from labeldp.common.errors import DomainError
 from labeldp.scale import Engine
 from labels_party.budget.ledger import (
     SHARDS,
     BudgetExhaustedError,
+    Ledger,
     StoredShard,
     UnknownTenantError,
     UserBudgetExhaustedError,
@@ -194,8 +195,7 @@ class _LostRaceError(Exception):
 
 
 def charge_partitioned(
-    sessions: sessionmaker[Session],
-    store: SegmentStore,
+    ledger: Ledger,
     engine: Engine,
     tenant_id: str,
     staged: StagedKeys,
@@ -209,7 +209,9 @@ def charge_partitioned(
 ) -> LedgerEntry:
     """Charge ``epsilon_micro`` to every staged example and ε per example to every staged user, or raise
     ``BudgetExhaustedError`` / ``UserBudgetExhaustedError`` having changed nothing. ``inside`` runs
-    in the committing transaction (the release row: a release and its charge commit together)."""
+    in the committing transaction (the release row: a release and its charge commit together), after
+    the conditional update has taken the tenant's row: the same lock order as ``Ledger.transaction``."""
+    sessions, store = ledger.sessions, ledger.segments
     if epsilon_micro <= 0:
         raise ValueError("epsilon_micro must be positive")
     example_shards, user_shards = staged.touched(users=False), staged.touched(users=True)

@@ -6,6 +6,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow.parquet as pq
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
@@ -13,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from labeldp.common.db import owned
 from labeldp.common.errors import DomainError
 from labeldp.common.pages import PageRequest
+from labels_party.datasets.membership import check_labels_against, check_universe_against, users_in_universe
 from labels_party.datasets.spec import DatasetSpec
 from labels_party.datasets.store import DatasetFiles, merge_labels
 from labels_party.datasets.uploads import validate_upload
@@ -31,6 +33,7 @@ class LabelsStored:
 class UniverseStored:
     rows: int
     version: int
+    users: int | None = None  # how many users a universe declares (examples without one: their own)
 
 
 def get_dataset(session: Session, tenant_id: str, dataset_id: str, *, lock: bool = False) -> Dataset:
@@ -80,6 +83,7 @@ class DatasetService:
             valid = validate_upload(path, fmt, spec, staged)
             with self.sessions.begin() as session:
                 ds = get_dataset(session, tenant_id, dataset_id, lock=True)
+                check_labels_against(files.read_universe(ds.universe_version), staged)
                 version = ds.labels_version + 1
                 if ds.labels_version:
                     existing = files.labels_path(ds.labels_version)
@@ -117,17 +121,23 @@ class DatasetService:
         return UniverseStored(valid.rows, version)
 
     def store_universe(self, tenant_id: str, dataset_id: str, path: Path, fmt: str) -> UniverseStored:
-        """Replace the dataset's universe (every example ID a release will list)."""
+        """Replace the dataset's universe: every example ID a release will list and, optionally, each
+        one's ``user_id`` — with a universe, the only source of who an example's user is
+        (``membership.py``)."""
         self.get(tenant_id, dataset_id)
         files = self.files(dataset_id)
         staged = files.staging_path()
         try:
             valid = validate_upload(path, fmt, None, staged)
+            universe = pq.read_table(staged, columns=["example_id", "user_id"])
+            users = users_in_universe(universe)
             with self.sessions.begin() as session:
                 ds = get_dataset(session, tenant_id, dataset_id, lock=True)
+                labels = files.labels_path(ds.labels_version) if ds.labels_version else None
+                check_universe_against(universe, labels)
                 version = ds.universe_version + 1
                 files.publish(staged, files.universe_path(version))
-                ds.universe_version, ds.universe_count = version, valid.rows
+                ds.universe_version, ds.universe_count, ds.universe_users = version, valid.rows, users
         finally:
             staged.unlink(missing_ok=True)
-        return UniverseStored(valid.rows, version)
+        return UniverseStored(valid.rows, version, users)

@@ -35,7 +35,12 @@ LABEL_SCHEMA = pa.schema(
     ]
 )
 UNIVERSE_SCHEMA = pa.schema(
-    [("example_id", pa.string()), ("example_key", pa.int64()), ("example_check", pa.int64())]
+    [
+        ("example_id", pa.string()),
+        ("user_id", pa.string()),  # each example's user (null: its own); files before 0.3 lack it
+        ("example_key", pa.int64()),
+        ("example_check", pa.int64()),
+    ]
 )
 MERGE_BATCH_ROWS = 262_144
 

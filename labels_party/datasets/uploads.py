@@ -79,8 +79,8 @@ def _unparseable(fmt: str, exc: BaseException) -> DomainError:
 
 def _require(present: Iterable[str], wanted: tuple[str, ...]) -> None:
     names = set(present)
-    for required in wanted[:2]:  # example_id, and label for label uploads
-        if required not in names:
+    for required in wanted:
+        if required not in names and required != "user_id":  # the one optional column
             raise upload_error(
                 "missing-column", f"the upload needs a{'n' if required[0] == 'e' else ''} {required} column"
             )
@@ -350,8 +350,9 @@ def validate_upload(
         wanted = ("example_id", "label", "user_id", *(c.name for c in features))
         schema = spec.label_schema()
     else:
-        features, code, wanted, schema = [], "", ("example_id",), UNIVERSE_SCHEMA
+        features, code, wanted, schema = [], "", ("example_id", "user_id"), UNIVERSE_SCHEMA
     labels = spec is not None and not non_sensitive
+    universe = spec is None
     rows = clipped = 0
     try:
         with pq.ParquetWriter(out, schema) as writer:
@@ -364,6 +365,7 @@ def validate_upload(
                     values, clipped_here = _check_values(_labels(batch, rows), spec, rows)
                     clipped += clipped_here
                     columns["label"] = pa.array(values, pa.float64())
+                if labels or universe:
                     columns["user_id"] = _user_ids(batch, len(ids), rows)
                 columns["example_key"] = pa.array(keys, pa.int64())
                 columns["example_check"] = pa.array(checks, pa.int64())

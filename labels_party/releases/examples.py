@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from labeldp.common.errors import DomainError
-from labels_party.budget.keys import user_keys
+from labels_party.datasets.membership import user_keys_of
 from labels_party.datasets.spec import DatasetSpec
 from labels_party.datasets.store import DatasetFiles
 from labels_party.storage.orm import Dataset
@@ -71,7 +71,8 @@ def example_set(files: DatasetFiles, ds: Dataset, spec: DatasetSpec, subset: lis
 
     With a universe, the message lists every ID in it, labelled or not, so it does not reveal which
     examples have labels (privacy invariant 4); missing labels take the dataset's default label, and
-    examples without a label (or without a ``user_id``) are each their own user.
+    every example's user is the one the universe declares (``datasets/membership.py``): whether an
+    example has a label row changes nothing but its label.
     """
     labels = files.read_labels(ds.labels_version)
     universe = files.read_universe(ds.universe_version)
@@ -87,11 +88,8 @@ def example_set(files: DatasetFiles, ds: Dataset, spec: DatasetSpec, subset: lis
     if base.num_rows == 0:
         raise DomainError("empty-release", "the release would contain no examples")
     ids = base.column("example_id").combine_chunks()
-    values, position = _labels_at(ids, labels)
+    values, _ = _labels_at(ids, labels)
     has_label = ~np.isnan(values)  # stored labels are finite (validated on upload)
-    users = pa.nulls(len(ids), pa.string())
-    if has_label.any():
-        users = pc.take(labels.column("user_id"), position)
     missing = int((~has_label).sum())
     if missing:
         if spec.default_label is None:
@@ -101,7 +99,8 @@ def example_set(files: DatasetFiles, ds: Dataset, spec: DatasetSpec, subset: lis
             )
         values[~has_label] = spec.default_label
     keys = np.asarray(base.column("example_key").to_numpy(), dtype=np.int64)
-    return ExampleSet(ids, keys, values, user_keys(users, keys), missing, universe is not None)
+    users = user_keys_of(ids, keys, labels, universe)
+    return ExampleSet(ids, keys, values, users, missing, universe is not None)
 
 
 def covered_examples(files: DatasetFiles, ds: Dataset) -> tuple[np.ndarray, np.ndarray]:
@@ -111,14 +110,7 @@ def covered_examples(files: DatasetFiles, ds: Dataset) -> tuple[np.ndarray, np.n
     universe = files.read_universe(ds.universe_version)
     base = universe if universe is not None else labels
     keys = np.asarray(base.column("example_key").to_numpy(), dtype=np.int64)
-    users = _users_of(base.column("example_id").combine_chunks(), labels)
-    return keys, user_keys(users, keys)
-
-
-def _users_of(ids: pa.Array, labels: pa.Table) -> pa.Array:
-    """The ``user_id`` of each ID (null when it has no label row or no user)."""
-    position = pc.index_in(ids, value_set=labels.column("example_id"))
-    return pc.take(labels.column("user_id"), position)
+    return keys, user_keys_of(base.column("example_id").combine_chunks(), keys, labels, universe)
 
 
 def current_labels(files: DatasetFiles, ds: Dataset, spec: DatasetSpec, ids: pa.Array) -> np.ndarray:

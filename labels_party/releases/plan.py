@@ -17,7 +17,6 @@ from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
-from sqlalchemy.orm import Session
 
 from labeldp.common.errors import DomainError
 from labeldp.mechanisms import (
@@ -35,11 +34,11 @@ from labeldp.mechanisms import (
 )
 from labels_party.budget.epsilon import MICRO, to_micro
 from labels_party.budget.ledger import UserCharge
-from labels_party.datasets.service import get_dataset
 from labels_party.datasets.spec import DatasetSpec
 from labels_party.datasets.store import DatasetFiles
 from labels_party.releases.examples import ExampleSet, StoredExamples, example_set, stored_examples
 from labels_party.releases.limits import MAX_BOUND, MAX_EPSILON, MIN_EPSILON, MIN_EPSILON_PRIOR
+from labels_party.storage.orm import Dataset
 
 
 @dataclass(frozen=True)
@@ -165,17 +164,12 @@ def split_for_users(request: ReleaseRequest, examples: ExampleSet, k: int) -> tu
 
 
 def plan_release(
-    session: Session,
-    data_dir: Path,
-    tenant_id: str,
-    dataset_id: str,
-    request: ReleaseRequest,
-    *,
-    partition_rows: int | None = None,
+    ds: Dataset, data_dir: Path, request: ReleaseRequest, *, partition_rows: int | None = None
 ) -> Plan:
-    """``partition_rows``: a cluster will release it, so an example-level regression release of every
-    labelled example leaves them in storage (``StoredExamples``) in partitions of about that many."""
-    ds = get_dataset(session, tenant_id, dataset_id)
+    """The plan of a release of ``ds`` (a row the caller read; the files are read here, outside any
+    transaction). ``partition_rows``: a cluster will release it, so an example-level regression
+    release of every labelled example leaves them in storage (``StoredExamples``) in partitions of
+    about that many."""
     spec = DatasetSpec.model_validate(ds.spec)
     loss = spec.loss(request.loss)
     support = spec.support_for(loss)
@@ -196,7 +190,7 @@ def plan_release(
         eps_prior = users.split.epsilon_prior
         eps_randomize = users.split.for_bound(users.split.bound or 1).epsilon_randomize
         return Plan(
-            dataset_id,
+            ds.id,
             spec,
             loss,
             support,
@@ -212,4 +206,4 @@ def plan_release(
             "invalid-request", "contribution bounds belong to user-level releases (privacy_unit user)"
         )
     micro, epsilon, eps_prior, eps_randomize = split(request, examples.n, support.k)
-    return Plan(dataset_id, spec, loss, support, examples, micro, epsilon, eps_prior, eps_randomize)
+    return Plan(ds.id, spec, loss, support, examples, micro, epsilon, eps_prior, eps_randomize)

@@ -3,9 +3,10 @@
 1. **Plan**: validate everything the request determines (``plan.py``) — nothing below may fail for a
    reason the request could have shown.
 2. **Charge**: insert the release row and charge the ledger — every example and every user it
-   covers — **in one transaction**: there is never a release without its charge, nor a charge
-   without its release. A concurrent request with the same
-   Idempotency-Key loses on the unique constraint and gets the original release instead.
+   covers — **in one transaction** (``budget/charged_work.py``, the path every charged job takes):
+   there is never a release without its charge, nor a charge without its release. A concurrent
+   request with the same Idempotency-Key loses on the unique constraint and gets the original
+   release instead.
 3. **Work** (``work.py``): draw the noise, write the output and the signed message, mark the release
    ``complete`` with its ``PublishedMechanism`` — under a lease, so that a crash leaves the release
    ``charged`` until a live process fails it (keeping its charge: noise may have been drawn).
@@ -31,11 +32,13 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from labeldp.common.db import owned
 from labeldp.common.errors import DomainError
+from labeldp.common.instance import Instance
 from labeldp.common.pages import PageRequest
 from labeldp.mechanisms import PublishedMechanism, optimal_mechanism
 from labeldp.scale.release import PARTITION_ROWS
+from labels_party.budget.charged_work import ChargedWork
 from labels_party.budget.epsilon import MICRO
-from labels_party.budget.ledger import BudgetExhaustedError, charge, lock_tenant
+from labels_party.budget.ledger import BudgetExhaustedError, Charging, Ledger
 from labels_party.budget.partitioned import charge_partitioned
 from labels_party.datasets.service import get_dataset
 from labels_party.metrics import LabelsMetrics
@@ -64,9 +67,19 @@ class Preview:
 
 class ReleaseService:
     def __init__(
-        self, sessions: sessionmaker[Session], data_dir: Path, work: ReleaseWork, metrics: LabelsMetrics
+        self,
+        sessions: sessionmaker[Session],
+        data_dir: Path,
+        work: ReleaseWork,
+        ledger: Ledger,
+        instance: Instance,
+        lease_seconds: float,
+        metrics: LabelsMetrics,
     ) -> None:
         self.sessions, self.data_dir, self.work, self.metrics = sessions, data_dir, work, metrics
+        self.jobs = ChargedWork(
+            ledger, Release, instance, lease_seconds, name="release", remove_outputs=work.remove_outputs
+        )
         self.background = ThreadPoolExecutor(max_workers=2, thread_name_prefix="release")
 
     # -- reading -------------------------------------------------------------------------------------
@@ -96,7 +109,7 @@ class ReleaseService:
         with self.sessions() as session:
             release = owned(session, Release, release_id, tenant_id, "release")
             ds = get_dataset(session, tenant_id, release.dataset_id)
-            return audit_release(self.data_dir, ds, release)
+        return audit_release(self.data_dir, ds, release)
 
     # -- previews (free, tenant-only) ----------------------------------------------------------------
     def preview(
@@ -119,7 +132,8 @@ class ReleaseService:
         if prior_release_id is not None and public_prior is not None:
             raise DomainError("invalid-request", "give prior_release_id or public_prior, not both")
         with self.sessions() as session:
-            plan = plan_release(session, self.data_dir, tenant_id, dataset_id, request)
+            ds = get_dataset(session, tenant_id, dataset_id)
+        plan = plan_release(ds, self.data_dir, request)
         source: PriorSource = "labels"
         if prior_release_id is not None:
             prior, source = self._released_prior(tenant_id, dataset_id, prior_release_id, plan), "release"
@@ -180,19 +194,6 @@ class ReleaseService:
             self.metrics.releases.labels("replayed").inc()
         return release, created
 
-    def _find(self, session: Session, tenant_id: str, key: str) -> Release | None:
-        return session.execute(
-            select(Release).where(Release.tenant_id == tenant_id, Release.idempotency_key == key)
-        ).scalar_one_or_none()
-
-    @staticmethod
-    def _replay(existing: Release, digest: str) -> Release:
-        if existing.request_hash != digest:
-            raise DomainError(
-                "idempotency-key-reused", "this Idempotency-Key was used for a different request body"
-            )
-        return existing
-
     def _create(
         self,
         tenant_id: str,
@@ -203,30 +204,27 @@ class ReleaseService:
         wait: bool,
     ) -> tuple[Release, bool]:
         digest = request.digest(dataset_id)
-        with self.sessions() as session:
-            existing = self._find(session, tenant_id, key)
-            if existing is not None:
-                return self._replay(existing, digest), False
-            rows = PARTITION_ROWS if self.work.scheduler is not None else None
-            plan = plan_release(session, self.data_dir, tenant_id, dataset_id, request, partition_rows=rows)
+        existing = self.jobs.find(tenant_id, key, digest)
+        if existing is not None:
+            return existing, False
+        rows = PARTITION_ROWS if self.work.scheduler is not None else None
+        with self.sessions() as session:  # a short read; the files are read after it
+            ds = get_dataset(session, tenant_id, dataset_id)
             recipient = session.execute(
                 select(Recipient).where(Recipient.tenant_id == tenant_id, Recipient.name == request.recipient)
             ).scalar_one_or_none()
-            if recipient is None:
-                raise DomainError("unknown-recipient", f"no registered recipient named {request.recipient!r}")
+        plan = plan_release(ds, self.data_dir, request, partition_rows=rows)
+        if recipient is None:
+            raise DomainError("unknown-recipient", f"no registered recipient named {request.recipient!r}")
         self.work.ready(plan)  # a configured cluster must answer before anything is charged
-        release = self._charge(tenant_id, api_key_id, dataset_id, key, digest, plan, recipient)
-        if release is None:  # lost the race for this Idempotency-Key
-            with self.sessions() as session:
-                existing = self._find(session, tenant_id, key)
-            if existing is None:
-                raise RuntimeError("an Idempotency-Key conflict without the conflicting release")
-            return self._replay(existing, digest), False
+        release, created = self._charge(tenant_id, api_key_id, dataset_id, key, digest, plan, recipient)
+        if not created:  # lost the race for this Idempotency-Key
+            return release, False
         # Charged and committed: from here on the budget is spent whatever happens.
         if not wait:
             self.background.submit(self._finish_quietly, release.id, plan, recipient.name)
             return release, True
-        return self.work.run(release.id, plan, recipient.name), True
+        return self._finish(release.id, plan, recipient.name), True
 
     def _charge(
         self,
@@ -237,8 +235,9 @@ class ReleaseService:
         digest: str,
         plan: Plan,
         recipient: Recipient,
-    ) -> Release | None:
-        """Insert the release and charge every example in one transaction (None: the key was taken)."""
+    ) -> tuple[Release, bool]:
+        """Insert the release and charge every example and user in one transaction; ``(release,
+        False)`` when a concurrent request with this key won."""
         release = Release(
             id=str(uuid.uuid4()),
             tenant_id=tenant_id,
@@ -261,63 +260,53 @@ class ReleaseService:
         )
         if self.work.on_cluster(plan):
             return self._charge_on_cluster(release, plan, api_key_id)
-        try:
-            with self.sessions.begin() as session:
-                # Lock order: the tenant first. Inserting the release takes a key-share lock on the
-                # tenant (foreign key); asking for the write lock only afterwards deadlocks.
-                lock_tenant(session, tenant_id)
-                self.work.claim(release)
-                session.add(release)
-                session.flush()  # the idempotency key's unique constraint fires here
-                charge(
-                    session,
-                    tenant_id,
-                    plan.charged_keys,
-                    plan.epsilon_micro,
-                    users=plan.user_charge(),
-                    release_id=release.id,
-                    api_key_id=api_key_id,
-                    note=f"dataset {dataset_id}",
-                    store=self.work.segments,
-                )
-                self.work.claim(release)  # again: the lease starts at the commit, however long the charge
-        except IntegrityError:
-            return None
-        self._charged(release, plan)
-        return release
 
-    def _charge_on_cluster(self, release: Release, plan: Plan, api_key_id: str | None) -> Release | None:
+        def charge(ledger: Charging, row: Release) -> None:
+            ledger.charge(
+                plan.charged_keys,
+                plan.epsilon_micro,
+                users=plan.user_charge(),
+                release_id=row.id,
+                api_key_id=api_key_id,
+                note=f"dataset {dataset_id}",
+            )
+
+        admitted, created = self.jobs.admit(release, charge)
+        if created:
+            self._charged(admitted, plan)
+        return admitted, created
+
+    def _charge_on_cluster(
+        self, release: Release, plan: Plan, api_key_id: str | None
+    ) -> tuple[Release, bool]:
         """The same, for a release on the cluster: its examples are staged as partitions, the workers
-        merge and check the spend (``budget/partitioned.py``), and one commit inserts the release and
-        makes the charge visible — or nothing happens and the staged files are removed."""
-
-        def insert_release(session: Session) -> None:
-            self.work.claim(release)  # the lease starts at the commit: a long charge must not eat it
-            session.add(release)
-            session.flush()  # the idempotency key's unique constraint fires here
-
+        merge and check the spend (``budget/partitioned.py``), and one commit — which takes the
+        tenant's row first by bumping its ledger version — inserts the release and makes the charge
+        visible, or nothing happens and the staged files are removed."""
         try:
             staged = self.work.stage(release.id, plan)
             charge_partitioned(
-                self.sessions,
-                self.work.segments,
+                self.jobs.ledger,
                 self.work.cluster(),
                 release.tenant_id,
                 staged,
                 plan.epsilon_micro,
-                inside=insert_release,
+                inside=lambda session: self.jobs.insert(session, release),
                 release_id=release.id,
                 api_key_id=api_key_id,
                 note=f"dataset {release.dataset_id}",
             )
         except IntegrityError:
-            self.work.discard(release.id)
-            return None
+            self.work.remove_outputs(release.id)
+            existing = self.jobs.find(release.tenant_id, release.idempotency_key, release.request_hash)
+            if existing is None:
+                raise
+            return existing, False
         except BaseException:
-            self.work.discard(release.id)
+            self.work.remove_outputs(release.id)
             raise
         self._charged(release, plan)
-        return release
+        return release, True
 
     def _charged(self, release: Release, plan: Plan) -> None:
         log.info(
@@ -330,10 +319,13 @@ class ReleaseService:
             },
         )
 
+    def _finish(self, release_id: str, plan: Plan, recipient: str) -> Release:
+        return self.jobs.run(release_id, lambda: self.work.privatize(release_id, plan, recipient))
+
     def _finish_quietly(self, release_id: str, plan: Plan, recipient: str) -> None:
-        # a failure is recorded on the release by ReleaseWork.run; nobody waits for it here
+        # a failure is recorded on the release by ChargedWork.run; nobody waits for it here
         with contextlib.suppress(Exception):
-            self.work.run(release_id, plan, recipient)
+            self._finish(release_id, plan, recipient)
 
     def shutdown(self) -> None:
         self.background.shutdown(wait=True)

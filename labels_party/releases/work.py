@@ -1,11 +1,8 @@
-"""The work after a release's charge: draw the noise, write the output and the signed message, and
-finish — under a lease, so that several processes can share one database safely.
+"""The work a release's charge pays for: draw the noise, write the output and the signed message —
+in this process, or counting and randomizing on the labels party's Dask cluster.
 
-A charged release records its owner (``Instance.token``) and a lease that the owner's heartbeat keeps
-extending while it works. Recovery, which every process runs at start-up and then periodically, only
-fails a ``charged`` release whose owner is certainly gone (same host, process no longer running) or
-whose lease has expired; every state change is guarded by the status it expects, so a slow owner and
-a recovering process can never both record the outcome, and a charge is never recorded twice.
+Ownership, the lease, failure and recovery are every charged job's (``budget/charged_work.py``);
+this module only privatizes.
 """
 
 from __future__ import annotations
@@ -14,36 +11,25 @@ import logging
 import shutil
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from sqlalchemy import CursorResult, select, update
-from sqlalchemy.orm import Session, sessionmaker
 
-from labeldp.common.db import utcnow
 from labeldp.common.errors import DomainError
 from labeldp.common.files import write_tables_atomic
-from labeldp.common.instance import Instance
 from labeldp.common.wire import Pieces
 from labeldp.mechanisms import PublishedMechanism, release_labels, release_user_labels
 from labeldp.scale import DaskEngine, Engine, bin_array, output_tables, partitions_in, release_partitions
 from labeldp.scale.release import ID_COLUMN
-from labels_party.budget.ledger import record_kept_charge
-from labels_party.budget.partitioned import StagedKeys, referenced_segments, stage_keys
-from labels_party.budget.segments import SegmentStore
+from labels_party.budget.partitioned import StagedKeys, stage_keys
 from labels_party.datasets.store import DatasetFiles
 from labels_party.delivery.message import Signer, message_path, write_message
 from labels_party.releases.partitions import write_input_partitions
 from labels_party.releases.plan import Plan
-from labels_party.storage.orm import Release
 
 log = logging.getLogger("labeldp.labels.releases")
-INTERRUPTED = "interrupted before completion; the charge is kept (noise may have been drawn)"
 
 
 def release_path(data_dir: Path, release_id: str) -> Path:
@@ -56,20 +42,9 @@ def partitions_path(data_dir: Path, release_id: str) -> Path:
 
 
 class ReleaseWork:
-    def __init__(
-        self,
-        sessions: sessionmaker[Session],
-        data_dir: Path,
-        signer: Signer,
-        instance: Instance,
-        lease_seconds: float,
-        *,
-        scheduler: str | None = None,
-    ) -> None:
-        self.sessions, self.data_dir, self.signer = sessions, data_dir, signer
-        self.instance, self.lease = instance, timedelta(seconds=lease_seconds)
+    def __init__(self, data_dir: Path, signer: Signer, *, scheduler: str | None = None) -> None:
+        self.data_dir, self.signer = data_dir, signer
         self.scheduler = scheduler
-        self.segments = SegmentStore.under(data_dir)
         self._engine: Engine | None = None
         self._engine_lock = threading.Lock()
 
@@ -115,72 +90,14 @@ class ReleaseWork:
         """Remove what ``stage`` wrote for a release that was not charged."""
         shutil.rmtree(partitions_path(self.data_dir, release_id), ignore_errors=True)
 
-    def claim(self, release: Release) -> None:
-        """Stamp a new release (before its charge commits) as this process's work."""
-        release.owner = self.instance.token
-        release.lease_expires_at = utcnow() + self.lease
-
-    @contextmanager
-    def heartbeat(self, release_id: str) -> Iterator[None]:
-        """Extend the lease every third of its length while the work runs."""
-        stop = threading.Event()
-
-        def beat() -> None:
-            while not stop.wait(self.lease.total_seconds() / 3):
-                try:
-                    with self.sessions.begin() as s:
-                        s.execute(
-                            update(Release)
-                            .where(
-                                Release.id == release_id,
-                                Release.status == "charged",
-                                Release.owner == self.instance.token,
-                            )
-                            .values(lease_expires_at=utcnow() + self.lease)
-                        )
-                except Exception:  # a missed beat only shortens the lease; the next one retries
-                    log.exception("lease heartbeat failed", extra={"release_id": release_id})
-
-        thread = threading.Thread(target=beat, daemon=True, name=f"lease-{release_id[:8]}")
-        thread.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            thread.join(timeout=5)
-
-    def run(self, release_id: str, plan: Plan, recipient: str) -> Release:
-        """Privatize and finish a charged release; a failure is recorded (the charge stays) and
-        re-raised. Returns the release as it ended."""
-        try:
-            with self.heartbeat(release_id):
-                published, capped = self._privatize(release_id, plan, recipient)
-        except Exception as exc:
-            log.exception("release failed after its charge", extra={"release_id": release_id})
-            self._fail(
-                release_id, f"{type(exc).__name__}: {exc}"[:2000], f"release failed: {type(exc).__name__}"
-            )
-            self._remove_outputs(release_id)
-            raise
-        with self.sessions.begin() as session:
-            result: CursorResult[Any] = session.execute(  # type: ignore[assignment]
-                update(Release)
-                .where(Release.id == release_id, Release.status == "charged")
-                .values(
-                    status="complete",
-                    mechanism=published.model_dump(mode="json"),
-                    examples_capped=capped if plan.user else None,
-                    completed_at=utcnow(),
-                )
-            )
-            done = result.rowcount
-        if not done:  # recovered by another process while this one was stalled: its record stands
-            log.warning("release was recovered before it completed", extra={"release_id": release_id})
-            self._remove_outputs(release_id)
-        with self.sessions() as session:
-            ended = session.get(Release, release_id)
-            assert ended is not None
-            return ended
+    def privatize(self, release_id: str, plan: Plan, recipient: str) -> dict[str, object]:
+        """Draw the noise and write the output and the signed message; the release's columns on
+        completion (``ChargedWork.run`` records them)."""
+        published, capped = self._privatize(release_id, plan, recipient)
+        return {
+            "mechanism": published.model_dump(mode="json"),
+            "examples_capped": capped if plan.user else None,
+        }
 
     def _privatize(self, release_id: str, plan: Plan, recipient: str) -> tuple[PublishedMechanism, int]:
         """Draw the noise, write the output (example_id, bin code) and the signed message. Examples
@@ -260,43 +177,8 @@ class ReleaseWork:
             pieces=pieces,
         )
 
-    def _fail(self, release_id: str, error: str, note: str) -> bool:
-        """Mark a charged release failed and record that its charge stands — once, whoever gets there
-        first (the status guard)."""
-        with self.sessions.begin() as session:
-            row = session.execute(
-                select(Release).where(Release.id == release_id, Release.status == "charged").with_for_update()
-            ).scalar_one_or_none()
-            if row is None:
-                return False
-            row.status, row.error = "failed", error
-            record_kept_charge(session, row.tenant_id, row.id, row.epsilon_micro, row.examples, note)
-            return True
-
-    def _remove_outputs(self, release_id: str) -> None:
+    def remove_outputs(self, release_id: str) -> None:
+        """Whatever a release that did not complete may have written."""
         release_path(self.data_dir, release_id).unlink(missing_ok=True)
         message_path(self.data_dir, release_id).unlink(missing_ok=True)
         shutil.rmtree(partitions_path(self.data_dir, release_id), ignore_errors=True)
-
-    def recover(self) -> int:
-        """Fail the charged releases whose owner is gone or whose lease expired; returns how many."""
-        now = utcnow()
-        with self.sessions() as session:
-            candidates = session.execute(
-                select(Release.id, Release.owner, Release.lease_expires_at).where(Release.status == "charged")
-            ).all()
-        stale = [
-            rid
-            for rid, owner, lease in candidates
-            if owner != self.instance.token
-            and (lease is None or lease < now or self.instance.owner_is_gone(owner))
-        ]
-        recovered = 0
-        for rid in stale:
-            if self._fail(rid, INTERRUPTED, "owner gone: " + INTERRUPTED):
-                self._remove_outputs(rid)
-                recovered += 1
-        with self.sessions() as session:
-            named = referenced_segments(session)
-        self.segments.collect_garbage(named)
-        return recovered

@@ -30,6 +30,33 @@ class Base(DeclarativeBase):
     pass
 
 
+class ChargedJob:
+    """What every job that charges the budget records (a release, a semi-sensitive model): its
+    idempotency key and request digest, its state, and the process working on it. The row and its
+    charge commit together; the work then runs under its owner's lease, and a live process fails a
+    job whose owner is gone, keeping its charge (``labels_party/budget/charged_work.py``)."""
+
+    idempotency_key: Mapped[str] = mapped_column(String(200))
+    request_hash: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16))  # charged | complete | failed
+    api_key_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    # the process doing the charged work, and until when its heartbeat vouches for it
+    owner: Mapped[str | None] = mapped_column(String(120), nullable=True)
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+    id: Mapped[str]
+    tenant_id: Mapped[str]
+    examples: Mapped[int]
+
+    @property
+    def charged_micro(self) -> int:
+        """The ε each example was charged (what a kept charge records)."""
+        raise NotImplementedError
+
+
 class Tenant(Base):
     __tablename__ = "tenants"
 
@@ -167,15 +194,17 @@ class Dataset(Base):
     label_count: Mapped[int] = mapped_column(BigInteger, default=0)
     universe_version: Mapped[int] = mapped_column(Integer, default=0)
     universe_count: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    # users the universe declares (an example without a user_id is its own); None: no universe
+    universe_users: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     # the features party's non-sensitive rows for the DP-SGD phase (docs/semi-sensitive.md)
     non_sensitive_version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
-class SemiSensitiveModel(Base):
+class SemiSensitiveModel(ChargedJob, Base):
     """A model trained with semi-sensitive features: the row and its (ε₂, δ) charge commit together
     before any noise; the signed model message is written afterwards (status ``complete``). A run
-    that fails after its charge keeps the charge (status ``failed``)."""
+    that fails after its charge, or whose owner dies, keeps the charge (status ``failed``)."""
 
     __tablename__ = "semi_sensitive_models"
     __table_args__ = (UniqueConstraint("tenant_id", "idempotency_key", name="uq_models_tenant_key"),)
@@ -184,9 +213,6 @@ class SemiSensitiveModel(Base):
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
     dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), index=True)
     label_release_id: Mapped[str] = mapped_column(ForeignKey("releases.id"))
-    idempotency_key: Mapped[str] = mapped_column(String(200))
-    request_hash: Mapped[str] = mapped_column(String(64))
-    status: Mapped[str] = mapped_column(String(16))  # charged | complete | failed
     examples: Mapped[int] = mapped_column(BigInteger)
     epsilon_dpsgd_micro: Mapped[int] = mapped_column(BigInteger)
     delta_atto: Mapped[int] = mapped_column(BigInteger)
@@ -195,16 +221,16 @@ class SemiSensitiveModel(Base):
     steps: Mapped[int] = mapped_column(BigInteger)
     clip_norm: Mapped[float] = mapped_column(Float)
     message_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    api_key_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
-    error: Mapped[str | None] = mapped_column(Text, nullable=True)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+    @property
+    def charged_micro(self) -> int:
+        return self.epsilon_dpsgd_micro
 
 
-class Release(Base):
+class Release(ChargedJob, Base):
     """One privatized release. The row and its ledger charge commit in one transaction; the noisy
     output is written afterwards (status ``complete``). A release left ``charged`` by a crash is
-    marked ``failed`` on restart and keeps its charge: noise may already have been drawn."""
+    marked ``failed`` by recovery and keeps its charge: noise may already have been drawn."""
 
     __tablename__ = "releases"
     __table_args__ = (UniqueConstraint("tenant_id", "idempotency_key"),)
@@ -212,15 +238,11 @@ class Release(Base):
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
     dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), index=True)
-    idempotency_key: Mapped[str] = mapped_column(String(200))
-    request_hash: Mapped[str] = mapped_column(String(64))
-    status: Mapped[str] = mapped_column(String(16))  # charged | complete | failed
     recipient_id: Mapped[str] = mapped_column(ForeignKey("recipients.id"))
     epsilon_micro: Mapped[int] = mapped_column(BigInteger)
     epsilon_prior: Mapped[float] = mapped_column(Float)
     loss: Mapped[str] = mapped_column(String(16))
     examples: Mapped[int] = mapped_column(BigInteger)
-    api_key_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     # the PublishedMechanism (labeldp.mechanisms.published) as JSON, once the release is complete
     mechanism: Mapped[dict[str, object] | None] = mapped_column(JSON, nullable=True)
     examples_defaulted: Mapped[int] = mapped_column(BigInteger, default=0)  # universe IDs without a label
@@ -231,12 +253,10 @@ class Release(Base):
     contribution_bound: Mapped[str | None] = mapped_column(String(16), nullable=True)
     users: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     examples_capped: Mapped[int | None] = mapped_column(BigInteger, nullable=True)  # set on completion
-    # the process privatizing a charged release, and until when its heartbeat vouches for it
-    owner: Mapped[str | None] = mapped_column(String(120), nullable=True)
-    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
-    error: Mapped[str | None] = mapped_column(Text, nullable=True)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+    @property
+    def charged_micro(self) -> int:
+        return self.epsilon_micro
 
 
 Index("ix_ledger_tenant_created", LedgerEntry.tenant_id, LedgerEntry.created_at)

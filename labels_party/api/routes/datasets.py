@@ -64,7 +64,9 @@ async def _spool(request: Request, svc: Services) -> tuple[Path, str]:
 )
 async def put_labels(dataset_id: str, caller: Caller, request: Request, svc: Services) -> UploadOut:
     """Upload labels (CSV, NDJSON or Parquet by Content-Type) with ``example_id,label[,user_id]``;
-    upserts by example ID. Validated completely first: a failed upload changes nothing."""
+    upserts by example ID. Validated completely first: a failed upload changes nothing. With a
+    universe, a row's ``user_id`` may only repeat the user the universe declares for its example (or be
+    empty): ``422 user-id-conflict`` otherwise."""
     svc.datasets.get(caller.tenant_id, dataset_id)
     path, fmt = await _spool(request, svc)
     try:
@@ -106,16 +108,24 @@ async def put_non_sensitive(dataset_id: str, caller: Caller, request: Request, s
     response_model=UploadOut,
     responses=UPLOAD_ERRORS,
     openapi_extra=upload_body(
-        "text/csv", "application/x-ndjson", "application/vnd.apache.parquet", description="`example_id`"
+        "text/csv",
+        "application/x-ndjson",
+        "application/vnd.apache.parquet",
+        description="`example_id[,user_id]`",
     ),
 )
 async def put_universe(dataset_id: str, caller: Caller, request: Request, svc: Services) -> UploadOut:
     """Declare every example ID a release lists (e.g. all clicks), labelled or not, so that the
-    message does not reveal which examples have labels. Replaces the previous universe."""
+    message does not reveal which examples have labels, and optionally each one's ``user_id``. With a
+    universe, users come from it alone (whether an example has a label row must change nothing else):
+    label rows may repeat an example's user or leave it empty, and a universe that the stored label
+    rows contradict is refused (422 ``user-id-conflict``). Replaces the previous universe."""
     svc.datasets.get(caller.tenant_id, dataset_id)
     path, fmt = await _spool(request, svc)
     try:
         stored = await run_in_threadpool(svc.datasets.store_universe, caller.tenant_id, dataset_id, path, fmt)
     finally:
         path.unlink(missing_ok=True)
-    return UploadOut(rows=stored.rows, universe_count=stored.rows, version=stored.version)
+    return UploadOut(
+        rows=stored.rows, universe_count=stored.rows, universe_users=stored.users, version=stored.version
+    )
