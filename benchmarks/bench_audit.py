@@ -39,9 +39,9 @@ from sklearn.model_selection import cross_val_predict
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 from benchmarks.common import RESULTS, write
-from labeldp.datasets import adult_income
 from labeldp.mechanisms import RRTopK
 from labeldp.mechanisms.advantage import advantages
+from labeldp.samples import adult_income
 from tests.support.seeded import SeededRandom
 
 RR_EPSILONS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)

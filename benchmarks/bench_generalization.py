@@ -23,9 +23,9 @@ from sklearn.metrics import mean_poisson_deviance, roc_auc_score
 from benchmarks.bench_utility import baselines
 from benchmarks.common import RESULTS, write
 from features_party.training.fit import Encoder, validation_mask
-from labeldp.datasets import LabelDataset, adult_income, diamond_prices, weeks_worked
 from labeldp.mechanisms import release_labels
 from labeldp.mechanisms.debias import BinsNoise
+from labeldp.samples import LabelDataset, adult_income, diamond_prices, weeks_worked
 
 EPSILONS = (0.05, 0.1, 0.3, 0.5, 1.0, 2.0, 4.0, 8.0)
 RUNS = 5

@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import peak_rss_mib, run_isolated, timed, write
-from labeldp.datasets import diamond_prices
 from labeldp.mechanisms import (
     absolute_segmentation,
     optimize,
@@ -27,6 +26,7 @@ from labeldp.mechanisms import (
 )
 from labeldp.mechanisms.interval_costs import PoissonCosts, SquaredCosts, interval_costs
 from labeldp.mechanisms.losses import resolve_loss
+from labeldp.samples import diamond_prices
 
 TARGET_SECONDS = {"squared": 10.0, "poisson": 10.0, "absolute": 30.0}
 COMPILE_FROM = {

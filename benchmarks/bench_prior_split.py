@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from benchmarks.common import write
-from labeldp.datasets import diamond_prices, weeks_worked
 from labeldp.mechanisms import Support, default_prior_epsilon, optimize_rr_on_bins, private_prior
+from labeldp.samples import diamond_prices, weeks_worked
 
 MULTIPLIERS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0)
 EPSILONS = (0.1, 0.5, 1.0, 2.0, 4.0, 8.0)

@@ -8,8 +8,8 @@ import os
 import numpy as np
 
 from benchmarks.common import timed, write
-from labeldp.datasets import weeks_worked
 from labeldp.mechanisms import SecureRandom, optimize_rr_on_bins, uniform_grid
+from labeldp.samples import weeks_worked
 
 N = 10_000_000
 TARGET_SECONDS = 1.5

@@ -19,8 +19,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from benchmarks.common import peak_rss_mib, run_isolated, timed, workers_cell, write
-from labeldp.datasets import weeks_worked
 from labeldp.mechanisms import integer_grid
+from labeldp.samples import weeks_worked
 from labeldp.scale import LOCAL, DaskEngine, Engine, InProcess, release_partitions
 
 PART_ROWS = 1_000_000

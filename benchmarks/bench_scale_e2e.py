@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from benchmarks.common import peak_rss_mib, peak_rss_of, workers_cell, write
-from labeldp.datasets import weeks_worked
+from labeldp.samples import weeks_worked
 from labels_party.storage.db import sqlite_url
 from tests.support.servers import LabelsProcess, tenant_key
 

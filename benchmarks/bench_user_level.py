@@ -30,9 +30,9 @@ import numpy as np
 
 from benchmarks.bench_generalization import matrices, regressor
 from benchmarks.common import RESULTS, write
-from labeldp.datasets import LabelDataset, diamond_prices, synthetic_users, weeks_worked
 from labeldp.mechanisms import BoundRule, release_labels, release_user_labels
 from labeldp.mechanisms.debias import BinsNoise
+from labeldp.samples import LabelDataset, diamond_prices, synthetic_users, weeks_worked
 from tests.support.seeded import SeededRandom  # benchmark-only: the same draws for every bound
 
 EPSILONS = (1.0, 2.0, 4.0, 8.0)

@@ -9,7 +9,6 @@ from collections.abc import Callable
 import numpy as np
 
 from benchmarks.common import write
-from labeldp.datasets import LabelDataset, diamond_prices, weeks_worked
 from labeldp.mechanisms import (
     discrete_laplace,
     discrete_staircase,
@@ -19,6 +18,7 @@ from labeldp.mechanisms import (
     release_labels,
     staircase,
 )
+from labeldp.samples import LabelDataset, diamond_prices, weeks_worked
 
 EPSILONS = (0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
 RUNS = 10

@@ -18,7 +18,7 @@ BENCHMARKS = (
     "bench_utility",
     "bench_limits",
     "bench_user_level",
-    "bench_semisensitive",
+    "bench_semi_sensitive",
     "bench_audit",
     "bench_canaries",
     "bench_upload",

@@ -30,6 +30,7 @@ class FeaturesSettings(BaseSettings):
     tls_ca: Path | None = Field(None, description="CA that signs the senders' client certificates")
     allow_plaintext: bool = Field(False, description="serve gRPC without TLS (local development only)")
     max_release_bytes: int = Field(4 * 2**30, description="largest accepted release on the wire")
+    max_upload_bytes: int = Field(4 * 2**30, description="largest accepted feature-table upload body")
     grpc_workers: int = Field(32, ge=2, le=1024, description="concurrent gRPC streams the receiver serves")
     stream_idle_seconds: float = Field(
         60.0, gt=0, description="a delivery stream sending nothing this long is cancelled"

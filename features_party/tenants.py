@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from features_party.storage.orm import ApiKey, Tenant
-from labeldp.common.apikeys import find_active_key, issue_key
+from labeldp.common.api_keys import find_active_key, issue_key
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 Layers (enforced by the import contracts in pyproject.toml, run by the test suite):
 ``labeldp.mechanisms`` (pure math) ← ``labeldp.common`` and ``labeldp.v1`` (shared plumbing, the wire
 contract) ← ``labels_party`` / ``features_party`` ← the app layer (``labeldp.cli``, ``labeldp.client``,
-``labeldp.demo``, ``labeldp.datasets``, ``labeldp.processes``).
+``labeldp.demo``, ``labeldp.samples``, ``labeldp.processes``).
 """
 
 __version__ = "0.2.0"

@@ -326,9 +326,9 @@ class FeaturesClient(ApiClient):
             job = self.job(job_id)
             if on_progress is not None:
                 on_progress(job)
-            if job["state"] == "succeeded":
+            if job["status"] == "succeeded":
                 return job
-            if job["state"] == "failed":
+            if job["status"] == "failed":
                 raise ApiError(0, "training-failed", str(job.get("error")), job)
             if time.monotonic() > deadline:
                 raise ApiError(0, "timeout", f"job {job_id} still {job['state']} after {timeout:g} s", job)

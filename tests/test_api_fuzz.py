@@ -125,7 +125,7 @@ def features_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveApi]:
         job = c.post("/v1/models", json={"release_id": message.release_id, "feature_table": "t"}).json()["id"]
         deadline = time.monotonic() + 120
         while (
-            c.get(f"/v1/jobs/{job}").json()["state"] not in ("succeeded", "failed")
+            c.get(f"/v1/jobs/{job}").json()["status"] not in ("succeeded", "failed")
             and time.monotonic() < deadline
         ):
             time.sleep(0.1)

@@ -42,7 +42,7 @@ def test_a_violation_is_reported(tmp_path: Path) -> None:
         "labeldp/common",
         "labeldp/mechanisms",
         "labeldp/scale",
-        "labeldp/semisensitive",
+        "labeldp/semi_sensitive",
         "labeldp/v1",
         "labeldp/cli",
     ):
@@ -53,7 +53,7 @@ def test_a_violation_is_reported(tmp_path: Path) -> None:
         (tmp_path / package / "__init__.py").write_text("")
     for module in ("labeldp/client.py", "labeldp/processes.py"):
         (tmp_path / module).write_text("")
-    for package in ("labeldp/demo", "labeldp/datasets", "labeldp/audit"):
+    for package in ("labeldp/demo", "labeldp/samples", "labeldp/audit"):
         (tmp_path / package).mkdir()
         (tmp_path / package / "__init__.py").write_text("")
     (tmp_path / "labeldp" / "common" / "leak.py").write_text("import labels_party\n")

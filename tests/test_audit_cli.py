@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 from typer.testing import CliRunner
 
 from labeldp.cli import app
-from labeldp.datasets import load
 from labeldp.mechanisms import PublishedMechanism, optimal_mechanism
+from labeldp.samples import load
 from tests.test_labels_api import Api, api, charges, with_recipient
 
 __all__ = ["api"]

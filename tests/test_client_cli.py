@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from features_party.config import FeaturesSettings
 from labeldp.cli import app
-from labeldp.datasets import diamond_prices
+from labeldp.samples import diamond_prices
 from labels_party.config import LabelsSettings
 from labels_party.storage.db import sqlite_url
 from tests.support.servers import (

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from sqlalchemy import create_engine, text
 
-from labeldp.datasets import diamond_prices, synthetic_users
 from labeldp.demo.world import MISSING_EVERY, TEST_EVERY
+from labeldp.samples import diamond_prices, synthetic_users
 from tests.support import postgres
 
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -13,10 +13,10 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import QuadMesh
 
-from labeldp.datasets import LabelDataset, diamond_prices, weeks_worked
 from labeldp.demo.mechanism import laplace_labels
 from labeldp.demo.plots import budget_figure, loss_curve_figure, mechanism_figure
 from labeldp.mechanisms import optimize_rr_on_bins
+from labeldp.samples import LabelDataset, diamond_prices, weeks_worked
 from tests.support.seeded import SeededRandom
 
 

@@ -215,7 +215,7 @@ def test_the_api_trains_lightgbm_on_the_configured_cluster(
                 continue
             assert r.status_code == 202, r.text
             done = wait(c, r.json()["id"])
-            assert done["state"] == "succeeded", done
+            assert done["status"] == "succeeded", done
             model = c.get(f"/v1/models/{done['id']}").json()
             assert model["model"] == "lightgbm" and model["metrics"]["validation_examples"] > 1000
             # LightGBM's training tasks ran on the cluster

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from labels_party.config import LabelsSettings
-from labels_party.datasets import identities
+from labels_party.datasets import key_pairs
 from tests.support.servers import labels_server_thread, tenant_key
 
 WEEKS: dict[str, Any] = {"label_type": "count", "lo": 0, "hi": 52}
@@ -457,21 +457,21 @@ def test_previews_can_use_a_released_or_a_public_prior(api: Api) -> None:
     assert len(charges(c)) == 1  # only the release
 
 
-def test_large_uploads_keep_identities_in_an_unnamed_mapped_file(
+def test_large_uploads_keep_key_pairs_in_an_unnamed_mapped_file(
     api: Api, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """From ``SPILL_FROM`` rows the identity set is a memory map of an unlinked file: the same answers
+    """From ``SPILL_FROM`` rows the key-pair set is a memory map of an unlinked file: the same answers
     (upsert, duplicates) as in memory, and no file left behind. Lowered to 1 so every upload spills."""
     made: list[bool] = []
-    real = identities._array
+    real = key_pairs._array
 
     def spy(shape: tuple[int, int], spill_dir: Path) -> Any:
         out = real(shape, spill_dir)
         made.append(isinstance(out, np.memmap))
         return out
 
-    monkeypatch.setattr(identities, "SPILL_FROM", 1)
-    monkeypatch.setattr(identities, "_array", spy)
+    monkeypatch.setattr(key_pairs, "SPILL_FROM", 1)
+    monkeypatch.setattr(key_pairs, "_array", spy)
     c = api.tenant("acme")
     ds = dataset(c)
     r = upload(c, ds, csv([(f"id{i}", i % 50) for i in range(2_000)]))
@@ -482,7 +482,7 @@ def test_large_uploads_keep_identities_in_an_unnamed_mapped_file(
         "rows"
     ] == [1, 3]
     assert made == [True, True, True]
-    assert not [p for p in api.data_dir.rglob("*") if "identities" in p.name]
+    assert not [p for p in api.data_dir.rglob("*") if "key-pairs" in p.name]
 
     rng = np.random.default_rng(5)  # and the two layouts hold the same set
     keys, checks = rng.integers(-(2**63), 2**63 - 1, (2, 5_000), dtype=np.int64)
@@ -490,9 +490,9 @@ def test_large_uploads_keep_identities_in_an_unnamed_mapped_file(
     batches = lambda: [(keys[:3_000], checks[:3_000]), (keys[3_000:], checks[3_000:])]  # noqa: E731
     spill = tmp_path / "spill"
     spill.mkdir()
-    spilled = identities.IdentitySet.collect(batches, spill)
-    monkeypatch.setattr(identities, "SPILL_FROM", 10**9)
-    held = identities.IdentitySet.collect(batches, spill)
+    spilled = key_pairs.KeyPairSet.collect(batches, spill)
+    monkeypatch.setattr(key_pairs, "SPILL_FROM", 10**9)
+    held = key_pairs.KeyPairSet.collect(batches, spill)
     assert isinstance(spilled.pairs, np.memmap) and not isinstance(held.pairs, np.memmap)
     np.testing.assert_array_equal(np.asarray(spilled.pairs), held.pairs)
     for a, b in zip(spilled.duplicates(), held.duplicates(), strict=True):

@@ -17,7 +17,6 @@ from sqlalchemy import Engine, select
 from labeldp.common.files import write_parquet_atomic
 from labeldp.scale import InProcess
 from labels_party.budget.epsilon import to_micro
-from labels_party.budget.keys import example_keys, user_keys
 from labels_party.budget.ledger import (
     BudgetExhaustedError,
     Ledger,
@@ -29,6 +28,7 @@ from labels_party.budget.ledger import (
     spend_of_tenant,
     spend_summary,
 )
+from labels_party.budget.ledger_keys import example_keys, user_keys
 from labels_party.budget.partitioned import (
     KEY_COLUMN,
     USER_COLUMN,

@@ -18,8 +18,8 @@ import pyarrow as pa
 
 from features_party.config import FeaturesSettings
 from labeldp.common.identity import Identity
-from labeldp.datasets import adult_income
 from labeldp.mechanisms import optimize_rr_top_k, randomized_response
+from labeldp.samples import adult_income
 from tests.support.features_party import deliver, pin_sender, put_table
 from tests.support.messages import release
 from tests.support.seeded import SeededRandom
@@ -69,7 +69,7 @@ def train(c: httpx.Client, **body: Any) -> str:
     r = c.post("/v1/models", json=body)
     assert r.status_code == 202, r.text
     job: str = r.json()["id"]
-    assert wait(c, job)["state"] == "succeeded"
+    assert wait(c, job)["status"] == "succeeded"
     return job
 
 
@@ -151,7 +151,7 @@ def test_exported_pipelines_reproduce_the_api_in_a_fresh_process(tmp_path: Path)
         failed = c.post(
             "/v1/models", json={"release_id": regression.release_id, "feature_table": "strangers"}
         )
-        assert wait(c, failed.json()["id"])["state"] == "failed"
+        assert wait(c, failed.json()["id"])["status"] == "failed"
         refused = c.get(f"/v1/models/{failed.json()['id']}/artifact")
         assert refused.status_code == 409 and refused.json()["type"] == "model-not-ready"
     # a model saved before models were pipelines is refused with a clear code, not mis-served

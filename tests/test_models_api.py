@@ -14,8 +14,8 @@ import pytest
 
 from features_party.config import FeaturesSettings
 from labeldp.common.identity import Identity
-from labeldp.datasets import weeks_worked
 from labeldp.mechanisms import PublishedMechanism, optimize_rr_on_bins
+from labeldp.samples import weeks_worked
 from tests.support.features_party import deliver, pin_sender, put_table
 from tests.support.messages import release
 from tests.support.metrics import scrape, value
@@ -41,7 +41,7 @@ def wait(c: httpx.Client, job: str, timeout: float = 180) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         state: dict[str, Any] = c.get(f"/v1/jobs/{job}").json()
-        if state["state"] in ("succeeded", "failed"):
+        if state["status"] in ("succeeded", "failed"):
             return state
         time.sleep(0.1)
     raise TimeoutError(job)
@@ -66,7 +66,7 @@ def test_train_inspect_predict_and_survive_a_restart(tmp_path: Path) -> None:
         assert r.status_code == 202, r.text
         job = r.json()["id"]
         done = wait(c, job)
-        assert done["state"] == "succeeded", done
+        assert done["status"] == "succeeded", done
         assert done["progress"]["iterations"] == 200 and done["progress"]["elapsed_s"] > 0
         model = c.get(f"/v1/models/{job}").json()
         assert model["loss"] == "poisson" and model["debias"] == "affine"
@@ -127,7 +127,7 @@ def test_train_inspect_predict_and_survive_a_restart(tmp_path: Path) -> None:
                 "id"
             ],
         )
-        assert failed["state"] == "failed" and "in both" in failed["error"]
+        assert failed["status"] == "failed" and "in both" in failed["error"]
         metrics_before = model["metrics"]
         m = scrape(base)
         assert value(m, "labeldp_training_jobs_total", outcome="started") == 2
@@ -152,8 +152,8 @@ def test_train_inspect_predict_and_survive_a_restart(tmp_path: Path) -> None:
 
 
 def test_binary_release_trains_a_classifier(tmp_path: Path) -> None:
-    from labeldp.datasets import adult_income
     from labeldp.mechanisms import optimize_rr_top_k, randomized_response
+    from labeldp.samples import adult_income
 
     settings = FeaturesSettings(data_dir=tmp_path / "features", grpc_port=0, allow_plaintext=True)
     key = features_tenant_key(settings, "ml")
@@ -179,7 +179,7 @@ def test_binary_release_trains_a_classifier(tmp_path: Path) -> None:
         )
         assert bad.status_code == 422 and bad.json()["type"] == "invalid-debias"
         job = c.post("/v1/models", json={"release_id": rel.release_id, "feature_table": "adult"}).json()["id"]
-        assert wait(c, job)["state"] == "succeeded"
+        assert wait(c, job)["status"] == "succeeded"
         model = c.get(f"/v1/models/{job}").json()
         assert (
             model["loss"] == "zero_one"

@@ -21,7 +21,7 @@ import pytest
 
 from labeldp.common.errors import DomainError
 from labeldp.mechanisms import PublishedMechanism
-from labels_party.budget.keys import example_keys
+from labels_party.budget.ledger_keys import example_keys
 from labels_party.datasets.membership import user_keys_of
 from tests.test_labels_api import Api, api, charges, dataset, problem, upload, with_recipient
 

@@ -18,8 +18,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from labeldp.mechanisms import PublishedMechanism
-from labels_party.budget.keys import example_key, user_keys
 from labels_party.budget.ledger import spend_of_tenant
+from labels_party.budget.ledger_keys import example_key, user_keys
 from labels_party.budget.segments import SegmentStore
 from labels_party.config import LabelsSettings
 from labels_party.storage.db import make_engine, session_factory

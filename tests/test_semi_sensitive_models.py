@@ -24,8 +24,8 @@ pytest.importorskip("torch")  # the dpsgd extra; `make test` installs it
 from labeldp.common.identity import load_public_key
 from labeldp.common.model_message import ModelMessageError, verify_model
 from labeldp.mechanisms import rng
-from labeldp.semisensitive import TwoTower, predict
-from labeldp.semisensitive.encoding import ColumnEncoding, encode
+from labeldp.semi_sensitive import TwoTower, predict
+from labeldp.semi_sensitive.encoding import ColumnEncoding, encode
 from labels_party.budget.epsilon import to_atto_floor
 from labels_party.budget.ledger import set_delta_budget
 from labels_party.config import LabelsSettings

@@ -133,7 +133,7 @@ def test_adults_declared_columns_are_constants_the_rows_stay_inside() -> None:
     off the file; every value in the file lies inside them (an upload would otherwise be refused)."""
     import numpy as np
 
-    from labeldp.datasets import adult_semi_sensitive
+    from labeldp.samples import adult_semi_sensitive
     from labels_party.datasets.spec import FeatureColumn
 
     data = adult_semi_sensitive()

@@ -11,9 +11,9 @@ import pyarrow as pa
 import pytest
 
 from features_party.training.fit import TrainingError, fit, validation_mask
-from labeldp.datasets import weeks_worked
 from labeldp.mechanisms import optimize_rr_on_bins
 from labeldp.mechanisms.debias import BinsNoise
+from labeldp.samples import weeks_worked
 from tests.support.seeded import SeededRandom
 
 
@@ -80,8 +80,8 @@ def test_bad_requests_are_refused() -> None:
 
 
 def income_release(eps: float) -> tuple[pa.Table, pa.Table, dict[str, str], BinsNoise, np.ndarray]:
-    from labeldp.datasets import adult_income
     from labeldp.mechanisms import randomized_response
+    from labeldp.samples import adult_income
 
     ds = adult_income()
     y = np.asarray(ds.table.column("label").to_numpy(), dtype=np.int64)

@@ -13,7 +13,7 @@ from features_party.receiver.store import ReceivedModels, ReceivedReleases, Send
 from features_party.tables.service import FeatureTables
 from features_party.tenants import authenticate
 from features_party.training.service import TrainingService
-from labeldp.common.apikeys import Bearer, bearer_token, invalid_key
+from labeldp.common.api_keys import Authenticated, Bearer, bearer_token, invalid_key
 from labeldp.common.identity import Identity
 
 
@@ -37,17 +37,17 @@ def services(request: Request) -> FeaturesServices:
 Services = Annotated[FeaturesServices, Depends(services)]
 
 
-def caller(credentials: Bearer, svc: Services) -> str:
-    """The tenant id of a valid bearer key (401 otherwise)."""
+def caller(credentials: Bearer, svc: Services) -> Authenticated:
+    """The tenant of a valid bearer key (401 otherwise)."""
     token = bearer_token(credentials)
     with svc.sessions() as session:
         key = authenticate(session, token)
     if key is None:
         raise invalid_key()
-    return key.tenant_id
+    return Authenticated(key.tenant_id, key.id)
 
 
-Caller = Annotated[str, Depends(caller)]
+Caller = Annotated[Authenticated, Depends(caller)]
 
 
 def _senders(svc: Services) -> SenderRegistry:

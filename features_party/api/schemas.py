@@ -161,7 +161,7 @@ class TrainingJobIn(BaseModel):
 
 class JobOut(BaseModel):
     id: str
-    state: str
+    status: str = Field(description="queued, running, succeeded or failed")
     progress: dict[str, Any]
     error: str | None
     created_at: AwareDatetime
@@ -171,7 +171,7 @@ class JobOut(BaseModel):
     def of(cls, j: TrainingJob) -> JobOut:
         return cls(
             id=j.id,
-            state=j.status,
+            status=j.status,
             progress=j.progress,
             error=j.error,
             created_at=j.created_at,

@@ -364,7 +364,7 @@ def _key_commands(
     @keys.command("create")
     def key_create(tenant: str, key_file: KeyFile = None) -> None:
         """Issue another API key for TENANT (shown once, stored only as a hash)."""
-        from labeldp.common.apikeys import issue_key
+        from labeldp.common.api_keys import issue_key
 
         tenant_model, key_model = models()
         with transaction() as session:
@@ -376,7 +376,7 @@ def _key_commands(
         tenant: str, as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False
     ) -> None:
         """TENANT's keys: id, prefix, created, revoked (never the keys themselves)."""
-        from labeldp.common.apikeys import keys_of
+        from labeldp.common.api_keys import keys_of
 
         tenant_model, key_model = models()
         with transaction() as session:
@@ -399,7 +399,7 @@ def _key_commands(
     @keys.command("revoke")
     def key_revoke(key_id: str) -> None:
         """Revoke one key by its id: its next request answers 401."""
-        from labeldp.common.apikeys import revoke_key
+        from labeldp.common.api_keys import revoke_key
 
         _, key_model = models()
         with transaction() as session:
@@ -409,7 +409,7 @@ def _key_commands(
     @keys.command("rotate")
     def key_rotate(tenant: str, key_file: KeyFile = None) -> None:
         """Issue a new key for TENANT and revoke all its other keys, in one transaction."""
-        from labeldp.common.apikeys import rotate_keys
+        from labeldp.common.api_keys import rotate_keys
 
         tenant_model, key_model = models()
         with transaction() as session:
@@ -542,7 +542,7 @@ features_app.add_typer(resources.features_senders, name="senders")
 features_app.add_typer(resources.features_releases, name="releases")
 features_app.add_typer(resources.features_tables, name="tables")
 features_app.add_typer(resources.features_models, name="models")
-features_app.add_typer(resources.features_semi_models, name="semi-sensitive-models")
+features_app.add_typer(resources.features_semi_sensitive_models, name="semi-sensitive-models")
 labels_app.command("release")(client_cli.labels_release)
 labels_app.command("preview")(client_cli.labels_preview)
 features_app.command("upload")(client_cli.features_upload)

@@ -43,7 +43,7 @@ features_senders = typer.Typer(
 features_releases = typer.Typer(help="Releases received and verified.", no_args_is_help=True)
 features_tables = typer.Typer(help="Feature tables.", no_args_is_help=True)
 features_models = typer.Typer(help="Trained models: list, show, download.", no_args_is_help=True)
-features_semi_models = typer.Typer(
+features_semi_sensitive_models = typer.Typer(
     help="Models trained with semi-sensitive features, received and verified: list, show, download.",
     no_args_is_help=True,
 )
@@ -557,8 +557,8 @@ def features_predict(
         typer.echo(f"{name}\t{value:.6g}")
 
 
-@features_semi_models.command("list")
-def semi_models_list(
+@features_semi_sensitive_models.command("list")
+def semi_sensitive_models_list(
     url: FeaturesUrl = FEATURES_URL, api_key: FeaturesKey = "", as_json: AsJson = False
 ) -> None:
     """Received models and who sent them."""
@@ -567,8 +567,8 @@ def semi_models_list(
     _columns(rows, ("model_id", "sender_id", "label_release_id", "received_at"), as_json)
 
 
-@features_semi_models.command("show")
-def semi_models_show(
+@features_semi_sensitive_models.command("show")
+def semi_sensitive_models_show(
     model: Annotated[str, typer.Argument(help="Model id.")],
     url: FeaturesUrl = FEATURES_URL,
     api_key: FeaturesKey = "",
@@ -585,8 +585,8 @@ def semi_models_show(
     show(m, as_json, line)
 
 
-@features_semi_models.command("download")
-def semi_models_download(
+@features_semi_sensitive_models.command("download")
+def semi_sensitive_models_download(
     model: Annotated[str, typer.Argument(help="Model id.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="File to write the signed message to.")],
     url: FeaturesUrl = FEATURES_URL,

@@ -13,11 +13,11 @@ from types import FrameType
 
 from rich.console import Console
 
-from labeldp.datasets import load
 from labeldp.demo.flow import print_report, run_flow, write_report
 from labeldp.demo.parties import Connection, local_parties
 from labeldp.demo.plots import draw
 from labeldp.demo.world import SPECS, split
+from labeldp.samples import load
 
 
 @dataclass(frozen=True)

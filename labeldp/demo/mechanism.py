@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 
-from labeldp.datasets import LabelDataset, load
 from labeldp.mechanisms import (
     LabelRelease,
     discrete_laplace,
@@ -20,6 +19,7 @@ from labeldp.mechanisms import (
     optimize_rr_on_bins,
     release_labels,
 )
+from labeldp.samples import LabelDataset, load
 
 
 def laplace_labels(ds: LabelDataset, eps: float, y: np.ndarray | None = None) -> np.ndarray:

@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from labeldp.datasets import LabelDataset
 from labeldp.demo.flow import Report
 from labeldp.demo.mechanism import laplace_labels, mechanism_rows
 from labeldp.demo.world import World
 from labeldp.mechanisms import PublishedMechanism
+from labeldp.samples import LabelDataset
 
 EPSILONS = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 DPI = 110

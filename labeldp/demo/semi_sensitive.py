@@ -32,12 +32,12 @@ from sklearn.metrics import roc_auc_score
 from labeldp.client import FeaturesClient, LabelsClient
 from labeldp.common.identity import load_public_key
 from labeldp.common.model_message import verify_model
-from labeldp.datasets import adult_semi_sensitive
 from labeldp.demo.flow import _register
 from labeldp.demo.parties import local_parties
 from labeldp.demo.world import TEST_EVERY
 from labeldp.mechanisms import PublishedMechanism
 from labeldp.mechanisms.debias import BinsNoise
+from labeldp.samples import adult_semi_sensitive
 
 DELTA_RELEASES = 10  # the tenant's δ budget: ten DP-SGD runs at δ = 1/n²
 
@@ -45,8 +45,8 @@ DELTA_RELEASES = 10  # the tenant's δ budget: ten DP-SGD runs at δ = 1/n²
 def run_semi_sensitive_demo(
     epsilon: float, out: Path, postgres_url: str | None = None, console: Console | None = None
 ) -> dict[str, Any]:
-    from labeldp.semisensitive import HybridBudget, Hyper, TwoTower, predict, train_full, train_truncated
-    from labeldp.semisensitive.encoding import ColumnEncoding, encode
+    from labeldp.semi_sensitive import HybridBudget, Hyper, TwoTower, predict, train_full, train_truncated
+    from labeldp.semi_sensitive.encoding import ColumnEncoding, encode
 
     console = console or Console(width=None if Console().is_terminal else 110)
     started = time.monotonic()

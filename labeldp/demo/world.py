@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from labeldp.datasets import LabelDataset, synthetic_users
+from labeldp.samples import LabelDataset, synthetic_users
 
 TEST_EVERY = 5  # every 5th example is held out for testing (deterministic, no random generator)
 MISSING_EVERY = 100  # 1 in 100 training examples has no features at the publisher

@@ -26,9 +26,9 @@ from labels_party.datasets.service import DatasetService
 from labels_party.delivery.message import Signer
 from labels_party.delivery.service import DeliveryService, RecipientService
 from labels_party.metrics import LabelsMetrics
-from labels_party.models.service import ModelService
 from labels_party.releases.service import ReleaseService
 from labels_party.releases.work import ReleaseWork
+from labels_party.semi_sensitive.service import SemiSensitiveService
 from labels_party.storage.db import make_engine, migrate, session_factory
 
 log = logging.getLogger("labeldp.labels")
@@ -53,12 +53,12 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
     work = ReleaseWork(settings.data_dir, signer, scheduler=settings.dask_scheduler)
     lease = settings.release_lease_seconds
     releases = ReleaseService(sessions, settings.data_dir, work, ledger, instance, lease, metrics)
-    models = ModelService(sessions, settings.data_dir, signer, ledger, instance, lease)
+    semi_sensitive = SemiSensitiveService(sessions, settings.data_dir, signer, ledger, instance, lease)
 
     def recover() -> None:
         """Fail every charged job whose owner is gone (keeping its charge), then collect the ledger
         segment files no shard row names."""
-        failed = releases.jobs.recover() + models.jobs.recover()
+        failed = releases.jobs.recover() + semi_sensitive.jobs.recover()
         if failed:
             log.warning("marked interrupted charged jobs as failed", extra={"releases": failed})
         with sessions() as session:
@@ -113,7 +113,7 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
         budget=BudgetService(sessions, settings.data_dir),
         recipients=RecipientService(sessions),
         deliveries=DeliveryService(sessions, settings, metrics),
-        models=models,
+        semi_sensitive=semi_sensitive,
     )
     for router in ROUTERS:
         app.include_router(router)

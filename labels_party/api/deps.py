@@ -12,15 +12,15 @@ from typing import Annotated, cast
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session, sessionmaker
 
-from labeldp.common.apikeys import Bearer, bearer_token, invalid_key
+from labeldp.common.api_keys import Authenticated, Bearer, bearer_token, invalid_key
 from labeldp.common.instance import Instance
 from labels_party.budget.service import BudgetService
 from labels_party.config import LabelsSettings
 from labels_party.datasets.service import DatasetService
 from labels_party.delivery.message import Signer
 from labels_party.delivery.service import DeliveryService, RecipientService
-from labels_party.models.service import ModelService
 from labels_party.releases.service import ReleaseService
+from labels_party.semi_sensitive.service import SemiSensitiveService
 from labels_party.tenants import authenticate
 
 
@@ -35,15 +35,7 @@ class LabelsServices:
     budget: BudgetService
     recipients: RecipientService
     deliveries: DeliveryService
-    models: ModelService
-
-
-@dataclass(frozen=True)
-class Tenant:
-    """Who is calling: the tenant a valid bearer key belongs to, and the key (for the ledger)."""
-
-    tenant_id: str
-    api_key_id: str
+    semi_sensitive: SemiSensitiveService
 
 
 def services(request: Request) -> LabelsServices:
@@ -53,16 +45,16 @@ def services(request: Request) -> LabelsServices:
 Services = Annotated[LabelsServices, Depends(services)]
 
 
-def caller(credentials: Bearer, svc: Services) -> Tenant:
+def caller(credentials: Bearer, svc: Services) -> Authenticated:
     token = bearer_token(credentials)
     with svc.sessions() as session:
         key = authenticate(session, token)
     if key is None:
         raise invalid_key()
-    return Tenant(key.tenant_id, key.id)
+    return Authenticated(key.tenant_id, key.id)
 
 
-Caller = Annotated[Tenant, Depends(caller)]
+Caller = Annotated[Authenticated, Depends(caller)]
 
 
 def _datasets(svc: Services) -> DatasetService:
@@ -92,8 +84,8 @@ Recipients = Annotated[RecipientService, Depends(_recipients)]
 Deliveries = Annotated[DeliveryService, Depends(_deliveries)]
 
 
-def _models(svc: Services) -> ModelService:
-    return svc.models
+def _semi_sensitive(svc: Services) -> SemiSensitiveService:
+    return svc.semi_sensitive
 
 
-Models = Annotated[ModelService, Depends(_models)]
+SemiSensitive = Annotated[SemiSensitiveService, Depends(_semi_sensitive)]

@@ -11,7 +11,6 @@ from labeldp.mechanisms import LossName, PrivacyUnit, PublishedMechanism
 from labels_party.budget.epsilon import as_delta, as_float
 from labels_party.budget.service import DatasetBudget
 from labels_party.datasets.spec import DatasetSpec
-from labels_party.models.service import ModelRequest
 from labels_party.releases.limits import (
     MAX_BOUND,
     MAX_EPSILON,
@@ -20,6 +19,7 @@ from labels_party.releases.limits import (
     MIN_EPSILON_PRIOR,
 )
 from labels_party.releases.service import Preview, ReleaseAudit, ReleaseRequest
+from labels_party.semi_sensitive.service import SemiSensitiveRequest
 from labels_party.storage.orm import Dataset, Delivery, LedgerEntry, Recipient, Release, SemiSensitiveModel
 
 
@@ -485,8 +485,8 @@ class SemiSensitiveModelIn(BaseModel):
     label_epochs: float = Field(3.0, gt=0, le=100, description="epochs of the label phase (post-processing)")
     width: int = Field(32, ge=1, le=256, description="units per tower and in the head")
 
-    def request(self) -> ModelRequest:
-        return ModelRequest(**self.model_dump())
+    def request(self) -> SemiSensitiveRequest:
+        return SemiSensitiveRequest(**self.model_dump())
 
 
 class SemiSensitiveModelOut(BaseModel):

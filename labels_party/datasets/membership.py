@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from labeldp.common.errors import DomainError
 from labeldp.common.example_ids import first_rows
 from labeldp.common.files import parquet_batches
-from labels_party.budget.keys import Keys, user_keys
+from labels_party.budget.ledger_keys import Keys, user_keys
 
 CONFLICT = "user-id-conflict"
 _BATCH_ROWS = 262_144

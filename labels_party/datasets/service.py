@@ -87,7 +87,7 @@ class DatasetService:
                 version = ds.labels_version + 1
                 if ds.labels_version:
                     existing = files.labels_path(ds.labels_version)
-                    count = merge_labels(existing, staged, valid.identities, merged, spec.label_schema())
+                    count = merge_labels(existing, staged, valid.key_pairs, merged, spec.label_schema())
                     files.publish(merged, files.labels_path(version))
                 else:  # nothing to merge with: the validated file, in the dataset's schema, is the version
                     count = valid.rows

@@ -22,8 +22,8 @@ from labeldp.common.files import (
     release_arrow_memory,
     write_parquet_atomic,
 )
-from labels_party.budget.keys import identities
-from labels_party.datasets.identities import IdentitySet
+from labels_party.budget.ledger_keys import key_pairs
+from labels_party.datasets.key_pairs import KeyPairSet
 
 LABEL_SCHEMA = pa.schema(
     [
@@ -90,13 +90,13 @@ def _with_checks(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, np.ndarray, np.
     if "example_check" in batch.schema.names:
         checks = np.asarray(batch.column("example_check").to_numpy(), dtype=np.int64)
     else:
-        _, checks = identities(batch.column("example_id"))
+        _, checks = key_pairs(batch.column("example_id"))
         batch = batch.append_column("example_check", pa.array(checks, pa.int64()))
     return batch, keys, checks
 
 
 def merge_labels(
-    existing: Path, upload: Path, replaced: IdentitySet, out: Path, schema: pa.Schema = LABEL_SCHEMA
+    existing: Path, upload: Path, replaced: KeyPairSet, out: Path, schema: pa.Schema = LABEL_SCHEMA
 ) -> int:
     """Write ``out``: the existing rows the upload does not replace (same identity), then the upload's
     rows, in ``schema`` (the dataset's: label columns and declared semi-sensitive ones). Streams both

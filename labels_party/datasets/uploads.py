@@ -13,7 +13,7 @@ Every byte of an upload is hostile until validated, so each format has a bounded
 
 Validated rows are written to a temporary Parquet file as they go, so memory stays bounded by a batch
 plus 16 bytes per row of identity, which large uploads keep in a memory-mapped temporary file (see
-``identities.py``), whatever the upload's size. Every check runs
+``key_pairs.py``), whatever the upload's size. Every check runs
 before storage is touched, and a failed check names the first offending rows (1-based data rows,
 header excluded), never their values.
 """
@@ -36,8 +36,8 @@ from labeldp.common.errors import DomainError
 from labeldp.common.example_ids import as_text, check_ids, first_rows
 from labeldp.common.files import parquet_batches, release_arrow_memory
 from labeldp.common.inputs import MAX_EXAMPLE_ID_BYTES
-from labels_party.budget.keys import Keys, identities
-from labels_party.datasets.identities import IdentitySet, matching_rows
+from labels_party.budget.ledger_keys import Keys, key_pairs
+from labels_party.datasets.key_pairs import KeyPairSet, matching_rows
 from labels_party.datasets.spec import DatasetSpec, FeatureColumn
 from labels_party.datasets.store import UNIVERSE_SCHEMA
 
@@ -330,7 +330,7 @@ class ValidUpload:
     path: Path  # validated rows (LABEL_SCHEMA or UNIVERSE_SCHEMA), to be merged or stored
     rows: int
     clipped: int
-    identities: IdentitySet
+    key_pairs: KeyPairSet
 
 
 def validate_upload(
@@ -358,7 +358,7 @@ def validate_upload(
         with pq.ParquetWriter(out, schema) as writer:
             for batch in batches(path, fmt, wanted):
                 ids = _ids(batch, rows)
-                keys, checks = identities(ids)
+                keys, checks = key_pairs(ids)
                 columns: dict[str, pa.Array] = {"example_id": ids}
                 if labels:
                     assert spec is not None
@@ -374,7 +374,7 @@ def validate_upload(
                 writer.write_table(pa.table(columns, schema=schema))
                 rows += len(ids)
                 release_arrow_memory()
-        found = IdentitySet.collect(lambda: identity_batches(out), out.parent)
+        found = KeyPairSet.collect(lambda: key_pair_batches(out), out.parent)
         dup_keys, dup_checks = found.duplicates()
         if dup_keys.size:
             raise upload_error(
@@ -388,7 +388,7 @@ def validate_upload(
     return ValidUpload(out, rows, clipped, found)
 
 
-def identity_batches(path: Path) -> Iterable[tuple[Keys, Keys]]:
+def key_pair_batches(path: Path) -> Iterable[tuple[Keys, Keys]]:
     """(ledger keys, checks) of a stored or validated file, a batch at a time. Files written before
     checks existed get theirs computed from the IDs."""
     file = pq.ParquetFile(path)
@@ -402,13 +402,13 @@ def identity_batches(path: Path) -> Iterable[tuple[Keys, Keys]]:
                 np.asarray(batch.column(1).to_numpy(), dtype=np.int64),
             )
         else:
-            yield identities(batch.column(0))
+            yield key_pairs(batch.column(0))
 
 
 def _duplicate_rows(path: Path, keys: Keys, checks: Keys) -> list[int]:
     rows: list[int] = []
     offset = 0
-    for k, c in identity_batches(path):
+    for k, c in key_pair_batches(path):
         rows += _rows(matching_rows(k, c, keys, checks), offset)
         offset += k.size
         if len(rows) >= 10:

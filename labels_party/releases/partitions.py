@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from labeldp.common.files import write_parquet_atomic
 from labeldp.scale import Engine, write_partitions
 from labeldp.scale.release import ID_COLUMN, LABEL_COLUMN
-from labels_party.budget.keys import user_keys
+from labels_party.budget.ledger_keys import user_keys
 from labels_party.budget.partitioned import KEY_COLUMN, USER_COLUMN
 from labels_party.releases.examples import ExampleSet, StoredExamples
 from labels_party.releases.plan import Plan

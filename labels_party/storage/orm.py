@@ -114,7 +114,7 @@ class ExampleSpendShard(Base):
     (``budget/partitioned.py``) moves a shard's arrays into an immutable segment file instead, so a
     billion examples never pass through the database.
 
-    Keys are 64-bit hashes of the example IDs (``budget/keys.py``): a collision can only make two
+    Keys are 64-bit hashes of the example IDs (``budget/ledger_keys.py``): a collision can only make two
     examples share one counter (over-charging, never under-charging), and re-uploading the same IDs
     under another dataset finds the same counters."""
 

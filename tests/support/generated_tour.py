@@ -32,7 +32,7 @@ from labels_client.api.releases import audit_release, create_release, preview_re
 from labels_client.models import DatasetIn, PreviewIn, Problem, RecipientIn, ReleaseIn
 from labels_client.types import File as LabelsFile
 
-from labeldp.datasets import diamond_prices
+from labeldp.samples import diamond_prices
 
 N = 2000
 
@@ -97,7 +97,7 @@ def main(labels_url: str, labels_key: str, features_url: str, features_key: str,
     out["in_both"] = join.in_both
     job = start_training.sync(client=f, body=TrainingJobIn(release_id=release.id, feature_table="diamonds"))
     deadline = time.monotonic() + 300
-    while (state := get_job.sync(job.id, client=f).state) not in ("succeeded", "failed"):
+    while (state := get_job.sync(job.id, client=f).status) not in ("succeeded", "failed"):
         assert time.monotonic() < deadline, state
         time.sleep(0.2)
     out["job"] = state

@@ -42,7 +42,7 @@ TableName = Annotated[str, Path(min_length=1, max_length=MAX_NAME_CHARS, pattern
 )
 async def put_feature_table(
     name: TableName,
-    tenant: Caller,
+    caller: Caller,
     request: Request,
     response: Response,
     svc: Services,
@@ -66,10 +66,10 @@ async def put_feature_table(
     overrides = {c: "categorical" for c in _columns(categorical)} | {c: "numeric" for c in _columns(numeric)}
     fmt = table_format(request.headers.get("content-type"))
     settings = svc.settings
-    path = await spool_body(request, settings.data_dir / "tmp", settings.max_release_bytes, f".{fmt}")
+    path = await spool_body(request, settings.data_dir / "tmp", settings.max_upload_bytes, f".{fmt}")
     try:
         row, created = await run_in_threadpool(
-            svc.tables.store, tenant, name, path, fmt, overrides, _columns(non_sensitive)
+            svc.tables.store, caller.tenant_id, name, path, fmt, overrides, _columns(non_sensitive)
         )
     finally:
         path.unlink(missing_ok=True)
@@ -79,14 +79,16 @@ async def put_feature_table(
 
 @router.get("/feature-tables", response_model=Page[FeatureTableOut])
 def list_feature_tables(
-    tenant: Caller, tables: Tables, paging: Paging, request: Request
+    caller: Caller, tables: Tables, paging: Paging, request: Request
 ) -> Page[FeatureTableOut]:
-    return Page[FeatureTableOut].of(tables.list(tenant, paging), paging, request, FeatureTableOut.of)
+    return Page[FeatureTableOut].of(
+        tables.list(caller.tenant_id, paging), paging, request, FeatureTableOut.of
+    )
 
 
 @router.get("/feature-tables/{name}", response_model=FeatureTableOut)
-def get_feature_table(name: TableName, tenant: Caller, tables: Tables) -> FeatureTableOut:
-    return FeatureTableOut.of(tables.get(tenant, name))
+def get_feature_table(name: TableName, caller: Caller, tables: Tables) -> FeatureTableOut:
+    return FeatureTableOut.of(tables.get(caller.tenant_id, name))
 
 
 @router.get(
@@ -99,14 +101,14 @@ def get_feature_table(name: TableName, tenant: Caller, tables: Tables) -> Featur
 )
 def get_non_sensitive_rows(
     name: TableName,
-    tenant: Caller,
+    caller: Caller,
     tables: Tables,
     releases: Releases,
     release_id: Annotated[str, Query(max_length=64, description="a received release")],
 ) -> Response:
     """The table's declared non-sensitive columns for the release's examples (Parquet), to hand to the
     labels party for training with semi-sensitive features; no other column ever leaves."""
-    table = tables.get(tenant, name)
+    table = tables.get(caller.tenant_id, name)
     rows = tables.non_sensitive_rows(table, releases.get(release_id))
     sink = io.BytesIO()
     pq.write_table(rows, sink)

@@ -26,25 +26,25 @@ router = APIRouter(prefix="/v1", tags=["models"])
         "`unsupported-model`, `invalid-debias`, `unsupported-release`: no such model for this release",
     ),
 )
-def start_training(body: TrainingJobIn, tenant: Caller, training: Training) -> JobOut:
+def start_training(body: TrainingJobIn, caller: Caller, training: Training) -> JobOut:
     """Start a training job on a received release joined to a feature table; poll ``GET /v1/jobs/{id}``.
     The model and its debiasing follow the release's published mechanism."""
-    return JobOut.of(training.start(tenant, body.request()))
+    return JobOut.of(training.start(caller.tenant_id, body.request()))
 
 
 @router.get("/jobs/{job_id}", response_model=JobOut)
-def get_job(job_id: str, tenant: Caller, training: Training) -> JobOut:
-    return JobOut.of(training.job(tenant, job_id))
+def get_job(job_id: str, caller: Caller, training: Training) -> JobOut:
+    return JobOut.of(training.job(caller.tenant_id, job_id))
 
 
 @router.get("/models", response_model=Page[ModelOut])
-def list_models(tenant: Caller, training: Training, paging: Paging, request: Request) -> Page[ModelOut]:
-    return Page[ModelOut].of(training.jobs(tenant, paging), paging, request, ModelOut.of)
+def list_models(caller: Caller, training: Training, paging: Paging, request: Request) -> Page[ModelOut]:
+    return Page[ModelOut].of(training.jobs(caller.tenant_id, paging), paging, request, ModelOut.of)
 
 
 @router.get("/models/{model_id}", response_model=ModelOut)
-def get_model(model_id: str, tenant: Caller, training: Training) -> ModelOut:
-    return ModelOut.of(training.job(tenant, model_id))
+def get_model(model_id: str, caller: Caller, training: Training) -> ModelOut:
+    return ModelOut.of(training.job(caller.tenant_id, model_id))
 
 
 @router.get(
@@ -55,19 +55,23 @@ def get_model(model_id: str, tenant: Caller, training: Training) -> ModelOut:
         **MODEL_NOT_READY,
     },
 )
-def download_model(model_id: str, tenant: Caller, training: Training) -> FileResponse:
+def download_model(model_id: str, caller: Caller, training: Training) -> FileResponse:
     """The model as one scikit-learn ``Pipeline`` saved with skops: raw feature columns in (a data frame;
     categorical columns as text), debiased predictions out. Load it with ``skops.io.load``."""
     return FileResponse(
-        training.artifact(tenant, model_id),
+        training.artifact(caller.tenant_id, model_id),
         media_type="application/octet-stream",
         filename=f"model-{model_id}.skops",
     )
 
 
 @router.post("/models/{model_id}/predictions", responses=MODEL_NOT_READY)
-def predict(model_id: str, body: PredictIn, tenant: Caller, training: Training) -> dict[str, Any]:
+def predict(model_id: str, body: PredictIn, caller: Caller, training: Training) -> dict[str, Any]:
     """Predictions for example IDs of a feature table, or for feature rows given in the body."""
     return training.predict(
-        tenant, model_id, example_ids=body.example_ids, rows=body.rows, feature_table=body.feature_table
+        caller.tenant_id,
+        model_id,
+        example_ids=body.example_ids,
+        rows=body.rows,
+        feature_table=body.feature_table,
     )

@@ -2,8 +2,16 @@
 
 from fastapi import APIRouter
 
-from labels_party.api.routes import budget, datasets, deliveries, identity, models, recipients, releases
+from labels_party.api.routes import (
+    budget,
+    datasets,
+    deliveries,
+    identity,
+    recipients,
+    releases,
+    semi_sensitive_models,
+)
 
 ROUTERS: tuple[APIRouter, ...] = tuple(
-    m.router for m in (identity, recipients, datasets, releases, models, budget, deliveries)
+    m.router for m in (identity, recipients, datasets, releases, semi_sensitive_models, budget, deliveries)
 )

@@ -19,6 +19,15 @@ from labeldp.common.errors import DomainError
 KEY_PREFIX = "ldp_"
 
 
+@dataclass(frozen=True)
+class Authenticated:
+    """Who is calling (both parties): the tenant a valid bearer key belongs to, and the key itself (the
+    labels party's ledger records which key acted)."""
+
+    tenant_id: str
+    api_key_id: str
+
+
 def new_key(prefix: str = KEY_PREFIX) -> str:
     return prefix + secrets.token_urlsafe(32)
 

@@ -8,7 +8,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from labeldp.common.errors import DomainError
 from labeldp.common.openapi import errors
-from labels_party.api.deps import Caller, Deliveries, Models
+from labels_party.api.deps import Caller, Deliveries, SemiSensitive
 from labels_party.api.schemas import ModelDeliveryOut, SemiSensitiveModelIn, SemiSensitiveModelOut
 
 router = APIRouter(prefix="/v1", tags=["semi-sensitive models"])
@@ -31,11 +31,11 @@ router = APIRouter(prefix="/v1", tags=["semi-sensitive models"])
         ),
     },
 )
-async def create_model(
+async def create_semi_sensitive_model(
     dataset_id: str,
     body: SemiSensitiveModelIn,
     caller: Caller,
-    models: Models,
+    service: SemiSensitive,
     response: Response,
     idempotency_key: Annotated[
         str | None,
@@ -48,7 +48,7 @@ async def create_model(
     if not idempotency_key:
         raise DomainError("idempotency-key-required", "send an Idempotency-Key header", status=400)
     model, created = await run_in_threadpool(
-        models.create, caller.tenant_id, caller.api_key_id, dataset_id, body.request(), idempotency_key
+        service.create, caller.tenant_id, caller.api_key_id, dataset_id, body.request(), idempotency_key
     )
     if not created:
         response.status_code = 200
@@ -56,9 +56,9 @@ async def create_model(
 
 
 @router.get("/semi-sensitive-models/{model_id}", response_model=SemiSensitiveModelOut)
-def get_model(model_id: str, caller: Caller, models: Models) -> SemiSensitiveModelOut:
+def get_semi_sensitive_model(model_id: str, caller: Caller, service: SemiSensitive) -> SemiSensitiveModelOut:
     """A model's status, its DP-SGD parameters and the SHA-256 of its signed message."""
-    return SemiSensitiveModelOut.of(models.get(caller.tenant_id, model_id))
+    return SemiSensitiveModelOut.of(service.get(caller.tenant_id, model_id))
 
 
 @router.get(
@@ -66,9 +66,9 @@ def get_model(model_id: str, caller: Caller, models: Models) -> SemiSensitiveMod
     response_class=Response,
     responses={200: {"content": {"application/json": {}}, "description": "the signed model message"}},
 )
-def get_model_message(model_id: str, caller: Caller, models: Models) -> Response:
+def get_semi_sensitive_model_message(model_id: str, caller: Caller, service: SemiSensitive) -> Response:
     """The signed model message (weights, columns and guarantee), exactly as stored."""
-    return Response(models.message(caller.tenant_id, model_id), media_type="application/json")
+    return Response(service.message(caller.tenant_id, model_id), media_type="application/json")
 
 
 @router.post(
@@ -79,10 +79,12 @@ def get_model_message(model_id: str, caller: Caller, models: Models) -> Response
         s502="`delivery-failed`: the recipient refused (its gRPC status is in the answer)",
     ),
 )
-def deliver_model(model_id: str, caller: Caller, models: Models, deliveries: Deliveries) -> ModelDeliveryOut:
+def deliver_semi_sensitive_model(
+    model_id: str, caller: Caller, service: SemiSensitive, deliveries: Deliveries
+) -> ModelDeliveryOut:
     """Send the stored signed model message to the label release's recipient over gRPC (again: the
     same bytes, nothing spent)."""
-    message = models.message(caller.tenant_id, model_id)
+    message = service.message(caller.tenant_id, model_id)
     outcome = deliveries.deliver_model(caller.tenant_id, model_id, message)
     return ModelDeliveryOut(
         model_id=model_id, outcome="delivered", attempts=outcome.attempts, wire_bytes=outcome.wire_bytes

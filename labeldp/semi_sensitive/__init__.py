@@ -5,16 +5,16 @@ features with randomized-response labels (ε₁, 0); phase 2 continues with DP-S
 (ε₂, δ). Needs the optional ``dpsgd`` extra (PyTorch CPU, Opacus, dp-accounting).
 """
 
-from labeldp.semisensitive.accounting import (
+from labeldp.semi_sensitive.accounting import (
     ACCOUNTANT,
     DpSgdSchedule,
     calibrate_noise,
     epsilon_spent,
     epsilon_spent_rdp_bound,
 )
-from labeldp.semisensitive.budget import HybridBudget, check_delta, group_privacy
-from labeldp.semisensitive.model import TwoTower
-from labeldp.semisensitive.training import (
+from labeldp.semi_sensitive.budget import HybridBudget, check_delta, group_privacy
+from labeldp.semi_sensitive.model import TwoTower
+from labeldp.semi_sensitive.training import (
     DpSgdRun,
     Hyper,
     SecureNoiseOptimizer,

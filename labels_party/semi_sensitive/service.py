@@ -54,9 +54,9 @@ from labels_party.releases.work import release_path
 from labels_party.storage.orm import Dataset, Recipient, Release, SemiSensitiveModel
 
 if TYPE_CHECKING:
-    from labeldp.semisensitive import DpSgdSchedule
+    from labeldp.semi_sensitive import DpSgdSchedule
 
-log = logging.getLogger("labeldp.labels.models")
+log = logging.getLogger("labeldp.labels.semi_sensitive")
 MAX_TRAINING_EXAMPLES = 2_000_000  # the DP-SGD phase runs in this process, in memory
 MAX_STEPS = 10_000  # the accountant composes every step: 3,000 steps calibrate in 4–13 s here
 LABEL_PHASE_BATCH = 256
@@ -64,7 +64,7 @@ LABEL_PHASE_LEARNING_RATE = 1e-3
 
 
 @dataclass(frozen=True)
-class ModelRequest:
+class SemiSensitiveRequest:
     label_release_id: str
     epsilon_dpsgd: float
     delta: float
@@ -102,7 +102,7 @@ class _Plan:
     def delta_charged(self) -> float:
         """δ per example, or for a user-level run the group-privacy δ over τ examples of one user
         (what one user's examples together are exposed to)."""
-        from labeldp.semisensitive import group_privacy  # the optional dpsgd extra
+        from labeldp.semi_sensitive import group_privacy  # the optional dpsgd extra
 
         if self.contribution_bound is None:
             return self.delta
@@ -117,7 +117,7 @@ class _Plan:
         """The δ of the user with the most training examples, by group privacy over all of them (for
         a user-level run: τ): what the tenant's δ counter takes when it limits per-user spend. At
         least ``ATTO`` (δ = 1, no guarantee) when it would not be below 1."""
-        from labeldp.semisensitive import group_privacy
+        from labeldp.semi_sensitive import group_privacy
 
         group = self.contribution_bound or self.largest_user
         delta = group_privacy(self.epsilon_dpsgd, self.delta, group)[1]
@@ -125,7 +125,7 @@ class _Plan:
 
 
 def _encodings(columns: list[FeatureColumn]) -> list[object]:
-    from labeldp.semisensitive.encoding import ColumnEncoding
+    from labeldp.semi_sensitive.encoding import ColumnEncoding
 
     return [ColumnEncoding.of(c.model_dump()) for c in columns]
 
@@ -145,7 +145,7 @@ def model_message_path(data_dir: Path, model_id: str) -> Path:
     return data_dir / "models" / f"{model_id}.json"
 
 
-class ModelService:
+class SemiSensitiveService:
     def __init__(
         self,
         sessions: sessionmaker[Session],
@@ -180,7 +180,7 @@ class ModelService:
 
     # -- creating ------------------------------------------------------------------------------------
     def create(
-        self, tenant_id: str, api_key_id: str | None, dataset_id: str, request: ModelRequest, key: str
+        self, tenant_id: str, api_key_id: str | None, dataset_id: str, request: SemiSensitiveRequest, key: str
     ) -> tuple[SemiSensitiveModel, bool]:
         """The model and whether it was trained now (False: an idempotent replay)."""
         digest = request.digest(dataset_id)
@@ -221,11 +221,11 @@ class ModelService:
             assert recipient is not None  # a foreign key
             return ds, spec, release, recipient.name
 
-    def _plan(self, tenant_id: str, dataset_id: str, request: ModelRequest) -> _Plan:
+    def _plan(self, tenant_id: str, dataset_id: str, request: SemiSensitiveRequest) -> _Plan:
         """Everything the charge and the work need, validated — outside any transaction (reading the
         files and calibrating σ take seconds; no lock waits on them)."""
         try:
-            from labeldp.semisensitive import DpSgdSchedule, Hyper, calibrate_noise, group_privacy
+            from labeldp.semi_sensitive import DpSgdSchedule, Hyper, calibrate_noise, group_privacy
         except ImportError as exc:  # the optional extra
             raise DomainError(
                 "dpsgd-unavailable", "training with semi-sensitive features needs labeldp[dpsgd]", status=501
@@ -292,7 +292,7 @@ class ModelService:
         dataset_id: str,
         key: str,
         digest: str,
-        request: ModelRequest,
+        request: SemiSensitiveRequest,
         plan: _Plan,
     ) -> tuple[SemiSensitiveModel, bool]:
         """Insert the model row and charge (ε₂, δ) to every training example in one transaction."""
@@ -333,15 +333,15 @@ class ModelService:
 
         return self.jobs.admit(row, charge)
 
-    def _work(self, row: SemiSensitiveModel, request: ModelRequest, plan: _Plan) -> dict[str, object]:
+    def _work(self, row: SemiSensitiveModel, request: SemiSensitiveRequest, plan: _Plan) -> dict[str, object]:
         """Train (every draw happens here, after the charge committed) and write the signed message;
         the model's columns on completion."""
         raw = self._train(row, request, plan)
         write_bytes_atomic(model_message_path(self.data_dir, row.id), raw)
         return {"message_sha256": hashlib.sha256(raw).hexdigest()}
 
-    def _train(self, row: SemiSensitiveModel, request: ModelRequest, plan: _Plan) -> bytes:
-        from labeldp.semisensitive import (
+    def _train(self, row: SemiSensitiveModel, request: SemiSensitiveRequest, plan: _Plan) -> bytes:
+        from labeldp.semi_sensitive import (
             ACCOUNTANT,
             Hyper,
             TwoTower,
@@ -349,7 +349,7 @@ class ModelService:
             train_dpsgd,
             train_truncated,
         )
-        from labeldp.semisensitive.encoding import encode
+        from labeldp.semi_sensitive.encoding import encode
 
         spec = plan.spec
         x_non = encode(_columns(plan.non_sensitive), _encodings(spec.non_sensitive))  # type: ignore[arg-type]

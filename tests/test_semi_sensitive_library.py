@@ -20,7 +20,7 @@ torch = pytest.importorskip("torch")  # the optional `dpsgd` extra; `make test` 
 from labeldp.mechanisms.debias import BinsNoise  # noqa: E402
 from labeldp.mechanisms.rng import SecureRandom  # noqa: E402
 from labeldp.mechanisms.validation import ParameterError  # noqa: E402
-from labeldp.semisensitive import (  # noqa: E402
+from labeldp.semi_sensitive import (  # noqa: E402
     DpSgdSchedule,
     HybridBudget,
     SecureNoiseOptimizer,
@@ -34,7 +34,7 @@ from labeldp.semisensitive import (  # noqa: E402
     train_dpsgd,
     train_truncated,
 )
-from labeldp.semisensitive.training import Hyper  # noqa: E402
+from labeldp.semi_sensitive.training import Hyper  # noqa: E402
 
 FALSE_ALARM = 1e-4
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook")

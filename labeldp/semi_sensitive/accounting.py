@@ -19,7 +19,7 @@ import dp_accounting
 from dp_accounting import pld, rdp
 
 from labeldp.mechanisms.validation import ParameterError, check_epsilon
-from labeldp.semisensitive.budget import check_delta
+from labeldp.semi_sensitive.budget import check_delta
 
 ACCOUNTANT = "dp_accounting.pld (replace-one, Poisson-subsampled Gaussian, pessimistic)"
 _REPLACE_ONE = dp_accounting.NeighboringRelation.REPLACE_ONE

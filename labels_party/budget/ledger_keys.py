@@ -41,7 +41,7 @@ def example_keys(example_ids: Iterable[str]) -> Keys:
     return np.unique(keys)
 
 
-def identities(ids: pa.Array) -> tuple[Keys, Keys]:
+def key_pairs(ids: pa.Array) -> tuple[Keys, Keys]:
     """``(ledger keys, checks)`` of an Arrow string array, a chunk at a time (no list of all IDs)."""
     n = len(ids)
     digests = bytearray(16 * n)

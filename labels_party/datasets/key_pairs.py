@@ -1,4 +1,4 @@
-"""The set of example identities (ledger key, check) of one upload, held in bounded memory.
+"""The set of key pairs (ledger key, check: an example's exact identity) of one upload, in bounded memory.
 
 Pairs are placed into one preallocated array, grouped into 256 shards by the key's top byte (the
 ledger's sharding) with a counting sort, and each shard is then sorted in place on its own. Finding
@@ -7,7 +7,7 @@ per row, plus one small shard at a time.
 
 From ``SPILL_FROM`` rows on, the array is a memory map of an unlinked temporary file beside the
 upload's staging file instead of process memory: its pages are the kernel's to write back and evict,
-so a billion-row upload (16 GB of identities) needs disk, not RAM, and the process's own (anonymous)
+so a billion-row upload (16 GB of key pairs) needs disk, not RAM, and the process's own (anonymous)
 memory stays at one shard. The file has no name, so a crash leaves nothing behind.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from labels_party.budget.keys import Keys
+from labels_party.budget.ledger_keys import Keys
 
 SHARDS = 256
 SPILL_FROM = 8_000_000  # rows (128 MB of pairs): below this the array stays in process memory
@@ -33,18 +33,18 @@ def _shard_of(keys: Keys) -> npt.NDArray[np.intp]:
 def _array(shape: tuple[int, int], spill_dir: Path) -> npt.NDArray[np.int64]:
     if shape[0] < SPILL_FROM:
         return np.empty(shape, dtype=np.int64)
-    with tempfile.TemporaryFile(dir=spill_dir, prefix=".identities-") as backing:
+    with tempfile.TemporaryFile(dir=spill_dir, prefix=".key-pairs-") as backing:
         # the map keeps its own handle on the (already unlinked) file once this one is closed
         return np.memmap(backing, dtype=np.int64, mode="w+", shape=shape)
 
 
-class IdentitySet:
+class KeyPairSet:
     def __init__(self, pairs: npt.NDArray[np.int64], bounds: npt.NDArray[np.int64]) -> None:
         self.pairs = pairs  # (n, 2): key, check; shard s occupies rows bounds[s]:bounds[s+1], sorted
         self.bounds = bounds
 
     @classmethod
-    def collect(cls, batches: Callable[[], Iterable[tuple[Keys, Keys]]], spill_dir: Path) -> IdentitySet:
+    def collect(cls, batches: Callable[[], Iterable[tuple[Keys, Keys]]], spill_dir: Path) -> KeyPairSet:
         """Two passes over ``batches()``: count per shard, then place every pair in its shard."""
         counts = np.zeros(SHARDS, dtype=np.int64)
         for keys, _ in batches():
@@ -71,7 +71,7 @@ class IdentitySet:
         return int(self.pairs.shape[0])
 
     def duplicates(self) -> tuple[Keys, Keys]:
-        """The identities that occur more than once (shards are sorted, so twins are neighbours)."""
+        """The key pairs that occur more than once (shards are sorted, so twins are neighbours)."""
         found = []
         for s in range(SHARDS):
             segment = self.pairs[self.bounds[s] : self.bounds[s + 1]]
@@ -85,7 +85,7 @@ class IdentitySet:
         return both[:, 0].copy(), both[:, 1].copy()
 
     def contains(self, keys: Keys, checks: Keys) -> npt.NDArray[np.bool_]:
-        """Which of the given identities are in the set (exact on both halves)."""
+        """Which of the given key pairs are in the set (exact on both halves)."""
         out = np.zeros(keys.size, dtype=bool)
         shard = _shard_of(keys)
         for s in np.unique(shard):

@@ -21,7 +21,7 @@ Relative AUC loss is the paper's: ((1 − AUC) − (1 − AUC_ref))/(1 − AUC_r
 AUC_ref), in %, on the test split's true labels — how much of the reference's remaining error the
 private model adds. (An earlier version divided by AUC_ref instead, which shrinks every number by
 (1 − AUC_ref)/AUC_ref ≈ 0.07–0.1 and is not comparable with the paper.)
-Columns are encoded by their declarations (``labeldp.datasets.adult_semi_sensitive``: census ranges,
+Columns are encoded by their declarations (``labeldp.samples.adult_semi_sensitive``: census ranges,
 log scale for money, UCI's category lists) exactly as the labels party's service encodes them.
 """
 
@@ -41,10 +41,10 @@ from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.metrics import roc_auc_score
 
 from benchmarks.common import RESULTS, write
-from labeldp.datasets import adult_semi_sensitive
 from labeldp.mechanisms import randomized_response
 from labeldp.mechanisms.debias import BinsNoise
-from labeldp.semisensitive import (
+from labeldp.samples import adult_semi_sensitive
+from labeldp.semi_sensitive import (
     DpSgdSchedule,
     HybridBudget,
     Hyper,
@@ -55,7 +55,7 @@ from labeldp.semisensitive import (
     train_full,
     train_truncated,
 )
-from labeldp.semisensitive.encoding import ColumnEncoding, encode
+from labeldp.semi_sensitive.encoding import ColumnEncoding, encode
 
 EPSILONS = (1.0, 3.0, 5.0, 50.0)
 RUNS = 5

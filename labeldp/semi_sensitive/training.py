@@ -24,8 +24,8 @@ from torch.nn import functional
 from labeldp.mechanisms.debias import BinsNoise
 from labeldp.mechanisms.rng import SecureRandom
 from labeldp.mechanisms.validation import ParameterError
-from labeldp.semisensitive.accounting import DpSgdSchedule
-from labeldp.semisensitive.model import TwoTower
+from labeldp.semi_sensitive.accounting import DpSgdSchedule
+from labeldp.semi_sensitive.model import TwoTower
 
 FloatArray = npt.NDArray[np.float64]
 
