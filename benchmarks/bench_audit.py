@@ -39,7 +39,7 @@ from sklearn.model_selection import cross_val_predict
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 from benchmarks.common import RESULTS, write
-from labeldp.mechanisms import RRTopK
+from labeldp.mechanisms import RRTopK, sampler_of
 from labeldp.mechanisms.advantage import advantages
 from labeldp.samples import adult_income
 from tests.support.seeded import SeededRandom
@@ -206,7 +206,7 @@ def run(skewed: bool, train_models: bool) -> dict[str, Any]:
         aucs = []
         if train_models:
             for r in range(RUNS):
-                noisy = published.mechanism().randomize(y, rng=SeededRandom(100 * r + int(eps * 100)))
+                noisy = sampler_of(published).randomize(y, rng=SeededRandom(100 * r + int(eps * 100)))
                 aucs.append(auc_of(forward_corrected(X, noisy, published.threshold.keep_probability), Xt, yt))
         rows.append(
             _row("RR", f"ε={eps:g}", adv.additive, np.full(y.size, published.implemented_epsilon), aucs)

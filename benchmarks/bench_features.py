@@ -22,8 +22,8 @@ def ids(start: int, n: int) -> pa.Array:
 
 
 def join_case(n: int) -> None:
+    from features_party.storage.data_dir import DataDir
     from features_party.tables.joins import join_report
-    from features_party.tables.service import table_path
 
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
@@ -31,7 +31,7 @@ def join_case(n: int) -> None:
         pq.write_table(
             pa.table({"example_id": ids(0, n), "bin": pa.array(np.zeros(n, np.uint16))}), release_path
         )
-        path = table_path(data, "t", 1)
+        path = DataDir(data).table("t", 1)
         path.parent.mkdir(parents=True)
         pq.write_table(pa.table({"example_id": ids(n // 5, n), "f": np.ones(n)}), path)
         start = time.perf_counter()

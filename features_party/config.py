@@ -7,6 +7,7 @@ from pathlib import Path
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from features_party.storage.data_dir import DataDir
 from labeldp.common.db import sqlite_url
 
 
@@ -56,4 +57,8 @@ class FeaturesSettings(BaseSettings):
         return self.database_url or sqlite_url(self.data_dir, "features.db")
 
     def identity_path(self) -> Path:
-        return self.identity_key or self.data_dir / "identity.pem"
+        return self.identity_key or self.paths().identity
+
+    def paths(self) -> DataDir:
+        """Every path under ``data_dir`` (``storage/data_dir.py``)."""
+        return DataDir(self.data_dir)

@@ -1,9 +1,11 @@
-"""Thin REST clients for both parties, used by the CLI's client commands and the demo.
+"""Thin REST clients for both parties, used by the CLI's client commands, the demo and the audits.
 
-Every error answer (RFC 9457 problem+json) becomes an ``ApiError`` carrying the machine-readable
-``code`` and the server's human ``detail``, so scripts can branch on the code and people can read the
-message. Uploads stream from disk in chunks and report bytes sent, so large files neither sit in
-memory nor leave the user staring at a silent terminal.
+Every answer is typed by the ``TypedDict`` of its route (``labeldp.client_types``, checked against the
+servers' OpenAPI documents by tests/test_cli_client_types.py), so mypy checks the keys callers read.
+Every error answer (RFC 9457 problem+json) becomes an ``ApiError`` carrying the problem's fields, so
+scripts can branch on the code and people can read the message. Uploads stream from disk in chunks
+and report bytes sent, so large files neither sit in memory nor leave the user staring at a silent
+terminal.
 """
 
 from __future__ import annotations
@@ -16,6 +18,32 @@ from typing import Any, Self
 
 import httpx
 
+from labeldp.client_types import (
+    Audit,
+    Budget,
+    Dataset,
+    Delivery,
+    FeaturesIdentity,
+    FeatureTable,
+    FieldError,
+    Identity,
+    Job,
+    Join,
+    LedgerEntry,
+    Model,
+    ModelDelivery,
+    Page,
+    Predictions,
+    Preview,
+    ReceivedModel,
+    ReceivedRelease,
+    Recipient,
+    Release,
+    SemiSensitiveModel,
+    Sender,
+    Upload,
+)
+
 CHUNK = 1 << 20
 CONTENT_TYPES = {
     ".csv": "text/csv",
@@ -26,11 +54,38 @@ CONTENT_TYPES = {
 
 
 class ApiError(Exception):
-    """An error answer from a labeldp service (or no answer at all: ``status`` 0)."""
+    """An error answer from a labeldp service (or no answer at all: ``status`` 0).
+
+    ``code`` is the problem's ``type`` (kebab-case, stable: branch on it), ``title`` the code in words,
+    ``detail`` what went wrong for people, ``errors`` each reason an invalid request (422
+    ``invalid-request``) was refused, and ``body`` the whole problem with any further members (``rows``,
+    ``columns``, …)."""
 
     def __init__(self, status: int, code: str, detail: str, body: dict[str, Any] | None = None) -> None:
-        super().__init__(f"{status} {code}: {detail}" if status else f"{code}: {detail}")
         self.status, self.code, self.detail, self.body = status, code, detail, body or {}
+        self.title = str(self.body.get("title", code.replace("-", " ")))
+        listed = self.body.get("errors")
+        self.errors: list[FieldError] = [
+            FieldError(loc=[str(x) for x in e.get("loc", [])], msg=str(e.get("msg")), type=str(e.get("type")))
+            for e in (listed if isinstance(listed, list) else [])
+            if isinstance(e, dict)
+        ]
+        text = f"{status} {code}: {detail}" if status else f"{code}: {detail}"
+        reasons = "; ".join(f"{'.'.join(e['loc'])}: {e['msg']}" for e in self.errors)
+        super().__init__(f"{text} ({reasons})" if reasons else text)
+
+    @classmethod
+    def of(cls, r: httpx.Response) -> ApiError:
+        """An error answer (read) with its problem+json fields; any other body becomes its detail."""
+        try:
+            body = r.json()
+        except ValueError:
+            body = {}
+        if not isinstance(body, dict):
+            body = {}
+        return cls(
+            r.status_code, str(body.get("type", "http-error")), str(body.get("detail", r.text[:500])), body
+        )
 
 
 def content_type_of(path: Path) -> str:
@@ -47,19 +102,6 @@ def _chunks(path: Path, on_bytes: Callable[[int], None] | None) -> Iterator[byte
             if on_bytes is not None:
                 on_bytes(len(block))
             yield block
-
-
-def _error(r: httpx.Response) -> ApiError:
-    """An error answer (read) as an ``ApiError`` with its problem+json code and detail."""
-    try:
-        body = r.json()
-    except ValueError:
-        body = {}
-    if not isinstance(body, dict):
-        body = {}
-    return ApiError(
-        r.status_code, str(body.get("type", "http-error")), str(body.get("detail", r.text[:500])), body
-    )
 
 
 class ApiClient:
@@ -82,21 +124,21 @@ class ApiClient:
 
     def call(self, method: str, path: str, *, raw: bool = False, **kwargs: Any) -> Any:
         """The answer parsed (JSON) or as bytes; ``raw`` keeps even JSON as its exact bytes (a signed
-        message: the signature covers the bytes)."""
+        message: the signature covers the bytes). Each method below states the answer's type."""
         try:
             r = self.http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
             raise ApiError(0, "unreachable", f"{self.http.base_url}{path}: {exc}") from exc
         if r.status_code >= 400:
-            raise _error(r)
+            raise ApiError.of(r)
         json_answer = r.headers.get("content-type", "").startswith(
             ("application/json", "application/problem+json")
         )
         return r.json() if json_answer and not raw else r.content
 
-    def items(self, path: str, *, page_size: int = 1000, **params: Any) -> Iterator[dict[str, Any]]:
+    def items(self, path: str, *, page_size: int = 1000, **params: Any) -> Iterator[Any]:
         """Every item of a paged list, following its ``next`` links."""
-        page = self.call("GET", path, params={**params, "limit": page_size})
+        page: Page[Any] = self.call("GET", path, params={**params, "limit": page_size})
         while True:
             yield from page["items"]
             if page["next"] is None:
@@ -112,27 +154,27 @@ class ApiClient:
 class LabelsClient(ApiClient):
     """The labels party (advertiser): datasets, labels, releases, budget, deliveries."""
 
-    def identity(self) -> dict[str, Any]:
-        return dict(self.call("GET", "/v1/identity"))
+    def identity(self) -> Identity:
+        return self.call("GET", "/v1/identity")
 
-    def recipients(self) -> list[dict[str, Any]]:
+    def recipients(self) -> list[Recipient]:
         return list(self.items("/v1/recipients"))
 
     def register_recipient(
         self, name: str, grpc_address: str, tls_ca_pem: str | None, fingerprint: str
-    ) -> dict[str, Any]:
+    ) -> Recipient:
         body = {"name": name, "grpc_address": grpc_address, "fingerprint": fingerprint}
         if tls_ca_pem is not None:
             body["tls_ca_pem"] = tls_ca_pem
-        return dict(self.call("POST", "/v1/recipients", json=body))
+        return self.call("POST", "/v1/recipients", json=body)
 
-    def create_dataset(self, spec: dict[str, Any]) -> dict[str, Any]:
-        return dict(self.call("POST", "/v1/datasets", json=spec))
+    def create_dataset(self, spec: dict[str, Any]) -> Dataset:
+        return self.call("POST", "/v1/datasets", json=spec)
 
-    def datasets(self) -> list[dict[str, Any]]:
+    def datasets(self) -> list[Dataset]:
         return list(self.items("/v1/datasets"))
 
-    def dataset(self, name_or_id: str) -> dict[str, Any]:
+    def dataset(self, name_or_id: str) -> Dataset:
         """A dataset by its name or its id."""
         for ds in self.datasets():
             if name_or_id in (ds["id"], ds["name"]):
@@ -140,32 +182,33 @@ class LabelsClient(ApiClient):
         raise ApiError(404, "not-found", f"no dataset named {name_or_id!r}")
 
     def dataset_id(self, name_or_id: str) -> str:
-        return str(self.dataset(name_or_id)["id"])
+        return self.dataset(name_or_id)["id"]
 
-    def releases(self, dataset_id: str) -> list[dict[str, Any]]:
+    def releases(self, dataset_id: str) -> list[Release]:
         return list(self.items(f"/v1/datasets/{dataset_id}/releases"))
 
-    def get_release(self, release_id: str) -> dict[str, Any]:
-        return dict(self.call("GET", f"/v1/releases/{release_id}"))
+    def get_release(self, release_id: str) -> Release:
+        return self.call("GET", f"/v1/releases/{release_id}")
 
-    def deliveries(self, release_id: str) -> list[dict[str, Any]]:
+    def deliveries(self, release_id: str) -> list[Delivery]:
         return list(self.items(f"/v1/releases/{release_id}/deliveries"))
 
-    def ledger(self, limit: int | None = None) -> list[dict[str, Any]]:
+    def ledger(self, limit: int | None = None) -> list[LedgerEntry]:
         """The tenant's ledger entries, oldest first (all of them, or the first ``limit``)."""
         if limit is not None:
-            return list(self.call("GET", "/v1/ledger", params={"limit": limit})["items"])
+            page: Page[LedgerEntry] = self.call("GET", "/v1/ledger", params={"limit": limit})
+            return page["items"]
         return list(self.items("/v1/ledger"))
 
     def upload_labels(
         self, dataset_id: str, file: Path, on_bytes: Callable[[int], None] | None = None
-    ) -> dict[str, Any]:
-        return dict(self.upload(f"/v1/datasets/{dataset_id}/labels", file, on_bytes))
+    ) -> Upload:
+        return self.upload(f"/v1/datasets/{dataset_id}/labels", file, on_bytes)
 
     def upload_universe(
         self, dataset_id: str, file: Path, on_bytes: Callable[[int], None] | None = None
-    ) -> dict[str, Any]:
-        return dict(self.upload(f"/v1/datasets/{dataset_id}/universe", file, on_bytes))
+    ) -> Upload:
+        return self.upload(f"/v1/datasets/{dataset_id}/universe", file, on_bytes)
 
     def release(
         self,
@@ -178,7 +221,7 @@ class LabelsClient(ApiClient):
         *,
         privacy_unit: str = "example",
         contribution_bound: int | str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Release:
         """``epsilon`` is per example, or per user when ``privacy_unit`` is ``user`` (then with a
         ``contribution_bound``: τ, ``auto`` or ``private``)."""
         body: dict[str, Any] = {"recipient": recipient, "loss": loss}
@@ -188,13 +231,11 @@ class LabelsClient(ApiClient):
             body["epsilon"] = epsilon
         if epsilon_prior is not None:
             body["epsilon_prior"] = epsilon_prior
-        return dict(
-            self.call(
-                "POST",
-                f"/v1/datasets/{dataset_id}/releases",
-                json=body,
-                headers={"Idempotency-Key": idempotency_key},
-            )
+        return self.call(
+            "POST",
+            f"/v1/datasets/{dataset_id}/releases",
+            json=body,
+            headers={"Idempotency-Key": idempotency_key},
         )
 
     def preview(
@@ -204,69 +245,65 @@ class LabelsClient(ApiClient):
         loss: str,
         epsilon_prior: float | None = None,
         prior_release_id: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Preview:
         """Free and tenant-only: the mechanism and expected loss a release would have."""
         body: dict[str, Any] = {"epsilon": epsilon, "loss": loss, "recipient": "preview"}
         if epsilon_prior is not None:
             body["epsilon_prior"] = epsilon_prior
         if prior_release_id is not None:
             body["prior_release_id"] = prior_release_id
-        return dict(self.call("POST", f"/v1/datasets/{dataset_id}/releases:preview", json=body))
+        return self.call("POST", f"/v1/datasets/{dataset_id}/releases:preview", json=body)
 
-    def deliver(self, release_id: str) -> dict[str, Any]:
-        return dict(self.call("POST", f"/v1/releases/{release_id}/deliveries"))
+    def deliver(self, release_id: str) -> Delivery:
+        return self.call("POST", f"/v1/releases/{release_id}/deliveries")
 
-    def budget(self, dataset_id: str, epsilon: float, epsilon_user: float | None = None) -> dict[str, Any]:
+    def budget(self, dataset_id: str, epsilon: float, epsilon_user: float | None = None) -> Budget:
         params = {"epsilon": epsilon, "epsilon_user": epsilon if epsilon_user is None else epsilon_user}
-        return dict(self.call("GET", f"/v1/datasets/{dataset_id}/budget", params=params))
+        return self.call("GET", f"/v1/datasets/{dataset_id}/budget", params=params)
 
     def noisy_labels(self, release_id: str) -> bytes:
         return bytes(self.call("GET", f"/v1/releases/{release_id}/noisy-labels"))
 
     def upload_non_sensitive(
         self, dataset_id: str, file: Path, on_bytes: Callable[[int], None] | None = None
-    ) -> dict[str, Any]:
-        return dict(self.upload(f"/v1/datasets/{dataset_id}/non-sensitive-features", file, on_bytes))
+    ) -> Upload:
+        return self.upload(f"/v1/datasets/{dataset_id}/non-sensitive-features", file, on_bytes)
 
-    def create_model(self, dataset_id: str, body: dict[str, Any], idempotency_key: str) -> dict[str, Any]:
+    def create_model(self, dataset_id: str, body: dict[str, Any], idempotency_key: str) -> SemiSensitiveModel:
         """Charge (ε₂, δ) and train with semi-sensitive features (docs/semi-sensitive.md)."""
-        return dict(
-            self.call(
-                "POST",
-                f"/v1/datasets/{dataset_id}/semi-sensitive-models",
-                json=body,
-                headers={"Idempotency-Key": idempotency_key},
-            )
+        return self.call(
+            "POST",
+            f"/v1/datasets/{dataset_id}/semi-sensitive-models",
+            json=body,
+            headers={"Idempotency-Key": idempotency_key},
         )
 
-    def model(self, model_id: str) -> dict[str, Any]:
-        return dict(self.call("GET", f"/v1/semi-sensitive-models/{model_id}"))
+    def model(self, model_id: str) -> SemiSensitiveModel:
+        return self.call("GET", f"/v1/semi-sensitive-models/{model_id}")
 
-    def deliver_model(self, model_id: str) -> dict[str, Any]:
-        return dict(self.call("POST", f"/v1/semi-sensitive-models/{model_id}/deliveries"))
+    def deliver_model(self, model_id: str) -> ModelDelivery:
+        return self.call("POST", f"/v1/semi-sensitive-models/{model_id}/deliveries")
 
     def model_message(self, model_id: str) -> bytes:
         """The signed model message's exact bytes."""
         return bytes(self.call("GET", f"/v1/semi-sensitive-models/{model_id}/message", raw=True))
 
-    def audit(self, release_id: str) -> dict[str, Any]:
+    def audit(self, release_id: str) -> Audit:
         """Free and tenant-only: what the best attacker learns from a release (raw labels used)."""
-        return dict(self.call("GET", f"/v1/releases/{release_id}/audit"))
+        return self.call("GET", f"/v1/releases/{release_id}/audit")
 
 
 class FeaturesClient(ApiClient):
     """The features party (publisher): senders, feature tables, joins, training, predictions."""
 
-    def identity(self) -> dict[str, Any]:
-        return dict(self.call("GET", "/v1/identity"))
+    def identity(self) -> FeaturesIdentity:
+        return self.call("GET", "/v1/identity")
 
-    def senders(self) -> list[dict[str, Any]]:
+    def senders(self) -> list[Sender]:
         return list(self.items("/v1/senders"))
 
-    def pin_sender(self, sender_id: str, public_key_pem: str) -> dict[str, Any]:
-        return dict(
-            self.call("POST", "/v1/senders", json={"id": sender_id, "public_key_pem": public_key_pem})
-        )
+    def pin_sender(self, sender_id: str, public_key_pem: str) -> Sender:
+        return self.call("POST", "/v1/senders", json={"id": sender_id, "public_key_pem": public_key_pem})
 
     def upload_table(
         self,
@@ -274,11 +311,11 @@ class FeaturesClient(ApiClient):
         file: Path,
         on_bytes: Callable[[int], None] | None = None,
         non_sensitive: list[str] | None = None,
-    ) -> dict[str, Any]:
+    ) -> FeatureTable:
         """Upload a feature table; ``non_sensitive`` declares the columns that may be exported for
         training with semi-sensitive features."""
         query = f"?non_sensitive={','.join(non_sensitive)}" if non_sensitive else ""
-        return dict(self.upload(f"/v1/feature-tables/{name}{query}", file, on_bytes))
+        return self.upload(f"/v1/feature-tables/{name}{query}", file, on_bytes)
 
     def non_sensitive_rows(self, name: str, release_id: str) -> bytes:
         """The table's declared non-sensitive columns for a release's examples (Parquet)."""
@@ -288,10 +325,8 @@ class FeaturesClient(ApiClient):
             )
         )
 
-    def join(self, release_id: str, feature_table: str) -> dict[str, Any]:
-        return dict(
-            self.call("POST", "/v1/joins", json={"release_id": release_id, "feature_table": feature_table})
-        )
+    def join(self, release_id: str, feature_table: str) -> Join:
+        return self.call("POST", "/v1/joins", json={"release_id": release_id, "feature_table": feature_table})
 
     def train(
         self,
@@ -300,7 +335,7 @@ class FeaturesClient(ApiClient):
         model: str = "hgb",
         debias: str = "affine",
         validation_fraction: float = 0.2,
-    ) -> dict[str, Any]:
+    ) -> Job:
         body = {
             "release_id": release_id,
             "feature_table": feature_table,
@@ -308,18 +343,18 @@ class FeaturesClient(ApiClient):
             "debias": debias,
             "validation_fraction": validation_fraction,
         }
-        return dict(self.call("POST", "/v1/models", json=body))
+        return self.call("POST", "/v1/models", json=body)
 
-    def job(self, job_id: str) -> dict[str, Any]:
-        return dict(self.call("GET", f"/v1/jobs/{job_id}"))
+    def job(self, job_id: str) -> Job:
+        return self.call("GET", f"/v1/jobs/{job_id}")
 
     def wait_for_job(
         self,
         job_id: str,
-        on_progress: Callable[[dict[str, Any]], None] | None = None,
+        on_progress: Callable[[Job], None] | None = None,
         timeout: float = 3600.0,
         poll: float = 0.25,
-    ) -> dict[str, Any]:
+    ) -> Job:
         """Poll until the job succeeds or fails (a failure raises ``ApiError`` with the job's error)."""
         deadline = time.monotonic() + timeout
         while True:
@@ -329,28 +364,30 @@ class FeaturesClient(ApiClient):
             if job["status"] == "succeeded":
                 return job
             if job["status"] == "failed":
-                raise ApiError(0, "training-failed", str(job.get("error")), job)
+                raise ApiError(0, "training-failed", str(job["error"]), dict(job))
             if time.monotonic() > deadline:
-                raise ApiError(0, "timeout", f"job {job_id} still {job['state']} after {timeout:g} s", job)
+                raise ApiError(
+                    0, "timeout", f"job {job_id} still {job['status']} after {timeout:g} s", dict(job)
+                )
             time.sleep(poll)
 
-    def model(self, model_id: str) -> dict[str, Any]:
-        return dict(self.call("GET", f"/v1/models/{model_id}"))
+    def model(self, model_id: str) -> Model:
+        return self.call("GET", f"/v1/models/{model_id}")
 
-    def models(self) -> list[dict[str, Any]]:
+    def models(self) -> list[Model]:
         return list(self.items("/v1/models"))
 
-    def received_releases(self) -> list[dict[str, Any]]:
+    def received_releases(self) -> list[ReceivedRelease]:
         return list(self.items("/v1/releases"))
 
-    def received_release(self, release_id: str) -> dict[str, Any]:
-        return dict(self.call("GET", f"/v1/releases/{release_id}"))
+    def received_release(self, release_id: str) -> ReceivedRelease:
+        return self.call("GET", f"/v1/releases/{release_id}")
 
-    def tables(self) -> list[dict[str, Any]]:
+    def tables(self) -> list[FeatureTable]:
         return list(self.items("/v1/feature-tables"))
 
-    def table(self, name: str) -> dict[str, Any]:
-        return dict(self.call("GET", f"/v1/feature-tables/{name}"))
+    def table(self, name: str) -> FeatureTable:
+        return self.call("GET", f"/v1/feature-tables/{name}")
 
     def download_model(self, model_id: str, destination: Path) -> int:
         """Stream the model's skops artifact to ``destination`` (written whole or not at all); bytes."""
@@ -359,7 +396,7 @@ class FeaturesClient(ApiClient):
             with self.http.stream("GET", f"/v1/models/{model_id}/artifact") as r:
                 if r.status_code >= 400:
                     r.read()
-                    raise _error(r)
+                    raise ApiError.of(r)
                 size = 0
                 with partial.open("wb") as out:
                     for block in r.iter_bytes(CHUNK):
@@ -381,22 +418,22 @@ class FeaturesClient(ApiClient):
         example_ids: list[str] | None = None,
         rows: list[dict[str, Any]] | None = None,
         feature_table: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Predictions:
         """The model's answer for example IDs of a feature table, or for feature rows."""
         body: dict[str, Any] = {"example_ids": example_ids} if rows is None else {"rows": rows}
         if feature_table is not None:
             body["feature_table"] = feature_table
-        return dict(self.call("POST", f"/v1/models/{model_id}/predictions", json=body))
+        return self.call("POST", f"/v1/models/{model_id}/predictions", json=body)
 
     def predict(self, model_id: str, example_ids: list[str]) -> list[float]:
         return [float(p) for p in self.predictions(model_id, example_ids=example_ids)["predictions"]]
 
-    def received_models(self) -> list[dict[str, Any]]:
+    def received_models(self) -> list[ReceivedModel]:
         """Models trained with semi-sensitive features, received and verified."""
         return list(self.items("/v1/semi-sensitive-models"))
 
-    def received_model(self, model_id: str) -> dict[str, Any]:
-        return dict(self.call("GET", f"/v1/semi-sensitive-models/{model_id}"))
+    def received_model(self, model_id: str) -> ReceivedModel:
+        return self.call("GET", f"/v1/semi-sensitive-models/{model_id}")
 
     def received_model_artifact(self, model_id: str) -> bytes:
         """The signed model message exactly as received."""

@@ -7,6 +7,7 @@ from pathlib import Path
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from labels_party.storage.data_dir import DataDir
 from labels_party.storage.db import sqlite_url
 
 
@@ -48,5 +49,9 @@ class LabelsSettings(BaseSettings):
     def resolved_database_url(self) -> str:
         return self.database_url or sqlite_url(self.data_dir)
 
+    def paths(self) -> DataDir:
+        """Every path under ``data_dir`` (``storage/data_dir.py``)."""
+        return DataDir(self.data_dir)
+
     def identity_path(self) -> Path:
-        return self.identity_key or self.data_dir / "identity.pem"
+        return self.identity_key or self.paths().identity

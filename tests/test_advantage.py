@@ -16,17 +16,11 @@ from labeldp.mechanisms import (
     integer_grid,
     optimize_rr_on_bins,
     optimize_rr_top_k,
+    sampler_of,
     uniform_grid,
 )
-from labeldp.mechanisms.advantage import (
-    advantages,
-    attack,
-    channel_advantages,
-    epsilon_lower_bound,
-    target_prior,
-    targets_from_noisy_model,
-    targets_of,
-)
+from labeldp.mechanisms.advantage import advantages, channel_advantages, target_prior, targets_of
+from labeldp.mechanisms.empirical import attack, epsilon_lower_bound, targets_from_noisy_model
 from labeldp.mechanisms.validation import ParameterError
 from tests.support.seeded import SeededRandom
 from tests.support.stats import ALPHA, wilson
@@ -180,7 +174,7 @@ def test_sampled_attacks_agree_with_the_exact_advantage(name: str) -> None:
     kinds = random_priors(k, 8, seed=3)
     p = kinds[rng.integers(0, kinds.shape[0], n)]
     labels = (p.cumsum(axis=1) > rng.random(n)[:, None]).argmax(axis=1)
-    mech = published.mechanism()
+    mech = sampler_of(published)
     values = np.asarray(published.support)[labels]
     outputs = mech.randomize(values if published.kind == "rr_on_bins" else labels, rng=SeededRandom(11))
     truth = targets_of(published)[labels]
@@ -211,7 +205,7 @@ def test_canaries_bound_epsilon_from_below_and_tightly(epsilon: float) -> None:
     implemented ε and comes within 10% of it."""
     published = classes([0.5, 0.5], epsilon)
     labels = np.arange(1_000_000) % 2
-    outputs = published.mechanism().randomize(labels, rng=SeededRandom(int(epsilon * 10)))
+    outputs = sampler_of(published).randomize(labels, rng=SeededRandom(int(epsilon * 10)))
     bound = epsilon_lower_bound(published, labels, outputs, alpha=1e-6)
     assert bound.epsilon_low <= published.implemented_epsilon
     assert bound.epsilon_low >= 0.9 * published.implemented_epsilon
@@ -236,7 +230,7 @@ def test_the_canary_bound_holds_with_unbalanced_canaries(few: int) -> None:
     from scipy import stats
 
     published = classes([0.5, 0.5], 1.0)
-    sampler = published.mechanism()
+    sampler = sampler_of(published)
     labels = np.r_[np.full(30, few), np.full(20_000, 1 - few)]
     runs, alpha = 300, 0.1
     over = 0

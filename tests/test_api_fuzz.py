@@ -35,7 +35,7 @@ from schemathesis.checks import (
 
 from features_party.config import FeaturesSettings
 from labeldp.common.identity import Identity, public_key_pem
-from labeldp.common.wire import build_frames
+from labeldp.common.wire.sender import build_frames
 from labeldp.v1 import delivery_pb2_grpc as pb_grpc
 from labels_party.config import LabelsSettings
 from labels_party.storage.db import sqlite_url

@@ -17,9 +17,10 @@ import pytest
 from sqlalchemy import select
 
 from labels_party.budget.epsilon import to_atto_floor
-from labels_party.budget.ledger import set_delta_budget, spend_of_tenant
+from labels_party.budget.ledger import set_delta_budget
 from labels_party.budget.segments import SegmentStore
-from labels_party.releases.service import release_path
+from labels_party.budget.summaries import spend_of_tenant
+from labels_party.storage.data_dir import DataDir
 from labels_party.storage.db import make_engine, session_factory
 from labels_party.storage.orm import LedgerEntry, Release, SemiSensitiveModel, UserSpendShard
 from tests.support.servers import LabelsProcess, tenant_key
@@ -111,13 +112,13 @@ def test_sigkill_during_release_creation_leaves_a_consistent_ledger(
         )  # the ledger says so
         for r in releases:
             if r.status == "complete":
-                assert pq.read_table(release_path(data_dir, r.id)).num_rows == EXAMPLES
-        _, spent_micro = spend_of_tenant(s, tenant_id, SegmentStore.under(data_dir))
+                assert pq.read_table(DataDir(data_dir).release(r.id)).num_rows == EXAMPLES
+        _, spent_micro = spend_of_tenant(s, tenant_id, SegmentStore(DataDir(data_dir).ledger))
         expected = len(charges) * int(EPSILON * 1e6)
         assert spent_micro.size == EXAMPLES
         assert (int(spent_micro.min()), int(spent_micro.max())) == (expected, expected)
         # the per-user ledger moved in the same transactions (no user_id: every example its own user)
-        _, user_spent = spend_of_tenant(s, tenant_id, SegmentStore.under(data_dir), UserSpendShard)
+        _, user_spent = spend_of_tenant(s, tenant_id, SegmentStore(DataDir(data_dir).ledger), UserSpendShard)
         assert user_spent.size == EXAMPLES
         assert (int(user_spent.min()), int(user_spent.max())) == (expected, expected)
         assert len(releases) == TRIALS + 1
@@ -210,5 +211,5 @@ def test_sigkill_during_dpsgd_leaves_the_model_failed_with_its_charge_kept(
         assert kept.epsilon_micro == 1_000_000 and kept.examples == 1200
         ended = s.get(SemiSensitiveModel, charged.id)
         assert ended is not None and ended.status == "failed"
-    assert not (data_dir / "models" / f"{charged.id}.json").exists()
+    assert not DataDir(data_dir).model_message(charged.id).exists()
     engine.dispose()

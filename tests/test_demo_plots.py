@@ -63,7 +63,7 @@ def test_mechanism_figure_draws_cells_with_colour_bars_and_readable_ticks(loader
     heat_maps = [c for ax in panels[1:] for c in ax.collections if isinstance(c, QuadMesh)]
     assert len(heat_maps) == 3 and all(mesh.colorbar is not None for mesh in heat_maps)
     matrix = np.asarray(heat_maps[0].get_array())
-    assert matrix.shape == (published.m, published.mechanism().support.k)
+    assert matrix.shape == (published.m, len(published.support))
     assert np.allclose(matrix.sum(axis=0), 1.0)  # each true label's column is a distribution
     assert heat_maps[1].norm.vmin == 1 and heat_maps[1].norm is heat_maps[2].norm  # one log scale
     assert_ticks_apart(fig)

@@ -16,7 +16,7 @@ import pytest
 
 from features_party.config import FeaturesSettings
 from labeldp.common.identity import Identity, public_key_pem
-from labeldp.common.wire import build_frames
+from labeldp.common.wire.sender import build_frames
 from labeldp.v1 import delivery_pb2_grpc as pb_grpc
 from tests.support.messages import SENDER, release
 from tests.support.servers import features_server_thread, features_tenant_key

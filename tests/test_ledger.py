@@ -12,15 +12,10 @@ from alembic.migration import MigrationContext
 from sqlalchemy import Engine, func, select
 
 from labels_party.budget.epsilon import to_micro, to_micro_floor
-from labels_party.budget.ledger import (
-    BudgetExhaustedError,
-    charge,
-    set_budget,
-    spend_of_tenant,
-    spend_summary,
-    total_spent,
-)
+from labels_party.budget.errors import BudgetExhaustedError
+from labels_party.budget.ledger import charge, set_budget
 from labels_party.budget.ledger_keys import example_keys
+from labels_party.budget.summaries import spend_of_tenant, spend_summary, total_spent
 from labels_party.storage.db import session_factory
 from labels_party.storage.orm import Base, LedgerEntry
 from labels_party.tenants import authenticate, create_tenant

@@ -15,14 +15,10 @@ from typer.testing import CliRunner
 
 from labeldp.cli import app
 from labels_party.budget.epsilon import ATTO, as_delta, to_atto, to_atto_floor, to_micro, to_micro_floor
-from labels_party.budget.ledger import (
-    BudgetExhaustedError,
-    DeltaBudgetExhaustedError,
-    charge,
-    set_delta_budget,
-    spend_of_tenant,
-)
+from labels_party.budget.errors import BudgetExhaustedError, DeltaBudgetExhaustedError
+from labels_party.budget.ledger import charge, set_delta_budget
 from labels_party.budget.ledger_keys import example_keys
+from labels_party.budget.summaries import spend_of_tenant
 from labels_party.config import LabelsSettings
 from labels_party.storage.db import make_engine, session_factory
 from labels_party.storage.orm import LedgerEntry, Tenant

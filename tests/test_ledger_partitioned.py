@@ -17,17 +17,8 @@ from sqlalchemy import Engine, select
 from labeldp.common.files import write_parquet_atomic
 from labeldp.scale import InProcess
 from labels_party.budget.epsilon import to_micro
-from labels_party.budget.ledger import (
-    BudgetExhaustedError,
-    Ledger,
-    UserBudgetExhaustedError,
-    UserCharge,
-    charge,
-    set_budget,
-    set_user_budget,
-    spend_of_tenant,
-    spend_summary,
-)
+from labels_party.budget.errors import BudgetExhaustedError, UserBudgetExhaustedError
+from labels_party.budget.ledger import Ledger, UserCharge, charge, set_budget, set_user_budget
 from labels_party.budget.ledger_keys import example_keys, user_keys
 from labels_party.budget.partitioned import (
     KEY_COLUMN,
@@ -39,6 +30,7 @@ from labels_party.budget.partitioned import (
     stage_keys,
 )
 from labels_party.budget.segments import SegmentError, SegmentStore
+from labels_party.budget.summaries import spend_of_tenant, spend_summary
 from labels_party.storage.db import session_factory
 from labels_party.storage.orm import ExampleSpendShard, LedgerEntry, Tenant, UserSpendShard
 from tests.test_ledger import new_tenant

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from sqlalchemy import text
 
-from labels_party.budget.ledger import spend_of_tenant
 from labels_party.budget.ledger_keys import example_keys
+from labels_party.budget.summaries import spend_of_tenant
 from labels_party.storage.db import make_engine, migrate, session_factory, sqlite_url
 from tests.support import postgres
 from tests.support.ledger import SEGMENTS

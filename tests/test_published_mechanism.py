@@ -14,7 +14,10 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from labeldp.common.identity import Identity
-from labeldp.common.wire import WireError, build_frames, check_header, mechanism_from_header
+from labeldp.common.wire.format import WireError
+from labeldp.common.wire.mechanism import mechanism_from_header
+from labeldp.common.wire.receiver import check_header
+from labeldp.common.wire.sender import build_frames
 from labeldp.mechanisms import (
     Mechanism,
     PublishedMechanism,
@@ -25,6 +28,7 @@ from labeldp.mechanisms import (
     optimize_rr_on_bins,
     optimize_rr_top_k,
     resolve_loss,
+    sampler_of,
     uniform_grid,
 )
 from labeldp.v1 import delivery_pb2 as pb
@@ -95,7 +99,7 @@ def test_the_described_mechanism_is_rebuilt_faithfully(kind: str) -> None:
         else optimize_rr_top_k(prior, 1.5)
     )
     published = original.describe(prior=prior, epsilon_prior=0.25)
-    rebuilt = published.mechanism()
+    rebuilt = sampler_of(published)
     assert type(rebuilt) is type(original)
     assert np.array_equal(rebuilt.transition_matrix(), original.transition_matrix())
     assert np.array_equal(rebuilt.bin_values, original.bin_values)
@@ -103,7 +107,7 @@ def test_the_described_mechanism_is_rebuilt_faithfully(kind: str) -> None:
     assert rebuilt.describe(prior=prior, epsilon_prior=0.25) == published
     assert np.array_equal(published.transition_matrix(), original.transition_matrix())
     values = np.arange(7.0)
-    assert published.mechanism().expected_loss(values, prior) == original.expected_loss(values, prior)
+    assert sampler_of(published).expected_loss(values, prior) == original.expected_loss(values, prior)
     assert published.epsilon >= published.epsilon_prior + published.epsilon_randomize
 
 

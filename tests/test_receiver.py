@@ -21,11 +21,13 @@ from features_party.config import FeaturesSettings
 from features_party.metrics import FeaturesMetrics
 from features_party.receiver.server import build_server
 from features_party.receiver.service import Receiver
+from features_party.storage.data_dir import DataDir
 from features_party.storage.db import make_engine, migrate, session_factory
 from features_party.storage.orm import ReceivedRelease, Sender
 from labeldp.common.identity import Identity, public_key_pem
 from labeldp.common.tls import dev_ca
-from labeldp.common.wire import MAX_MESSAGE_BYTES, build_frames
+from labeldp.common.wire.format import MAX_MESSAGE_BYTES
+from labeldp.common.wire.sender import build_frames
 from labeldp.v1 import delivery_pb2 as pb
 from labeldp.v1 import delivery_pb2_grpc as pb_grpc
 from tests.support.messages import SENDER, release
@@ -107,7 +109,7 @@ def start(
         s.add(Sender(id=SENDER, key_id=sender.key_id, public_key_pem=public_key_pem(sender.public_key)))
     metrics = FeaturesMetrics()
     receiver = Receiver(
-        sessions, data, party, max_bytes, on_outcome=metrics.record_delivery, idle_timeout_s=idle_s
+        sessions, DataDir(data), party, max_bytes, on_outcome=metrics.record_delivery, idle_timeout_s=idle_s
     )
     server, port = build_server(receiver, settings)
     if certs:
@@ -319,7 +321,7 @@ def test_plaintext_must_be_explicit(tmp_path: Path) -> None:
     settings = FeaturesSettings(data_dir=tmp_path, grpc_port=0)
     engine = make_engine(settings.resolved_database_url())
     migrate(engine)
-    receiver = Receiver(session_factory(engine), tmp_path, "publisher", 1 << 20)
+    receiver = Receiver(session_factory(engine), DataDir(tmp_path), "publisher", 1 << 20)
     with pytest.raises(ValueError, match="ALLOW_PLAINTEXT"):
         build_server(receiver, settings)
 

@@ -18,10 +18,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from labeldp.mechanisms import PublishedMechanism
-from labels_party.budget.ledger import spend_of_tenant
 from labels_party.budget.ledger_keys import example_key, user_keys
 from labels_party.budget.segments import SegmentStore
+from labels_party.budget.summaries import spend_of_tenant
 from labels_party.config import LabelsSettings
+from labels_party.storage.data_dir import DataDir
 from labels_party.storage.db import make_engine, session_factory
 from labels_party.storage.orm import Tenant, UserSpendShard
 from tests.support.servers import labels_server_thread
@@ -147,7 +148,9 @@ def test_stored_examples_a_universe_and_a_subset_are_released_on_the_cluster(
         assert ids == [e for e, _, _ in rows]  # the labels file's order
         engine = make_engine(api.database_url)
         with session_factory(engine)() as s:
-            got_keys, got = spend_of_tenant(s, owner(s), SegmentStore.under(api.data_dir), UserSpendShard)
+            got_keys, got = spend_of_tenant(
+                s, owner(s), SegmentStore(DataDir(api.data_dir).ledger), UserSpendShard
+            )
         engine.dispose()
         example_keys_ = np.array([example_key(e) for e, _, _ in rows], dtype=np.int64)
         users = user_keys(pa.array([u for _, _, u in rows], pa.string()), example_keys_)

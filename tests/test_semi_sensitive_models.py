@@ -381,7 +381,7 @@ def test_the_whole_flow_from_the_cli(tmp_path: Path) -> None:
         ).strip()
         model = ok(
             "labels",
-            "models",
+            "semi-sensitive-models",
             "create",
             "--dataset",
             "purchases",
@@ -398,15 +398,16 @@ def test_the_whole_flow_from_the_cli(tmp_path: Path) -> None:
             "-q",
             *L,
         ).strip()
-        assert json.loads(ok("labels", "models", "show", model, "--json", *L))["status"] == "complete"
-        assert "bytes" in ok("labels", "models", "download", model, "-o", str(tmp_path / "model.json"), *L)
+        models = ("labels", "semi-sensitive-models")
+        assert json.loads(ok(*models, "show", model, "--json", *L))["status"] == "complete"
+        assert "bytes" in ok(*models, "download", model, "-o", str(tmp_path / "model.json"), *L)
         envelope = json.loads((tmp_path / "model.json").read_text())
         assert envelope["format"] == "labeldp.semi-sensitive-model/1" and envelope["signature"]
         refused = CliRunner().invoke(
             app,
             [
                 "labels",
-                "models",
+                "semi-sensitive-models",
                 "create",
                 "--dataset",
                 "purchases",
@@ -530,7 +531,7 @@ def test_the_model_message_travels_to_the_features_party_and_is_verified_there(t
         F = ("--url", fbase, "--api-key", features_key)
         L = ("--url", lbase, "--api-key", a.headers["Authorization"].removeprefix("Bearer "))
         cli_ok = CliRunner()
-        out = cli_ok.invoke(app, ["labels", "models", "deliver", mid, *L])
+        out = cli_ok.invoke(app, ["labels", "semi-sensitive-models", "deliver", mid, *L])
         assert out.exit_code == 0 and "delivered" in out.stdout, out.stdout + out.stderr
         shown = cli_ok.invoke(app, ["features", "semi-sensitive-models", "show", mid, *F])
         assert shown.exit_code == 0 and "ε₂ = 2, δ = 1e-07 (DP-SGD), replace-one" in shown.stdout

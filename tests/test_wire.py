@@ -15,16 +15,10 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from labeldp.common.identity import Identity
-from labeldp.common.wire import (
-    ChunkStream,
-    MessageHeader,
-    WireError,
-    build_frames,
-    check_header,
-    decode_chunk,
-    read_records,
-    store_message,
-)
+from labeldp.common.wire.format import WireError
+from labeldp.common.wire.receiver import ChunkStream, check_header, decode_chunk
+from labeldp.common.wire.records import read_records
+from labeldp.common.wire.sender import MessageHeader, build_frames, store_message
 from labeldp.v1 import delivery_pb2 as pb
 from tests.support.messages import RECEIVER, SENDER, release
 

@@ -36,11 +36,13 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
     sessions = session_factory(engine)
     metrics = FeaturesMetrics()
     instance = Instance.current(settings.instance_name)
-    releases = ReceivedReleases(sessions, settings.data_dir)
-    tables = FeatureTables(sessions, settings.data_dir, scheduler=settings.dask_scheduler)
+    data_dir = settings.paths()
+    releases = ReceivedReleases(sessions)
+    tables = FeatureTables(sessions, data_dir, scheduler=settings.dask_scheduler)
     svc = FeaturesServices(
         settings=settings,
         sessions=sessions,
+        instance=instance,
         identity=Identity.load_or_create(settings.identity_path()),
         senders=SenderRegistry(sessions),
         releases=releases,
@@ -48,7 +50,7 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
         tables=tables,
         training=TrainingService(
             sessions,
-            settings.data_dir,
+            data_dir,
             releases,
             tables,
             metrics,
@@ -64,14 +66,12 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
         interrupted = svc.training.recover()
         if interrupted:
             log.warning("marked interrupted training jobs as failed", extra={"examples": interrupted})
-        removed = clean_spools(settings.data_dir / "tmp", instance) + clean_atomic_leftovers(
-            settings.data_dir
-        )
+        removed = clean_spools(data_dir.spools, instance) + clean_atomic_leftovers(settings.data_dir)
         if removed:
             log.info("removed files a crash left behind", extra={"examples": removed})
         receiver = Receiver(
             sessions,
-            settings.data_dir,
+            data_dir,
             settings.party_id,
             settings.max_release_bytes,
             on_outcome=metrics.record_delivery,

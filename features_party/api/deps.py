@@ -15,12 +15,14 @@ from features_party.tenants import authenticate
 from features_party.training.service import TrainingService
 from labeldp.common.api_keys import Authenticated, Bearer, bearer_token, invalid_key
 from labeldp.common.identity import Identity
+from labeldp.common.instance import Instance
 
 
 @dataclass
 class FeaturesServices:
     settings: FeaturesSettings
     sessions: sessionmaker[Session]
+    instance: Instance
     identity: Identity
     senders: SenderRegistry
     releases: ReceivedReleases

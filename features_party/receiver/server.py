@@ -16,7 +16,7 @@ from grpc_reflection.v1alpha import reflection
 
 from features_party.config import FeaturesSettings
 from features_party.receiver.service import Receiver
-from labeldp.common.wire import MAX_MESSAGE_BYTES
+from labeldp.common.wire.format import MAX_MESSAGE_BYTES
 from labeldp.v1 import delivery_pb2 as pb
 
 log = logging.getLogger("labeldp.features.receiver")

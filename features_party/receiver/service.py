@@ -27,7 +27,6 @@ import os
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,28 +42,19 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from features_party.receiver.store import SenderRegistry
+from features_party.storage.data_dir import DataDir
 from features_party.storage.orm import ReceivedModel, ReceivedRelease
 from labeldp.common.errors import DomainError
 from labeldp.common.files import write_bytes_atomic
 from labeldp.common.inputs import is_uuid
 from labeldp.common.instance import Instance
 from labeldp.common.model_message import ModelPayload, check_model
-from labeldp.common.wire import (
-    ChunkStream,
-    WireError,
-    check_header,
-    decode_chunk,
-    read_records,
-    write_records,
-)
+from labeldp.common.wire.format import WireError
+from labeldp.common.wire.receiver import ChunkStream, check_header, decode_chunk
+from labeldp.common.wire.records import read_records, write_records
 from labeldp.v1 import delivery_pb2 as pb
 
 log = logging.getLogger("labeldp.features.receiver")
-
-
-def storage_path(data_dir: Path) -> Path:
-    """Where a newly received release is stored: a name this party chooses, never one from the wire."""
-    return data_dir / "releases" / f"{uuid.uuid4().hex}.parquet"
 
 
 def summary_of(header: pb.ReleaseHeader) -> dict[str, Any]:
@@ -119,7 +109,7 @@ class IdleWatch:
 @dataclass
 class Receiver:
     sessions: sessionmaker[Session]
-    data_dir: Path
+    data_dir: DataDir
     party_id: str
     max_release_bytes: int
     on_outcome: Callable[[str, int], None] = _ignore  # (stored | replayed | rejection code, examples)
@@ -131,7 +121,7 @@ class Receiver:
 
     @property
     def spool_dir(self) -> Path:
-        return self.data_dir / "tmp" / self.instance.token
+        return self.data_dir.spool(self.instance.token)
 
     def DeliverRelease(  # noqa: N802 - the gRPC method name
         self, request_iterator: Iterator[bytes], context: grpc.ServicerContext
@@ -179,7 +169,7 @@ class Receiver:
         existing = self._stored_model(payload.model_id)
         if existing is not None:
             return self._model_replay(existing, payload, digest)
-        final = self.data_dir / "models-received" / f"{uuid.uuid4().hex}.json"
+        final = self.data_dir.new_received_model()
         row = ReceivedModel(
             model_id=payload.model_id,
             sender_id=payload.sender_id,
@@ -270,7 +260,7 @@ class Receiver:
     def _commit(
         self, header: pb.ReleaseHeader, signed: pb.SignedHeader, digest: bytes, staged: Path
     ) -> tuple[pb.DeliveryReceipt, str]:
-        final = storage_path(self.data_dir)
+        final = self.data_dir.new_release()
         final.parent.mkdir(parents=True, exist_ok=True)
         row = ReceivedRelease(
             release_id=header.release_id,

@@ -18,7 +18,7 @@ from labeldp.common.errors import DomainError, not_found
 from labeldp.common.identity import fingerprint, load_public_key, public_key_pem
 from labeldp.common.inputs import is_uuid
 from labeldp.common.pages import PageRequest
-from labeldp.common.wire import mechanism_from_header
+from labeldp.common.wire.mechanism import mechanism_from_header
 from labeldp.mechanisms import PublishedMechanism
 from labeldp.v1 import delivery_pb2 as pb
 
@@ -62,8 +62,8 @@ class SenderRegistry:
 
 
 class ReceivedReleases:
-    def __init__(self, sessions: sessionmaker[Session], data_dir: Path) -> None:
-        self.sessions, self.data_dir = sessions, data_dir
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
+        self.sessions = sessions
 
     def list(self, paging: PageRequest) -> list[ReceivedRelease]:
         with self.sessions() as session:

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from features_party.storage.data_dir import DataDir
 from features_party.storage.orm import FeatureTable, ReceivedRelease
 from features_party.tables import joins
 from features_party.tables.joins import JoinReport
@@ -24,10 +25,6 @@ from labeldp.common.inputs import is_clean_text
 from labeldp.common.pages import PageRequest
 
 
-def table_path(data_dir: Path, table_id: str, version: int) -> Path:
-    return data_dir / "feature-tables" / table_id / f"v{version}.parquet"
-
-
 def find_table(session: Session, tenant_id: str, name: str) -> FeatureTable | None:
     return session.execute(
         select(FeatureTable).where(FeatureTable.tenant_id == tenant_id, FeatureTable.name == name)
@@ -36,7 +33,7 @@ def find_table(session: Session, tenant_id: str, name: str) -> FeatureTable | No
 
 class FeatureTables:
     def __init__(
-        self, sessions: sessionmaker[Session], data_dir: Path, *, scheduler: str | None = None
+        self, sessions: sessionmaker[Session], data_dir: DataDir, *, scheduler: str | None = None
     ) -> None:
         self.sessions, self.data_dir, self.scheduler = sessions, data_dir, scheduler
 
@@ -59,7 +56,7 @@ class FeatureTables:
             return list(session.execute(paging.window(query)).scalars())
 
     def path(self, table: FeatureTable, version: int | None = None) -> Path:
-        return table_path(self.data_dir, table.id, table.version if version is None else version)
+        return self.data_dir.table(table.id, table.version if version is None else version)
 
     def read(self, table: FeatureTable, version: int | None = None) -> pa.Table:
         return pq.read_table(self.path(table, version))
@@ -93,7 +90,7 @@ class FeatureTables:
                 session.add(row)
                 session.flush()
             version = row.version + 1
-            write_parquet_atomic(table_path(self.data_dir, row.id, version), valid.table)
+            write_parquet_atomic(self.data_dir.table(row.id, version), valid.table)
             row.version, row.rows, row.schema, row.updated_at = (
                 version,
                 valid.table.num_rows,

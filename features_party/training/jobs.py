@@ -20,8 +20,8 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
 from features_party.receiver.store import published_mechanism
+from features_party.storage.data_dir import DataDir
 from features_party.storage.orm import FeatureTable, ReceivedRelease, TrainingJob
-from features_party.tables.service import table_path
 from features_party.training.fit import Debias, Trained, TrainedClassifier, fit, fit_classifier
 from labeldp import __version__
 from labeldp.common.db import utcnow
@@ -36,10 +36,6 @@ LIGHTGBM_TYPES = {"lightgbm.basic.Booster", "lightgbm.sklearn.LGBMRegressor", "c
 TRUSTED_EXTRA = {"functools.partial", *TRUSTED_TYPES, *LIGHTGBM_TYPES}
 MODEL_FORMAT = 2  # 1: a bare estimator with the encoding in meta.json (before models were exportable)
 ARTIFACT = "model.skops"
-
-
-def model_dir(data_dir: Path, job_id: str) -> Path:
-    return data_dir / "models" / job_id
 
 
 def is_classification(mechanism: PublishedMechanism) -> bool:
@@ -129,7 +125,7 @@ def _fit_on_cluster(
         engine.close()
 
 
-def run(sessions: sessionmaker[Session], data_dir: Path, job_id: str, scheduler: str | None = None) -> str:
+def run(sessions: sessionmaker[Session], data_dir: DataDir, job_id: str, scheduler: str | None = None) -> str:
     """The job body: never raises; a failure is kept on the job with its error. Returns the final
     status (``succeeded`` or ``failed``)."""
     started = time.monotonic()
@@ -148,7 +144,7 @@ def run(sessions: sessionmaker[Session], data_dir: Path, job_id: str, scheduler:
         progress(status="running", progress={"stage": "loading", "elapsed_s": 0.0})
         mechanism = published_mechanism(release)
         noise = BinsNoise.of_published(mechanism)
-        feature_file = table_path(data_dir, table.id, job.feature_table_version)
+        feature_file = data_dir.table(table.id, job.feature_table_version)
         rows = pq.ParquetFile(release.path).metadata.num_rows
         progress(progress={"stage": "fitting", "rows_seen": rows, "elapsed_s": time.monotonic() - started})
 
@@ -177,7 +173,7 @@ def run(sessions: sessionmaker[Session], data_dir: Path, job_id: str, scheduler:
                 trained = fit(released, features, table.schema, noise, mechanism.loss, **options)
         # what a loss against the bins leaves out: how far the bins are from the labels (noisy prior)
         trained.metrics["release_binning_loss_under_noisy_prior"] = mechanism.binning_loss_under_prior()
-        save(trained, mechanism, model_dir(data_dir, job_id))
+        save(trained, mechanism, data_dir.model(job_id))
         final = trained.model[-1]
         iterations = int(getattr(getattr(final, "estimator", final), "n_iter_", 0) or 0)
         progress(

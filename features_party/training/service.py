@@ -19,10 +19,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from features_party.metrics import FeaturesMetrics
 from features_party.receiver.store import ReceivedReleases, published_mechanism
+from features_party.storage.data_dir import DataDir
 from features_party.storage.orm import TrainingJob
 from features_party.tables.service import FeatureTables
 from features_party.training.fit import SKLEARN_LOSS, Trained, TrainedClassifier
-from features_party.training.jobs import ARTIFACT, is_classification, load, model_dir, provenance, run
+from features_party.training.jobs import ARTIFACT, is_classification, load, provenance, run
 from labeldp.common.db import owned, utcnow
 from labeldp.common.errors import DomainError, not_found
 from labeldp.common.instance import Instance
@@ -46,7 +47,7 @@ class TrainingService:
     def __init__(
         self,
         sessions: sessionmaker[Session],
-        data_dir: Path,
+        data_dir: DataDir,
         releases: ReceivedReleases,
         tables: FeatureTables,
         metrics: FeaturesMetrics,
@@ -178,11 +179,11 @@ class TrainingService:
         if job.status != "succeeded":
             raise DomainError("model-not-ready", f"model {model_id} is {job.status}", status=409)
         self._trained(job)  # a model saved in an older format is refused (409) rather than exported
-        return model_dir(self.data_dir, job.id) / ARTIFACT
+        return self.data_dir.model(job.id) / ARTIFACT
 
     def _trained(self, job: TrainingJob) -> Trained:
         if job.id not in self._models:
-            self._models[job.id] = load(model_dir(self.data_dir, job.id))
+            self._models[job.id] = load(self.data_dir.model(job.id))
         return self._models[job.id]
 
     def predict(

@@ -24,7 +24,8 @@ from sklearn.ensemble import HistGradientBoostingClassifier
 
 from features_party.training.fit import Encoder, validation_mask
 from labeldp.mechanisms import PublishedMechanism, explicit_support
-from labeldp.mechanisms.advantage import Advantages, advantages, attack, targets_from_noisy_model, targets_of
+from labeldp.mechanisms.advantage import Advantages, advantages, targets_of
+from labeldp.mechanisms.empirical import attack, targets_from_noisy_model
 
 ITERATIONS = 60
 MIN_EXAMPLES = 100

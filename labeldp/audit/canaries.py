@@ -24,7 +24,8 @@ import pyarrow.parquet as pq
 
 from labeldp.client import LabelsClient
 from labeldp.mechanisms import PublishedMechanism
-from labeldp.mechanisms.advantage import epsilon_lower_bound, targets_of
+from labeldp.mechanisms.advantage import targets_of
+from labeldp.mechanisms.empirical import epsilon_lower_bound
 
 
 @dataclass(frozen=True)

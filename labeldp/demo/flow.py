@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -27,7 +27,6 @@ from rich.table import Table
 
 from features_party.training.fit import Encoder, regressor
 from labeldp.audit.attack import AttackResult, run_attack
-from labeldp.cli.client_commands import upload_with_progress
 from labeldp.client import ApiError, FeaturesClient, LabelsClient
 from labeldp.demo.mechanism import laplace_labels
 from labeldp.demo.parties import Connection
@@ -35,7 +34,9 @@ from labeldp.demo.world import World
 from labeldp.mechanisms import PublishedMechanism
 from labeldp.mechanisms.advantage import Advantages, channel_advantages, targets_of
 from labeldp.mechanisms.baselines import laplace_channel
+from labeldp.terminal import upload_with_progress
 
+T = TypeVar("T")
 LOSS = "squared"  # the release's loss: the models are scored by (root) mean squared error
 STEPS = 9
 
@@ -79,7 +80,7 @@ class Steps:
         self.console.print(f"      {text}")
 
 
-def _upload(console: Console, label: str, file: Path, send: Callable[..., dict[str, Any]]) -> dict[str, Any]:
+def _upload(console: Console, label: str, file: Path, send: Callable[[Path, Callable[[int], None]], T]) -> T:
     return upload_with_progress(console, f"      {label}", file, send)
 
 
@@ -184,7 +185,7 @@ def run_flow(
             sent = labels.deliver(rel["id"])
             steps.say(
                 f"{sent['wire_bytes']:,} bytes in {sent['attempts']} attempt(s); "
-                f"receipt {sent['receipt_sha256'][:16]}… verified"
+                f"receipt {(sent['receipt_sha256'] or '')[:16]}… verified"
             )
 
         with steps.step("join", "joining the noisy labels to the publisher's features by example ID"):
@@ -259,7 +260,13 @@ def run_flow(
         with steps.step("budget", "reading the budget and the ledger back"):
             budget = labels.budget(ds["id"], mech.epsilon_per_example, epsilon)
             ledger = [
-                {k: e[k] for k in ("kind", "epsilon", "examples", "created_at")} for e in labels.ledger()
+                {
+                    "kind": e["kind"],
+                    "epsilon": e["epsilon"],
+                    "examples": e["examples"],
+                    "created_at": e["created_at"],
+                }
+                for e in labels.ledger()
             ]
 
     report.values.update(
@@ -270,7 +277,11 @@ def run_flow(
             "epsilon_randomize": mech.epsilon_randomize,
             "bins": bins,
             "mechanism": mech.model_dump(mode="json"),
-            "delivery": {k: sent[k] for k in ("wire_bytes", "attempts", "receipt_sha256")},
+            "delivery": {
+                "wire_bytes": sent["wire_bytes"],
+                "attempts": sent["attempts"],
+                "receipt_sha256": sent["receipt_sha256"],
+            },
             "join": joined,
             "match_rate": match_rate,
             "model_id": model["id"],

@@ -1,14 +1,15 @@
 """The mechanism on its own (``labeldp demo --mechanism-only``, and the demo's loss-versus-ε plot).
 
 For each ε it releases a dataset's labels exactly as the labels party does (Algorithm 3: private
-prior, optimal bins, one randomization per label), measures the error against the true labels beside
-the Laplace baseline and the known-prior optimum, and draws the mechanism like the paper's Figure 2.
+prior, optimal bins, one randomization per label) and measures the error against the true labels
+beside the Laplace baseline and the known-prior optimum; ``plots`` draws the mechanism like the
+paper's Figure 2 (``main.run_mechanism_demo`` puts the two together, so that this module imports no
+plotting).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from labeldp.mechanisms import (
     optimize_rr_on_bins,
     release_labels,
 )
-from labeldp.samples import LabelDataset, load
+from labeldp.samples import LabelDataset
 
 
 def laplace_labels(ds: LabelDataset, eps: float, y: np.ndarray | None = None) -> np.ndarray:
@@ -54,13 +55,12 @@ def mechanism_rows(
     return rows, releases
 
 
-def run_mechanism_demo(
-    dataset: str, epsilons: Sequence[float], out: Path, echo: Callable[[str], None] = print
-) -> list[dict[str, float]]:
-    ds = load(dataset)
-    y = ds.labels
+def print_mechanism_table(
+    ds: LabelDataset, epsilons: Sequence[float], echo: Callable[[str], None] = print
+) -> tuple[list[dict[str, float]], dict[float, LabelRelease]]:
+    """The dataset, its public support and one line per ε (ε₁, the bins, the three errors); returns
+    ``mechanism_rows``' rows and releases (``labeldp.demo.main`` draws them)."""
     sup = ds.support
-    true_prior = sup.counts(y) / y.size
     echo(f"Dataset: {ds.description}")
     echo(f"Public support: {sup.k} points on [{ds.lo:g}, {ds.hi:g}]; loss: squared\n")
     columns = (
@@ -78,18 +78,4 @@ def run_mechanism_demo(
         head = f"{row['epsilon']:>5g}  {rel.epsilon_prior:>7.3f}  {rel.mechanism.m:>3}"
         losses = f"{row['rr_on_bins']:>15,.1f}  {row['known_prior']:>15,.1f}  {row['laplace']:>13,.1f}"
         echo(f"{head}  {losses}  {_fmt_bins(rel.mechanism.bin_values)}")
-    out.mkdir(parents=True, exist_ok=True)
-    focus = min(epsilons, key=lambda e: abs(e - 1.0))
-    from labeldp.demo.plots import loss_curve_figure, mechanism_figure, save
-
-    figure = out / f"mechanism_{ds.name}_eps{focus:g}.png"
-    rel = releases[focus]
-    save(
-        mechanism_figure(ds, y, true_prior, rel.published(), rel.noisy_labels, laplace_labels(ds, focus)),
-        figure,
-    )
-    curve = out / f"loss_vs_epsilon_{ds.name}.png"
-    save(loss_curve_figure(ds, rows), curve)
-    echo(f"\nRR-on-Bins beats Laplace at every ε: {all(r['rr_on_bins'] < r['laplace'] for r in rows)}")
-    echo(f"Wrote {figure} and {curve}")
-    return rows
+    return rows, releases

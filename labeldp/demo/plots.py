@@ -20,6 +20,7 @@ from labeldp.demo.flow import Report
 from labeldp.demo.mechanism import laplace_labels, mechanism_rows
 from labeldp.demo.world import World
 from labeldp.mechanisms import PublishedMechanism
+from labeldp.mechanisms.support import explicit_support
 from labeldp.samples import LabelDataset
 
 EPSILONS = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
@@ -62,7 +63,7 @@ def mechanism_figure(
     from matplotlib.colors import LogNorm
 
     fig, axes = _figure(4, (21, 4.8))
-    sup = mech.mechanism().support
+    sup = explicit_support(mech.support)
     values = np.asarray(sup.values, dtype=np.float64)
     bin_values = np.asarray(mech.bin_values)
     width = (sup.hi - sup.lo) / max(sup.k - 1, 1)

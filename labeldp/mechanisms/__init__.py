@@ -23,6 +23,7 @@ from labeldp.mechanisms.factory import (
     check_loss,
     mechanism_kind,
     optimal_mechanism,
+    sampler_of,
 )
 from labeldp.mechanisms.losses import LOSS_NAMES, Loss, LossName, resolve_loss
 from labeldp.mechanisms.mechanism import Mechanism, MechanismKind
@@ -108,6 +109,7 @@ __all__ = [
     "release_user_labels",
     "resolve_loss",
     "rr_over_support",
+    "sampler_of",
     "split_epsilon",
     "staircase",
     "uniform_grid",

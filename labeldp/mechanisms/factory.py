@@ -14,11 +14,13 @@ from typing import Literal, get_args
 import numpy as np
 
 from labeldp.mechanisms._types import ArrayLike
-from labeldp.mechanisms.classification import optimize_rr_top_k
-from labeldp.mechanisms.losses import REGRESSION_LOSSES, LossName
+from labeldp.mechanisms.classification import RRTopK, optimize_rr_top_k
+from labeldp.mechanisms.losses import REGRESSION_LOSSES, LossName, resolve_loss
 from labeldp.mechanisms.mechanism import Mechanism, MechanismKind
 from labeldp.mechanisms.optimize import optimize_rr_on_bins
-from labeldp.mechanisms.support import Support
+from labeldp.mechanisms.published import PublishedMechanism
+from labeldp.mechanisms.rr_on_bins import RROnBins
+from labeldp.mechanisms.support import Support, explicit_support
 from labeldp.mechanisms.validation import ParameterError
 
 LabelType = Literal["real", "count", "binary", "categorical"]
@@ -59,3 +61,21 @@ def optimal_mechanism(support: Support, prior: ArrayLike, epsilon: float, loss: 
             raise ParameterError("the zero_one loss needs the classes 0..C-1 as its support", "support")
         return optimize_rr_top_k(prior, epsilon)
     return optimize_rr_on_bins(support, prior, epsilon, loss)
+
+
+def sampler_of(published: PublishedMechanism) -> Mechanism:
+    """The sampler a published mechanism describes (to randomize with it, or to compare with one):
+    the inverse of ``Mechanism.describe`` up to the prior and the ε split, which only the description
+    carries."""
+    if published.kind == "rr_top_k":
+        bins = np.asarray(published.support_bins, dtype=np.int64)
+        top = np.empty(published.m, dtype=np.int64)
+        top[bins[bins >= 0]] = np.flatnonzero(bins >= 0)  # bin j reports class top[j]
+        return RRTopK(published.epsilon_randomize, len(published.support), top)
+    return RROnBins(
+        published.epsilon_randomize,
+        explicit_support(published.support),
+        np.asarray(published.support_bins, dtype=np.int64),
+        np.asarray(published.bin_values),
+        resolve_loss(published.loss),
+    )

@@ -1,6 +1,7 @@
 """The published mechanism: one typed description of a release's mechanism, from optimizer to trainer.
 
-The labels party produces it (``Mechanism.describe``), stores it with the release, answers it over
+The labels party produces it (``Mechanism.describe``, i.e. ``publish``), stores it with the release,
+answers it over
 REST, signs it into the message header (``labeldp.common.wire`` is its one protobuf mapping), and the
 features party reads it back to choose its model and debiasing. Everything in it is public or already
 privatized: the kind of mechanism, the ε split, the public support, the *noisy* prior, the map from
@@ -14,20 +15,21 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import Literal, Self
+from typing import TYPE_CHECKING, Literal, Self
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from labeldp.mechanisms._types import ArrayLike, FloatArray
-from labeldp.mechanisms.classification import RRTopK
 from labeldp.mechanisms.epsilon import UserBudget, user_level_cost, within
 from labeldp.mechanisms.losses import REGRESSION_LOSSES, LossName, resolve_loss
-from labeldp.mechanisms.mechanism import Mechanism, MechanismKind
+from labeldp.mechanisms.mechanism import MechanismKind, transition
 from labeldp.mechanisms.randomized_response import KeepThreshold
-from labeldp.mechanisms.rr_on_bins import RROnBins
-from labeldp.mechanisms.support import MAX_SUPPORT_SIZE, explicit_support
+from labeldp.mechanisms.support import MAX_SUPPORT_SIZE
 from labeldp.mechanisms.validation import ParameterError, finite_vector
+
+if TYPE_CHECKING:
+    from labeldp.mechanisms.mechanism import Mechanism
 
 PrivacyUnit = Literal["example", "user"]
 MAX_BINS = 65_534  # bin codes (the bins, plus the capped code) travel as uint16 on the wire
@@ -188,21 +190,6 @@ class PublishedMechanism(BaseModel):
         values = np.asarray(self.support)
         return [(float(values[bins == j].min()), float(values[bins == j].max())) for j in range(self.m)]
 
-    def mechanism(self) -> Mechanism:
-        """The mechanism object this describes (to randomize, or to compute its transition)."""
-        if self.kind == "rr_top_k":
-            bins = np.asarray(self.support_bins, dtype=np.int64)
-            top = np.empty(self.m, dtype=np.int64)
-            top[bins[bins >= 0]] = np.flatnonzero(bins >= 0)  # bin j reports class top[j]
-            return RRTopK(self.epsilon_randomize, len(self.support), top)
-        return RROnBins(
-            self.epsilon_randomize,
-            explicit_support(self.support),
-            np.asarray(self.support_bins, dtype=np.int64),
-            np.asarray(self.bin_values),
-            resolve_loss(self.loss),
-        )
-
     @property
     def worst_case_additive_advantage(self) -> float:
         """How much more often than before the best attacker can guess a label's bin (RR-Top-k: its
@@ -219,16 +206,25 @@ class PublishedMechanism(BaseModel):
         return self.implemented_epsilon if self.m > 1 else 0.0
 
     def transition_matrix(self) -> FloatArray:
-        """``P(output bin j | label = support value i)``, ``k × m``, exactly as sampled."""
-        return self.mechanism().transition_matrix()
+        """``P(output bin j | label = support value i)``, ``k × m``, exactly as sampled (the samplers
+        compute the same matrix from the same thresholds: ``mechanism.transition``)."""
+        return transition(np.asarray(self.support_bins, dtype=np.int64), self.threshold)
 
     def bin_transition(self) -> FloatArray:
         """``P(output bin j | true bin i)``, ``m × m``, for labels inside the reported bins."""
         return self.threshold.transition()
 
     def expected_loss_under_prior(self) -> float:
-        """The expected loss of the outputs if labels followed the (noisy) prior it carries."""
-        return self.mechanism().expected_loss(self.support, self.prior)
+        """The expected loss of the outputs if labels followed the (noisy) prior it carries:
+        ``Σ_i p_i Σ_j P(j | y_i) ℓ(ŷ_j, y_i)``."""
+        p = np.asarray(self.prior, dtype=np.float64)
+        rows = self.transition_matrix()
+        ell = resolve_loss(self.loss)
+        losses = ell(
+            np.asarray(self.bin_values)[None, :], np.asarray(self.support, dtype=np.float64)[:, None]
+        )
+        per_label = np.einsum("ij,ij->i", rows, np.where(rows > 0, losses, 0.0))
+        return float(np.dot(p / p.sum(), per_label))
 
     def binning_loss_under_prior(self) -> float:
         """The loss of a label's bin value against the label itself, beyond the loss of the label itself

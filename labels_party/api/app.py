@@ -20,12 +20,13 @@ from labels_party.api.routes import ROUTERS
 from labels_party.budget.ledger import Ledger
 from labels_party.budget.partitioned import referenced_segments
 from labels_party.budget.segments import SegmentStore
-from labels_party.budget.service import BudgetService
 from labels_party.config import LabelsSettings
+from labels_party.datasets.budget import BudgetService
 from labels_party.datasets.service import DatasetService
 from labels_party.delivery.message import Signer
 from labels_party.delivery.service import DeliveryService, RecipientService
 from labels_party.metrics import LabelsMetrics
+from labels_party.releases.cluster import ReleaseCluster
 from labels_party.releases.service import ReleaseService
 from labels_party.releases.work import ReleaseWork
 from labels_party.semi_sensitive.service import SemiSensitiveService
@@ -49,11 +50,12 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
         Identity.load_or_create(settings.identity_path()), settings.party_id, settings.release_ttl_seconds
     )
     instance = Instance.current(settings.instance_name)
-    ledger = Ledger(sessions, SegmentStore.under(settings.data_dir))
-    work = ReleaseWork(settings.data_dir, signer, scheduler=settings.dask_scheduler)
+    data_dir = settings.paths()
+    ledger = Ledger(sessions, SegmentStore(data_dir.ledger))
+    work = ReleaseWork(data_dir, signer, ReleaseCluster(data_dir, settings.dask_scheduler))
     lease = settings.release_lease_seconds
-    releases = ReleaseService(sessions, settings.data_dir, work, ledger, instance, lease, metrics)
-    semi_sensitive = SemiSensitiveService(sessions, settings.data_dir, signer, ledger, instance, lease)
+    releases = ReleaseService(sessions, data_dir, work, ledger, instance, lease, metrics)
+    semi_sensitive = SemiSensitiveService(sessions, data_dir, signer, ledger, instance, lease)
 
     def recover() -> None:
         """Fail every charged job whose owner is gone (keeping its charge), then collect the ledger
@@ -78,9 +80,7 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         migrate(engine)
         recover()
-        removed = clean_spools(settings.data_dir / "tmp", instance) + clean_atomic_leftovers(
-            settings.data_dir
-        )
+        removed = clean_spools(data_dir.spools, instance) + clean_atomic_leftovers(settings.data_dir)
         if removed:
             log.info("removed files a crash left behind", extra={"examples": removed})
         log.info("service started", extra={"path": str(settings.data_dir)})
@@ -108,9 +108,9 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
         sessions=sessions,
         signer=signer,
         instance=instance,
-        datasets=DatasetService(sessions, settings.data_dir),
+        datasets=DatasetService(sessions, data_dir),
         releases=releases,
-        budget=BudgetService(sessions, settings.data_dir),
+        budget=BudgetService(sessions, data_dir),
         recipients=RecipientService(sessions),
         deliveries=DeliveryService(sessions, settings, metrics),
         semi_sensitive=semi_sensitive,

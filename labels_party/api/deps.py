@@ -14,8 +14,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from labeldp.common.api_keys import Authenticated, Bearer, bearer_token, invalid_key
 from labeldp.common.instance import Instance
-from labels_party.budget.service import BudgetService
 from labels_party.config import LabelsSettings
+from labels_party.datasets.budget import BudgetService
 from labels_party.datasets.service import DatasetService
 from labels_party.delivery.message import Signer
 from labels_party.delivery.service import DeliveryService, RecipientService

@@ -23,85 +23,23 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
-import numpy.typing as npt
-from sqlalchemy import insert, select, update
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from labeldp.common.errors import DomainError
 from labels_party.budget.epsilon import ATTO
-from labels_party.budget.segments import SegmentStore, read_segment
-from labels_party.storage.orm import ExampleSpendShard, LedgerEntry, SpendShard, Tenant, UserSpendShard
-
-Keys = npt.NDArray[np.int64]
-SHARDS = 256
-_EMPTY = np.zeros(0, dtype=np.int64)
-
-
-class UnknownTenantError(LookupError):
-    """A tenant id that does not exist: a bug or a race with tenant removal, never user input."""
-
-
-class BudgetExhaustedError(DomainError):
-    """The charge would take ``lacking`` of the ``requested`` examples over the per-example budget
-    (409: nothing was charged)."""
-
-    def __init__(self, lacking: int, requested: int, epsilon_micro: int, budget_micro: int) -> None:
-        super().__init__(
-            "budget-exhausted",
-            f"{lacking} of {requested} examples lack budget for ε = {epsilon_micro / 1e6:g} "
-            f"(per-example budget {budget_micro / 1e6:g})",
-            status=409,
-            examples_lacking_budget=lacking,
-            examples_requested=requested,
-        )
-        self.lacking, self.requested = lacking, requested
-
-
-class UserBudgetExhaustedError(DomainError):
-    """The charge would take ``lacking`` of the ``requested`` users over the per-user budget (409)."""
-
-    def __init__(self, lacking: int, requested: int, most_micro: int, budget_micro: int) -> None:
-        super().__init__(
-            "user-budget-exhausted",
-            f"{lacking} of {requested} users lack budget for this release (up to ε = {most_micro / 1e6:g} "
-            f"per user; per-user budget {budget_micro / 1e6:g})",
-            status=409,
-            users_lacking_budget=lacking,
-            users_requested=requested,
-        )
-        self.lacking, self.requested = lacking, requested
-
-
-class UserDeltaTooLargeError(DomainError):
-    """An (ε, δ) charge whose group-privacy δ for its largest user is not below 1 (422): with a
-    per-user budget the per-user guarantee must hold for δ too, and a δ of 1 guarantees nothing."""
-
-    def __init__(self) -> None:
-        super().__init__(
-            "user-delta-too-large",
-            "with a per-user budget, a user's δ is the group-privacy δ over all of their examples, and "
-            "for this request's largest user it is not below 1: lower epsilon or delta, or train on a "
-            "user-level label release (at most τ examples per user)",
-            status=422,
-        )
-
-
-class DeltaBudgetExhaustedError(DomainError):
-    """The charge's δ would take the tenant over its δ budget (409: nothing was charged)."""
-
-    def __init__(self, delta_atto: int, spent_atto: int, budget_atto: int) -> None:
-        super().__init__(
-            "delta-budget-exhausted",
-            f"this release needs δ = {delta_atto / 1e18:.3g}, and the tenant has {spent_atto / 1e18:.3g} "
-            f"of its δ budget {budget_atto / 1e18:.3g} spent",
-            status=409,
-            delta_requested=delta_atto / 1e18,
-            delta_spent=spent_atto / 1e18,
-            delta_budget=budget_atto / 1e18,
-        )
+from labels_party.budget.errors import (
+    BudgetExhaustedError,
+    DeltaBudgetExhaustedError,
+    UnknownTenantError,
+    UserBudgetExhaustedError,
+    UserDeltaTooLargeError,
+)
+from labels_party.budget.ledger_keys import Keys
+from labels_party.budget.segments import SegmentStore
+from labels_party.budget.shards import Shard, added, load_shards, save_shards
+from labels_party.storage.orm import ExampleSpendShard, LedgerEntry, Tenant, UserSpendShard
 
 
 @dataclass(frozen=True)
@@ -141,156 +79,6 @@ def _changed(tenant: Tenant) -> None:
     """Mark a change of the tenant's spend or budgets: a partitioned charge that read the old version
     can no longer commit."""
     tenant.ledger_version = (tenant.ledger_version or 0) + 1
-
-
-def decode(blob: bytes) -> Keys:
-    return np.frombuffer(blob, dtype="<i8").astype(np.int64)
-
-
-def _encode(values: Keys) -> bytes:
-    return values.astype("<i8").tobytes()
-
-
-def by_shard(keys: Keys) -> tuple[Keys, npt.NDArray[np.intp]]:
-    """Distinct keys ordered so that each shard's keys are contiguous and sorted, plus the shard
-    boundaries. (The shard is the key's top byte; within one shard signed and unsigned order agree.)"""
-    unique = np.unique(np.asarray(keys, dtype=np.int64))
-    ordered = unique[np.argsort(unique.view(np.uint64), kind="stable")]
-    shard = (ordered.view(np.uint64) >> np.uint64(56)).astype(np.int64)
-    return ordered, np.searchsorted(shard, np.arange(SHARDS + 1))
-
-
-@dataclass
-class Shard:
-    index: int
-    keys: Keys  # stored keys, sorted
-    spent: Keys  # stored spend, aligned with keys
-    stored: bool  # whether a row exists yet
-    query: Keys  # the keys of this shard the operation touches, sorted
-    position: npt.NDArray[np.intp]  # where each query key is (or would be inserted) in ``keys``
-    found: npt.NDArray[np.bool_]
-
-    @property
-    def current(self) -> Keys:
-        """Spend of each query key (0 for examples never charged)."""
-        out = np.zeros(self.query.size, dtype=np.int64)
-        out[self.found] = self.spent[self.position[self.found]]
-        return out
-
-
-@dataclass(frozen=True)
-class StoredShard:
-    """A shard row as read: its blobs, or its segment file (full path) and that file's digest."""
-
-    keys: bytes
-    spent: bytes
-    segment: str | None
-    sha256: str | None
-
-    def arrays(self) -> tuple[Keys, Keys]:
-        """(keys, spend), from the blobs or from the segment file (digest checked)."""
-        if self.segment is None:
-            return decode(self.keys), decode(self.spent)
-        assert self.sha256 is not None
-        return read_segment(Path(self.segment), self.sha256)
-
-
-def stored_shards(
-    session: Session,
-    tenant_id: str,
-    model: SpendShard,
-    shards: list[int] | None,
-    store: SegmentStore,
-) -> dict[int, StoredShard]:
-    """The tenant's rows of ``shards`` (None: all of them)."""
-    query = select(model.shard, model.keys, model.spent, model.segment, model.segment_sha256).where(
-        model.tenant_id == tenant_id
-    )
-    if shards is not None:
-        query = query.where(model.shard.in_(shards))
-    out = {}
-    for r in session.execute(query):
-        segment = None
-        if r.segment is not None:
-            segment = str(store.path(r.segment))
-        out[r.shard] = StoredShard(r.keys, r.spent, segment, r.segment_sha256)
-    return out
-
-
-def _load(
-    session: Session,
-    tenant_id: str,
-    keys: Keys,
-    model: SpendShard,
-    store: SegmentStore,
-) -> list[Shard]:
-    ordered, bounds = by_shard(keys)
-    touched = [s for s in range(SHARDS) if bounds[s + 1] > bounds[s]]
-    stored: dict[int, tuple[Keys, Keys]] = {}
-    if touched:
-        stored = {
-            s: row.arrays() for s, row in stored_shards(session, tenant_id, model, touched, store).items()
-        }
-    return [
-        shard_state(s, *stored.get(s, (_EMPTY, _EMPTY)), s in stored, ordered[bounds[s] : bounds[s + 1]])
-        for s in touched
-    ]
-
-
-def shard_state(index: int, keys: Keys, spent: Keys, stored: bool, query: Keys) -> Shard:
-    """Where a shard's sorted query keys are in its stored (sorted) keys."""
-    position = np.searchsorted(keys, query)
-    found = position < keys.size
-    found[found] = keys[position[found]] == query[found]
-    return Shard(index, keys, spent, stored, query, position, found)
-
-
-def _save(
-    session: Session,
-    tenant_id: str,
-    changed: list[tuple[Shard, Keys, Keys]],
-    model: SpendShard = ExampleSpendShard,
-) -> None:
-    """Write back (shard, new keys, new spend) as blobs: updates for stored shards (a shard that was in
-    a segment file comes back into its row), inserts for new ones."""
-    rows = [
-        (
-            sh.stored,
-            {
-                "tenant_id": tenant_id,
-                "shard": sh.index,
-                "keys": _encode(k),
-                "spent": _encode(v),
-                "segment": None,
-                "segment_sha256": None,
-            },
-        )
-        for sh, k, v in changed
-    ]
-    updates = [row for stored, row in rows if stored]
-    inserts = [row for stored, row in rows if not stored]
-    if updates:  # ORM bulk UPDATE by primary key (tenant_id, shard)
-        session.execute(update(model), updates)
-    if inserts:
-        session.execute(insert(model), inserts)
-
-
-def added(shards: list[Shard], amount_of: Callable[[Shard], Keys]) -> list[tuple[Shard, Keys, Keys]]:
-    """Each shard's new (keys, spend) after adding ``amount_of(shard)`` to its query keys."""
-    changed = []
-    for sh in shards:
-        amounts = amount_of(sh)
-        spent = sh.spent.copy()
-        spent[sh.position[sh.found]] += amounts[sh.found]
-        new = ~sh.found
-        changed.append(
-            (
-                sh,
-                np.insert(sh.keys, sh.position[new], sh.query[new]),
-                np.insert(spent, sh.position[new], amounts[new]),
-            )
-        )
-    return changed
 
 
 def _aligned(users: UserCharge) -> Callable[[Shard], Keys]:
@@ -351,7 +139,7 @@ def charge(
         delta_atto = user_delta_atto
     if delta_atto and tenant.delta_spent_atto + delta_atto > tenant.delta_budget_atto:
         raise DeltaBudgetExhaustedError(delta_atto, tenant.delta_spent_atto, tenant.delta_budget_atto)
-    shards = _load(session, tenant_id, keys, ExampleSpendShard, store)
+    shards = load_shards(session, tenant_id, keys, ExampleSpendShard, store)
     requested = sum(sh.query.size for sh in shards)
     limit = tenant.budget_micro - epsilon_micro  # an example may be charged iff spent <= limit
     lacking = requested if limit < 0 else sum(int(np.count_nonzero(sh.current > limit)) for sh in shards)
@@ -360,7 +148,7 @@ def charge(
     user_changes: list[tuple[Shard, Keys, Keys]] = []
     most = None
     if users is not None and users.keys.size:
-        user_shards = _load(session, tenant_id, users.keys, UserSpendShard, store)
+        user_shards = load_shards(session, tenant_id, users.keys, UserSpendShard, store)
         amount_of = _aligned(users)
         most = int(users.amounts.max())
         if tenant.user_budget_micro is not None:
@@ -373,9 +161,9 @@ def charge(
         user_changes = added(user_shards, amount_of)
     _changed(tenant)
     tenant.delta_spent_atto += delta_atto
-    _save(session, tenant_id, added(shards, lambda sh: np.full(sh.query.size, epsilon_micro, np.int64)))
+    save_shards(session, tenant_id, added(shards, lambda sh: np.full(sh.query.size, epsilon_micro, np.int64)))
     if user_changes:
-        _save(session, tenant_id, user_changes, UserSpendShard)
+        save_shards(session, tenant_id, user_changes, UserSpendShard)
     return append_entry(
         session,
         tenant_id,
@@ -446,77 +234,6 @@ def set_user_budget(
         api_key_id=api_key_id,
         note=note or ("per-user budget lifted" if budget_micro is None else ""),
     )
-
-
-@dataclass(frozen=True)
-class SpendSummary:
-    examples: int
-    max_spent_micro: int
-    min_spent_micro: int
-    can_take: int  # how many of the examples can still take the asked ε
-
-
-def spend_summary(
-    session: Session, tenant_id: str, keys: Keys, epsilon_micro: int, store: SegmentStore
-) -> SpendSummary:
-    """Spend over a set of examples (e.g. a dataset's universe); examples never charged count as 0."""
-    tenant = session.get(Tenant, tenant_id)
-    if tenant is None:
-        raise UnknownTenantError(tenant_id)
-    shards = _load(session, tenant_id, keys, ExampleSpendShard, store)
-    if not shards:
-        return SpendSummary(0, 0, 0, 0)
-    current = np.concatenate([sh.current for sh in shards])
-    limit = tenant.budget_micro - epsilon_micro
-    can_take = int(np.count_nonzero(current <= limit)) if limit >= 0 else 0
-    return SpendSummary(int(current.size), int(current.max()), int(current.min()), can_take)
-
-
-@dataclass(frozen=True)
-class UserSpendSummary:
-    users: int
-    spent_quantiles_micro: dict[str, int]  # p50, p90, p99, max over the users
-    can_take: int | None  # how many could still take the asked per-user ε (None: no per-user budget)
-
-
-def user_spend_summary(
-    session: Session,
-    tenant_id: str,
-    user_keys: Keys,
-    epsilon_micro: int,
-    store: SegmentStore,
-) -> UserSpendSummary:
-    """Spend over a set of users (e.g. a dataset's): quantiles only, never one user's spend by key."""
-    tenant = session.get(Tenant, tenant_id)
-    if tenant is None:
-        raise UnknownTenantError(tenant_id)
-    shards = _load(session, tenant_id, user_keys, UserSpendShard, store)
-    current = np.concatenate([sh.current for sh in shards]) if shards else _EMPTY
-    if not current.size:
-        return UserSpendSummary(0, {}, None)
-    quantiles = {
-        name: int(np.quantile(current, q, method="higher"))
-        for name, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))
-    }
-    can_take = None
-    if tenant.user_budget_micro is not None:
-        can_take = int(np.count_nonzero(current + epsilon_micro <= tenant.user_budget_micro))
-    return UserSpendSummary(int(current.size), quantiles, can_take)
-
-
-def spend_of_tenant(
-    session: Session, tenant_id: str, store: SegmentStore, model: SpendShard = ExampleSpendShard
-) -> tuple[Keys, Keys]:
-    """Every (key, micro-ε spent) pair of the tenant's examples (or users) that were ever charged."""
-    rows = stored_shards(session, tenant_id, model, None, store)
-    if not rows:
-        return _EMPTY, _EMPTY
-    arrays = [row.arrays() for row in rows.values()]
-    return np.concatenate([k for k, _ in arrays]), np.concatenate([v for _, v in arrays])
-
-
-def total_spent(session: Session, tenant_id: str, store: SegmentStore) -> int:
-    return int(spend_of_tenant(session, tenant_id, store)[1].sum())
 
 
 @dataclass(frozen=True)

@@ -33,36 +33,22 @@ import pyarrow.parquet as pq
 from sqlalchemy import CursorResult, insert, select, update
 from sqlalchemy.orm import Session
 
-from labeldp.common.errors import DomainError
 from labeldp.scale import Engine
-from labels_party.budget.ledger import (
-    SHARDS,
+from labels_party.budget.errors import (
     BudgetExhaustedError,
-    Ledger,
-    StoredShard,
+    LedgerContentionError,
     UnknownTenantError,
     UserBudgetExhaustedError,
-    added,
-    append_entry,
-    shard_state,
-    stored_shards,
 )
+from labels_party.budget.ledger import Ledger, append_entry
 from labels_party.budget.segments import SegmentStore, segment_name, write_segment
+from labels_party.budget.shards import SHARDS, StoredShard, added, shard_state, stored_shards
 from labels_party.storage.orm import ExampleSpendShard, LedgerEntry, SpendShard, Tenant, UserSpendShard
 
 KEY_COLUMN = "key"
 USER_COLUMN = "user_key"
 MAX_ATTEMPTS = 5
 _EMPTY = np.zeros(0, dtype=np.int64)
-
-
-class LedgerContentionError(DomainError):
-    def __init__(self, attempts: int) -> None:
-        super().__init__(
-            "ledger-contention",
-            f"the tenant's ledger changed under this charge {attempts} times; nothing was charged, retry",
-            status=503,
-        )
 
 
 @dataclass(frozen=True)

@@ -72,10 +72,6 @@ class SegmentStore:
 
     root: Path
 
-    @staticmethod
-    def under(data_dir: Path) -> SegmentStore:
-        return SegmentStore(data_dir / "ledger")
-
     def path(self, name: str) -> Path:
         if not _NAME.fullmatch(name):
             raise SegmentError(f"not a segment name: {name!r}")

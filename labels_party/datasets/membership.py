@@ -24,6 +24,8 @@ from labeldp.common.errors import DomainError
 from labeldp.common.example_ids import first_rows
 from labeldp.common.files import parquet_batches
 from labels_party.budget.ledger_keys import Keys, user_keys
+from labels_party.datasets.store import DatasetFiles
+from labels_party.storage.orm import Dataset
 
 CONFLICT = "user-id-conflict"
 _BATCH_ROWS = 262_144
@@ -121,3 +123,13 @@ def users_in_universe(universe: pa.Table) -> int:
     """How many users a universe declares (an example without a user_id counts as its own user)."""
     users = declared_users(universe)
     return int(pc.count_distinct(users).as_py()) + users.null_count
+
+
+def covered_examples(files: DatasetFiles, ds: Dataset) -> tuple[np.ndarray, np.ndarray]:
+    """(ledger keys, user keys) of the examples a full release of the dataset would cover; reads
+    no label."""
+    labels = files.read_labels(ds.labels_version, ["example_id", "example_key", "user_id"])
+    universe = files.read_universe(ds.universe_version)
+    base = universe if universe is not None else labels
+    keys = np.asarray(base.column("example_key").to_numpy(), dtype=np.int64)
+    return keys, user_keys_of(base.column("example_id").combine_chunks(), keys, labels, universe)

@@ -18,6 +18,7 @@ from labels_party.datasets.membership import check_labels_against, check_univers
 from labels_party.datasets.spec import DatasetSpec
 from labels_party.datasets.store import DatasetFiles, merge_labels
 from labels_party.datasets.uploads import validate_upload
+from labels_party.storage.data_dir import DataDir
 from labels_party.storage.orm import Dataset
 
 
@@ -42,7 +43,7 @@ def get_dataset(session: Session, tenant_id: str, dataset_id: str, *, lock: bool
 
 
 class DatasetService:
-    def __init__(self, sessions: sessionmaker[Session], data_dir: Path) -> None:
+    def __init__(self, sessions: sessionmaker[Session], data_dir: DataDir) -> None:
         self.sessions, self.data_dir = sessions, data_dir
 
     def files(self, dataset_id: str) -> DatasetFiles:

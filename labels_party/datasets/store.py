@@ -9,7 +9,6 @@ removed at the next start).
 from __future__ import annotations
 
 import os
-import uuid
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +23,7 @@ from labeldp.common.files import (
 )
 from labels_party.budget.ledger_keys import key_pairs
 from labels_party.datasets.key_pairs import KeyPairSet
+from labels_party.storage.data_dir import DataDir
 
 LABEL_SCHEMA = pa.schema(
     [
@@ -46,22 +46,22 @@ MERGE_BATCH_ROWS = 262_144
 
 
 class DatasetFiles:
-    def __init__(self, data_dir: Path, dataset_id: str) -> None:
-        self.root = data_dir / "datasets" / dataset_id
+    """One dataset's versioned files (their paths are the ``DataDir``'s)."""
+
+    def __init__(self, data_dir: DataDir, dataset_id: str) -> None:
+        self.data_dir, self.dataset_id = data_dir, dataset_id
 
     def labels_path(self, version: int) -> Path:
-        return self.root / f"labels-v{version}.parquet"
+        return self.data_dir.labels(self.dataset_id, version)
 
     def universe_path(self, version: int) -> Path:
-        return self.root / f"universe-v{version}.parquet"
+        return self.data_dir.universe(self.dataset_id, version)
 
     def non_sensitive_path(self, version: int) -> Path:
-        return self.root / f"non-sensitive-v{version}.parquet"
+        return self.data_dir.non_sensitive(self.dataset_id, version)
 
     def staging_path(self) -> Path:
-        """A fresh temporary file beside the versions (same file system: the final rename is atomic)."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        return self.root / f".staging-{uuid.uuid4().hex}.tmp"
+        return self.data_dir.staging(self.dataset_id)
 
     def read_labels(self, version: int, columns: list[str] | None = None) -> pa.Table:
         """A labels version (``columns``: only those, e.g. to avoid reading labels at all)."""

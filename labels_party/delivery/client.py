@@ -13,7 +13,8 @@ from typing import TypeVar
 
 import grpc
 
-from labeldp.common.wire import MAX_MESSAGE_BYTES, read_records, stored_header
+from labeldp.common.wire.format import MAX_MESSAGE_BYTES
+from labeldp.common.wire.records import read_records, stored_header
 from labeldp.v1 import delivery_pb2 as pb
 
 METHOD = "/labeldp.v1.FeaturesParty/DeliverRelease"

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from labeldp.common.identity import Identity
-from labeldp.common.wire import MessageHeader, Pieces, store_message
+from labeldp.common.wire.sender import MessageHeader, Pieces, store_message
 from labeldp.mechanisms import PublishedMechanism
+from labels_party.storage.data_dir import DataDir
 
 
 @dataclass(frozen=True)
@@ -19,12 +20,8 @@ class Signer:
     ttl_seconds: int
 
 
-def message_path(data_dir: Path, release_id: str) -> Path:
-    return data_dir / "messages" / f"{release_id}.frames"
-
-
 def write_message(
-    data_dir: Path,
+    data_dir: DataDir,
     signer: Signer,
     *,
     release_id: str,
@@ -44,6 +41,6 @@ def write_message(
         label_type=label_type,
         mechanism=mechanism,
     )
-    path = message_path(data_dir, release_id)
+    path = data_dir.message(release_id)
     store_message(path, header, pieces, signer.identity)
     return path

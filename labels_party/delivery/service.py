@@ -14,7 +14,6 @@ from labeldp.common.errors import DomainError
 from labeldp.common.pages import PageRequest
 from labels_party.config import LabelsSettings
 from labels_party.delivery.client import Outcome, deliver, deliver_model
-from labels_party.delivery.message import message_path
 from labels_party.metrics import LabelsMetrics
 from labels_party.storage.orm import Delivery, Recipient, Release, SemiSensitiveModel
 
@@ -120,7 +119,7 @@ class DeliveryService:
             raise DomainError(
                 "recipient-has-no-address", f"recipient {recipient.name!r} has no grpc_address", status=409
             )
-        path = message_path(self.settings.data_dir, release_id)
+        path = self.settings.paths().message(release_id)
         if not path.exists():
             raise DomainError("message-missing", f"release {release_id} has no stored message", status=409)
         credentials = credentials_for(recipient, self.settings)

@@ -16,18 +16,18 @@ Examples over a user-level contribution bound carry no label information and are
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 
 from labeldp.common.errors import DomainError
 from labeldp.mechanisms import PublishedMechanism
-from labeldp.mechanisms.advantage import advantages, decision_rule, targets_of
+from labeldp.mechanisms.advantage import advantages, targets_of
+from labeldp.mechanisms.empirical import decision_rule
 from labels_party.datasets.spec import DatasetSpec
 from labels_party.datasets.store import DatasetFiles
 from labels_party.releases.examples import current_labels
-from labels_party.releases.work import release_path
+from labels_party.storage.data_dir import DataDir
 from labels_party.storage.orm import Dataset, Release
 
 
@@ -41,11 +41,11 @@ class ReleaseAudit:
     realized: dict[str, float]  # that attacker on this release's actual outputs
 
 
-def audit_release(data_dir: Path, ds: Dataset, release: Release) -> ReleaseAudit:
+def audit_release(data_dir: DataDir, ds: Dataset, release: Release) -> ReleaseAudit:
     if release.status != "complete" or release.mechanism is None:
         raise DomainError("release-not-complete", f"release {release.id} is {release.status}", status=409)
     published = PublishedMechanism.model_validate(release.mechanism)
-    output = pq.read_table(release_path(data_dir, release.id), columns=["example_id", "bin"])
+    output = pq.read_table(data_dir.release(release.id), columns=["example_id", "bin"])
     bins = np.asarray(output.column("bin").to_numpy(), dtype=np.int64)
     informative = bins < published.m
     spec = DatasetSpec.model_validate(ds.spec)

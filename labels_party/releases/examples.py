@@ -103,16 +103,6 @@ def example_set(files: DatasetFiles, ds: Dataset, spec: DatasetSpec, subset: lis
     return ExampleSet(ids, keys, values, users, missing, universe is not None)
 
 
-def covered_examples(files: DatasetFiles, ds: Dataset) -> tuple[np.ndarray, np.ndarray]:
-    """(ledger keys, user keys) of the examples a full release of the dataset would cover; reads
-    no label."""
-    labels = files.read_labels(ds.labels_version, ["example_id", "example_key", "user_id"])
-    universe = files.read_universe(ds.universe_version)
-    base = universe if universe is not None else labels
-    keys = np.asarray(base.column("example_key").to_numpy(), dtype=np.int64)
-    return keys, user_keys_of(base.column("example_id").combine_chunks(), keys, labels, universe)
-
-
 def current_labels(files: DatasetFiles, ds: Dataset, spec: DatasetSpec, ids: pa.Array) -> np.ndarray:
     """The labels the dataset holds now for ``ids`` (its default label where it has none, else NaN)."""
     values, _ = _labels_at(ids, files.read_labels(ds.labels_version, ["example_id", "label"]))

@@ -14,7 +14,6 @@ import math
 import secrets
 from dataclasses import asdict, dataclass
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 
@@ -38,6 +37,7 @@ from labels_party.datasets.spec import DatasetSpec
 from labels_party.datasets.store import DatasetFiles
 from labels_party.releases.examples import ExampleSet, StoredExamples, example_set, stored_examples
 from labels_party.releases.limits import MAX_BOUND, MAX_EPSILON, MIN_EPSILON, MIN_EPSILON_PRIOR
+from labels_party.storage.data_dir import DataDir
 from labels_party.storage.orm import Dataset
 
 
@@ -164,7 +164,7 @@ def split_for_users(request: ReleaseRequest, examples: ExampleSet, k: int) -> tu
 
 
 def plan_release(
-    ds: Dataset, data_dir: Path, request: ReleaseRequest, *, partition_rows: int | None = None
+    ds: Dataset, data_dir: DataDir, request: ReleaseRequest, *, partition_rows: int | None = None
 ) -> Plan:
     """The plan of a release of ``ds`` (a row the caller read; the files are read here, outside any
     transaction). ``partition_rows``: a cluster will release it, so an example-level regression

@@ -38,18 +38,20 @@ from labeldp.mechanisms import PublishedMechanism, optimal_mechanism
 from labeldp.scale.release import PARTITION_ROWS
 from labels_party.budget.charged_work import ChargedWork
 from labels_party.budget.epsilon import MICRO
-from labels_party.budget.ledger import BudgetExhaustedError, Charging, Ledger
+from labels_party.budget.errors import BudgetExhaustedError
+from labels_party.budget.ledger import Charging, Ledger
 from labels_party.budget.partitioned import charge_partitioned
 from labels_party.datasets.service import get_dataset
 from labels_party.metrics import LabelsMetrics
 from labels_party.releases.audit import ReleaseAudit, audit_release
 from labels_party.releases.plan import Plan, ReleaseRequest, plan_release
-from labels_party.releases.work import ReleaseWork, release_path
+from labels_party.releases.work import ReleaseWork
+from labels_party.storage.data_dir import DataDir
 from labels_party.storage.orm import Recipient, Release
 
 log = logging.getLogger("labeldp.labels.releases")
 
-__all__ = ["Preview", "ReleaseAudit", "ReleaseRequest", "ReleaseService", "release_path"]
+__all__ = ["Preview", "ReleaseAudit", "ReleaseRequest", "ReleaseService"]
 
 
 PriorSource = Literal["labels", "release", "public"]
@@ -69,7 +71,7 @@ class ReleaseService:
     def __init__(
         self,
         sessions: sessionmaker[Session],
-        data_dir: Path,
+        data_dir: DataDir,
         work: ReleaseWork,
         ledger: Ledger,
         instance: Instance,
@@ -77,6 +79,7 @@ class ReleaseService:
         metrics: LabelsMetrics,
     ) -> None:
         self.sessions, self.data_dir, self.work, self.metrics = sessions, data_dir, work, metrics
+        self.cluster = work.cluster
         self.jobs = ChargedWork(
             ledger, Release, instance, lease_seconds, name="release", remove_outputs=work.remove_outputs
         )
@@ -102,7 +105,7 @@ class ReleaseService:
         release = self.get(tenant_id, release_id)
         if release.status != "complete":
             raise DomainError("release-not-complete", f"release {release_id} is {release.status}", status=409)
-        return release_path(self.data_dir, release_id)
+        return self.data_dir.release(release_id)
 
     def audit(self, tenant_id: str, release_id: str) -> ReleaseAudit:
         """Free, tenant-only: what the best attacker learns from this release (``audit.py``)."""
@@ -207,7 +210,7 @@ class ReleaseService:
         existing = self.jobs.find(tenant_id, key, digest)
         if existing is not None:
             return existing, False
-        rows = PARTITION_ROWS if self.work.scheduler is not None else None
+        rows = PARTITION_ROWS if self.cluster.scheduler is not None else None
         with self.sessions() as session:  # a short read; the files are read after it
             ds = get_dataset(session, tenant_id, dataset_id)
             recipient = session.execute(
@@ -216,7 +219,7 @@ class ReleaseService:
         plan = plan_release(ds, self.data_dir, request, partition_rows=rows)
         if recipient is None:
             raise DomainError("unknown-recipient", f"no registered recipient named {request.recipient!r}")
-        self.work.ready(plan)  # a configured cluster must answer before anything is charged
+        self.cluster.ready(plan)  # a configured cluster must answer before anything is charged
         release, created = self._charge(tenant_id, api_key_id, dataset_id, key, digest, plan, recipient)
         if not created:  # lost the race for this Idempotency-Key
             return release, False
@@ -258,7 +261,7 @@ class ReleaseService:
             contribution_bound=str(plan.user.bound) if plan.user else None,
             users=plan.user.users if plan.user else None,
         )
-        if self.work.on_cluster(plan):
+        if self.cluster.runs(plan):
             return self._charge_on_cluster(release, plan, api_key_id)
 
         def charge(ledger: Charging, row: Release) -> None:
@@ -284,10 +287,10 @@ class ReleaseService:
         tenant's row first by bumping its ledger version — inserts the release and makes the charge
         visible, or nothing happens and the staged files are removed."""
         try:
-            staged = self.work.stage(release.id, plan)
+            staged = self.cluster.stage(release.id, plan)
             charge_partitioned(
                 self.jobs.ledger,
-                self.work.cluster(),
+                self.cluster.engine(),
                 release.tenant_id,
                 staged,
                 plan.epsilon_micro,
@@ -329,4 +332,4 @@ class ReleaseService:
 
     def shutdown(self) -> None:
         self.background.shutdown(wait=True)
-        self.work.close()
+        self.cluster.close()

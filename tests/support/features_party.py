@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from labeldp.common.identity import Identity, public_key_pem
-from labeldp.common.wire import build_frames
+from labeldp.common.wire.sender import build_frames
 from labeldp.v1 import delivery_pb2_grpc as pb_grpc
 from tests.support.messages import SENDER
 

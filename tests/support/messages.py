@@ -9,7 +9,7 @@ import uuid
 import numpy as np
 import pyarrow as pa
 
-from labeldp.common.wire import ReleaseMessage
+from labeldp.common.wire.sender import ReleaseMessage
 from labeldp.mechanisms import PublishedMechanism, RROnBins, integer_grid
 
 SENDER, RECEIVER = "advertiser", "publisher"

@@ -66,7 +66,8 @@ async def put_feature_table(
     overrides = {c: "categorical" for c in _columns(categorical)} | {c: "numeric" for c in _columns(numeric)}
     fmt = table_format(request.headers.get("content-type"))
     settings = svc.settings
-    path = await spool_body(request, settings.data_dir / "tmp", settings.max_upload_bytes, f".{fmt}")
+    spool = settings.paths().spool(svc.instance.token)  # this process's own folder: cleaned if it dies
+    path = await spool_body(request, spool, settings.max_upload_bytes, f".{fmt}")
     try:
         row, created = await run_in_threadpool(
             svc.tables.store, caller.tenant_id, name, path, fmt, overrides, _columns(non_sensitive)

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Query, Request
 
 from labeldp.common.pages import Page, Paging
 from labels_party.api.deps import Budget, Caller
-from labels_party.api.schemas import BudgetOut, LedgerEntryOut
+from labels_party.api.schemas.budget import BudgetOut, LedgerEntryOut
 
 router = APIRouter(prefix="/v1", tags=["budget"])
 

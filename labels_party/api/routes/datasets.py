@@ -9,9 +9,9 @@ from labeldp.common.openapi import errors, upload_body
 from labeldp.common.pages import Page, Paging
 from labeldp.common.spool import spool_body
 from labels_party.api.deps import Caller, Datasets, Services
-from labels_party.api.schemas import DatasetIn, DatasetOut, UploadOut
+from labels_party.api.schemas.datasets import DatasetIn, DatasetOut, UploadOut
+from labels_party.datasets.readers import upload_format
 from labels_party.datasets.spec import DatasetSpec
-from labels_party.datasets.uploads import upload_format
 
 UPLOAD_TYPES = ("text/csv", "application/x-ndjson", "application/vnd.apache.parquet")
 UPLOAD_ERRORS = errors(
@@ -47,7 +47,7 @@ async def _spool(request: Request, svc: Services) -> tuple[Path, str]:
     """Stream the body to a temporary file (bounded memory), enforcing the size limit."""
     fmt = upload_format(request.headers.get("content-type"))
     settings = svc.settings
-    spool = settings.data_dir / "tmp" / svc.instance.token  # this process's own folder: cleaned if it dies
+    spool = settings.paths().spool(svc.instance.token)  # this process's own folder: cleaned if it dies
     return await spool_body(request, spool, settings.max_upload_bytes, f".{fmt}"), fmt
 
 

@@ -5,7 +5,7 @@ from fastapi import APIRouter, Request
 from labeldp.common.openapi import errors
 from labeldp.common.pages import Page, Paging
 from labels_party.api.deps import Caller, Deliveries
-from labels_party.api.schemas import DeliveryOut
+from labels_party.api.schemas.deliveries import DeliveryOut
 
 router = APIRouter(prefix="/v1", tags=["delivery"])
 

@@ -4,7 +4,7 @@ from fastapi import APIRouter
 
 from labeldp.common.identity import public_key_pem
 from labels_party.api.deps import Caller, Services
-from labels_party.api.schemas import IdentityOut
+from labels_party.api.schemas.identity import IdentityOut
 
 router = APIRouter(prefix="/v1", tags=["identity"])
 

@@ -5,7 +5,7 @@ from fastapi import APIRouter, Request
 from labeldp.common.openapi import errors
 from labeldp.common.pages import Page, Paging
 from labels_party.api.deps import Caller, Recipients
-from labels_party.api.schemas import RecipientIn, RecipientOut
+from labels_party.api.schemas.recipients import RecipientIn, RecipientOut
 
 router = APIRouter(prefix="/v1", tags=["recipients"])
 

@@ -9,7 +9,7 @@ from labeldp.common.errors import DomainError
 from labeldp.common.openapi import errors
 from labeldp.common.pages import Page, Paging
 from labels_party.api.deps import Caller, Releases
-from labels_party.api.schemas import AuditOut, PreviewIn, PreviewOut, ReleaseIn, ReleaseOut
+from labels_party.api.schemas.releases import AuditOut, PreviewIn, PreviewOut, ReleaseIn, ReleaseOut
 
 router = APIRouter(prefix="/v1", tags=["releases"])
 

@@ -9,7 +9,8 @@ from fastapi.concurrency import run_in_threadpool
 from labeldp.common.errors import DomainError
 from labeldp.common.openapi import errors
 from labels_party.api.deps import Caller, Deliveries, SemiSensitive
-from labels_party.api.schemas import ModelDeliveryOut, SemiSensitiveModelIn, SemiSensitiveModelOut
+from labels_party.api.schemas.deliveries import ModelDeliveryOut
+from labels_party.api.schemas.semi_sensitive_models import SemiSensitiveModelIn, SemiSensitiveModelOut
 
 router = APIRouter(prefix="/v1", tags=["semi-sensitive models"])
 

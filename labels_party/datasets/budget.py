@@ -1,9 +1,10 @@
-"""What a tenant may ask about its budget: spend over a dataset's examples, and the ledger itself."""
+"""A dataset's budget, as a tenant may ask about it: spend over the examples and users a release of the
+dataset would cover (its membership), and the tenant's ledger entries. It reads datasets, so it lives
+above the ledger (``labels_party/budget``), which knows nothing of datasets."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from sqlalchemy import select
@@ -11,11 +12,12 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from labeldp.common.pages import PageRequest
 from labels_party.budget.epsilon import to_micro
-from labels_party.budget.ledger import SpendSummary, UserSpendSummary, spend_summary, user_spend_summary
 from labels_party.budget.segments import SegmentStore
+from labels_party.budget.summaries import SpendSummary, UserSpendSummary, spend_summary, user_spend_summary
+from labels_party.datasets.membership import covered_examples
 from labels_party.datasets.service import get_dataset
 from labels_party.datasets.store import DatasetFiles
-from labels_party.releases.examples import covered_examples
+from labels_party.storage.data_dir import DataDir
 from labels_party.storage.orm import LedgerEntry, Tenant
 
 
@@ -30,9 +32,9 @@ class DatasetBudget:
 
 
 class BudgetService:
-    def __init__(self, sessions: sessionmaker[Session], data_dir: Path) -> None:
+    def __init__(self, sessions: sessionmaker[Session], data_dir: DataDir) -> None:
         self.sessions, self.data_dir = sessions, data_dir
-        self.segments = SegmentStore.under(data_dir)
+        self.segments = SegmentStore(data_dir.ledger)
 
     def for_dataset(
         self, tenant_id: str, dataset_id: str, epsilon: float, epsilon_user: float

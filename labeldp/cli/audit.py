@@ -3,24 +3,27 @@
 ``attack`` runs, from files, the label-inference attack the features party could mount on a release
 and scores it against the true labels; ``epsilon`` checks a live labels party's sampler with canaries.
 ``release`` prints the labels party's own (tenant-only, free) audit of a release. Exit codes: 0 done,
-1 the service refused or the ε check failed, 2 bad local input.
+1 the service refused or the ε check failed, 2 bad local input. pyarrow and the mechanism library are
+imported by the commands that read files, not when the CLI starts.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import pyarrow as pa
-import pyarrow.csv as pcsv
-import pyarrow.parquet as pq
 import typer
 
-from labeldp.cli.client_commands import AsJson, LabelsKey, LabelsUrl, labels_client, show
-from labeldp.mechanisms import PublishedMechanism
+from labeldp.cli.options import LABELS_URL, AsJson, LabelsKey, LabelsUrl, labels_client
+from labeldp.terminal import error, show
 
-audit_app = typer.Typer(
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from labeldp.mechanisms import PublishedMechanism
+
+app = typer.Typer(
     help="Measure what an attacker learns from a release (additive / multiplicative advantage, ε).",
     no_args_is_help=True,
 )
@@ -29,6 +32,10 @@ DataFile = Annotated[Path, typer.Option(exists=True, dir_okay=False, help="CSV o
 
 
 def _table(path: Path) -> pa.Table:
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         return pq.read_table(path)
@@ -41,6 +48,8 @@ def _table(path: Path) -> pa.Table:
 
 def _mechanism(path: Path) -> PublishedMechanism:
     """A release as JSON from either party (``GET /v1/releases/{id}``) or a bare published mechanism."""
+    from labeldp.mechanisms import PublishedMechanism
+
     try:
         data: Any = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
@@ -53,7 +62,7 @@ def _mechanism(path: Path) -> PublishedMechanism:
         raise ValueError(f"{path}: not a release or published mechanism: {exc}") from exc
 
 
-@audit_app.command("attack")
+@app.command("attack")
 def audit_attack(
     release: Annotated[
         Path,
@@ -75,7 +84,7 @@ def audit_attack(
         mechanism = _mechanism(release)
         result = run_attack(mechanism, _table(released), _table(features), _table(truth), alpha=alpha)
     except (ValueError, AuditInputError, OSError) as exc:
-        typer.echo(f"error: {exc}", err=True)
+        error(str(exc))
         raise typer.Exit(code=2) from exc
     m, e = result.measured, result.exact.summary()
     summary = {
@@ -103,7 +112,7 @@ def audit_attack(
     show(summary, as_json, line)
 
 
-@audit_app.command("epsilon")
+@app.command("epsilon")
 def audit_epsilon(
     recipient: Annotated[str, typer.Option(help="A registered recipient to address the canary release to.")],
     epsilon: Annotated[float, typer.Option(help="ε of the canary release.")] = 1.0,
@@ -112,7 +121,7 @@ def audit_epsilon(
     epsilon_prior: Annotated[
         float | None, typer.Option(help="ε₁ of the release (default: the service's).")
     ] = None,
-    url: LabelsUrl = "http://127.0.0.1:8400",
+    url: LabelsUrl = LABELS_URL,
     api_key: LabelsKey = "",
     as_json: AsJson = False,
 ) -> None:
@@ -136,15 +145,14 @@ def audit_epsilon(
         raise typer.Exit(code=1)
 
 
-@audit_app.command("release")
+@app.command("release")
 def audit_release(
     release_id: Annotated[str, typer.Argument(help="A complete release's id.")],
-    url: LabelsUrl = "http://127.0.0.1:8400",
+    url: LabelsUrl = LABELS_URL,
     api_key: LabelsKey = "",
     as_json: AsJson = False,
 ) -> None:
     """The labels party's own audit of a release with the raw labels (free, tenant-only, never logged)."""
-
     with labels_client(url, api_key) as client:
         a = client.audit(release_id)
     t, r = a["true_distribution"], a["realized"]

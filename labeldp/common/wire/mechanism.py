@@ -1,0 +1,98 @@
+"""The one mapping between ``PublishedMechanism`` and its protobuf form (``Mechanism`` and
+``NoisyPrior`` in the signed header)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from labeldp.common.wire.format import WireError
+from labeldp.mechanisms.published import PublishedMechanism
+from labeldp.v1 import delivery_pb2 as pb
+
+
+@dataclass(frozen=True)
+class MechanismFields:
+    """The header fields a ``PublishedMechanism`` occupies."""
+
+    mechanism: pb.Mechanism
+    prior: pb.NoisyPrior
+    epsilon_total: float
+    epsilon_prior: float
+    epsilon_randomize: float
+
+
+def mechanism_to_proto(published: PublishedMechanism) -> MechanismFields:
+    edges = published.bin_edges
+    return MechanismFields(
+        mechanism=pb.Mechanism(
+            kind=published.kind,
+            epsilon=published.epsilon_randomize,
+            implemented_epsilon=published.implemented_epsilon,
+            bin_values=published.bin_values,
+            loss=published.loss,
+            bin_lower=[lo for lo, _ in edges],
+            bin_upper=[hi for _, hi in edges],
+            support_bins=published.support_bins,
+            privacy_unit=published.privacy_unit,
+            contribution_bound=published.contribution_bound or 0,
+            prior_contribution_bound=published.prior_contribution_bound or 0,
+            epsilon_bound=published.epsilon_bound,
+            epsilon_example=published.epsilon_example or 0.0,
+        ),
+        prior=pb.NoisyPrior(support=published.support, masses=published.prior),
+        epsilon_total=published.epsilon,
+        epsilon_prior=published.epsilon_prior,
+        epsilon_randomize=published.epsilon_randomize,
+    )
+
+
+def _support_bins_of_old_sender(header: pb.ReleaseHeader) -> list[int]:
+    """Messages from senders before ``support_bins`` existed: derive the map from the bin intervals
+    (RR-on-Bins) or from the reported classes (RR-Top-k)."""
+    m, support = header.mechanism, list(header.prior.support)
+    if m.kind == "rr_top_k":
+        position = {value: j for j, value in enumerate(m.bin_values)}
+        return [position.get(value, -1) for value in support]
+    out = []
+    for value in support:
+        found = [
+            j for j, (lo, hi) in enumerate(zip(m.bin_lower, m.bin_upper, strict=False)) if lo <= value <= hi
+        ]
+        out.append(found[0] if found else -2)  # -2 fails validation: a support point in no bin
+    return out
+
+
+def mechanism_from_header(header: pb.ReleaseHeader) -> PublishedMechanism:
+    """The published mechanism a (verified) header states; a malformed one is ``invalid_argument``."""
+    m = header.mechanism
+    if m.epsilon != header.epsilon_randomize:
+        raise WireError(
+            "invalid_argument", "the mechanism's epsilon differs from the header's epsilon_randomize"
+        )
+    bins = list(m.support_bins) if len(m.support_bins) else _support_bins_of_old_sender(header)
+    try:
+        return PublishedMechanism(
+            kind=m.kind,
+            loss=m.loss or "squared",
+            epsilon=header.epsilon_total,
+            epsilon_prior=header.epsilon_prior,
+            epsilon_randomize=header.epsilon_randomize,
+            implemented_epsilon=m.implemented_epsilon,
+            support=tuple(header.prior.support),
+            prior=tuple(header.prior.masses),
+            support_bins=tuple(bins),
+            bin_values=tuple(m.bin_values),
+            privacy_unit=m.privacy_unit or "example",
+            contribution_bound=m.contribution_bound or None,
+            prior_contribution_bound=m.prior_contribution_bound or None,
+            epsilon_bound=m.epsilon_bound,
+            epsilon_example=m.epsilon_example or None,
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first.get("loc", ()))
+        raise WireError(
+            "invalid_argument", f"malformed mechanism: {where} {first.get('msg', '')}".strip()
+        ) from exc

@@ -1,0 +1,156 @@
+"""The sender's side: a release serialized into chunks, the SHA-256 of the serialized chunks in
+order put into the header, and the header's exact bytes signed — one signature covers the whole
+release."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from labeldp.common.identity import Identity
+from labeldp.common.wire.format import CHUNK_MAX_EXAMPLES, CHUNK_MAX_ID_BYTES, FORMAT_VERSION, ID_SCHEMA
+from labeldp.common.wire.mechanism import mechanism_to_proto
+from labeldp.common.wire.records import store_records, write_records
+from labeldp.mechanisms.published import PublishedMechanism
+from labeldp.v1 import delivery_pb2 as pb
+
+
+@dataclass(frozen=True)
+class MessageHeader:
+    """What the labels party states about a release in its message (all of it public)."""
+
+    release_id: str
+    sender_id: str
+    recipient_id: str
+    created_at_unix_ms: int
+    expires_at_unix_ms: int
+    label_type: str
+    mechanism: PublishedMechanism
+
+
+@dataclass(frozen=True)
+class ReleaseMessage(MessageHeader):
+    """A whole message in memory: the header and the released (example ID, bin) pairs."""
+
+    example_ids: pa.Array
+    bins: npt.NDArray[np.integer]
+
+
+Pieces = Iterable[tuple[pa.Array, npt.NDArray[np.integer]]]  # (example IDs, bins), in message order
+
+
+def encoding_for(num_bins: int) -> pb.BinEncoding:
+    return pb.BIN_ENCODING_UINT8 if num_bins <= 256 else pb.BIN_ENCODING_UINT16_LE
+
+
+def _pack_bins(bins: npt.NDArray[np.integer], encoding: pb.BinEncoding) -> bytes:
+    dtype = np.uint8 if encoding == pb.BIN_ENCODING_UINT8 else np.dtype("<u2")
+    arr = np.asarray(bins)
+    if arr.size and (int(arr.min()) < 0 or int(arr.max()) > np.iinfo(dtype).max):
+        raise ValueError("bin indices do not fit the bin encoding")  # a bug, never silent wrap-around
+    return arr.astype(dtype).tobytes()
+
+
+def _encode_ids(ids: pa.Array) -> bytes:
+    sink = pa.BufferOutputStream()
+    options = pa.ipc.IpcWriteOptions(compression="zstd")
+    with pa.ipc.new_stream(sink, ID_SCHEMA, options=options) as writer:
+        writer.write_batch(pa.record_batch([ids], schema=ID_SCHEMA))
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def _chunk_bounds(ids: pa.Array) -> Iterator[tuple[int, int]]:
+    lengths = np.asarray(pa.compute.binary_length(ids).to_numpy(zero_copy_only=False), dtype=np.int64)
+    start, n = 0, len(ids)
+    while start < n:
+        stop = min(n, start + CHUNK_MAX_EXAMPLES)
+        cumulative = np.cumsum(lengths[start:stop])
+        fits = int(np.searchsorted(cumulative, CHUNK_MAX_ID_BYTES, side="right"))
+        stop = start + max(1, fits)
+        yield start, stop
+        start = stop
+
+
+def _chunks(pieces: Pieces, encoding: pb.BinEncoding) -> Iterator[pb.Chunk]:
+    """The chunk frames of the pieces, numbered in order (a piece never shares a chunk)."""
+    index = 0
+    for example_ids, bins in pieces:
+        ids = example_ids.cast(pa.string())
+        if isinstance(ids, pa.ChunkedArray):
+            ids = ids.combine_chunks()
+        if len(ids) != len(bins):
+            raise ValueError("example_ids and bins must have the same length")
+        for start, stop in _chunk_bounds(ids):
+            yield pb.Chunk(
+                index=index,
+                examples=stop - start,
+                example_ids=_encode_ids(ids.slice(start, stop - start)),
+                bins=_pack_bins(bins[start:stop], encoding),
+            )
+            index += 1
+
+
+def _signed_header(
+    release: MessageHeader, identity: Identity, examples: int, chunks: int, digest: bytes
+) -> pb.ReleaseFrame:
+    fields = mechanism_to_proto(release.mechanism)
+    header = pb.ReleaseHeader(
+        format_version=FORMAT_VERSION,
+        release_id=release.release_id,
+        sender_id=release.sender_id,
+        sender_key_id=identity.key_id,
+        recipient_id=release.recipient_id,
+        created_at_unix_ms=release.created_at_unix_ms,
+        expires_at_unix_ms=release.expires_at_unix_ms,
+        label_type=release.label_type,
+        epsilon_total=fields.epsilon_total,
+        epsilon_prior=fields.epsilon_prior,
+        epsilon_randomize=fields.epsilon_randomize,
+        mechanism=fields.mechanism,
+        prior=fields.prior,
+        example_count=examples,
+        chunk_count=chunks,
+        payload_sha256=digest,
+        bin_encoding=encoding_for(release.mechanism.bin_codes),
+    )
+    header_bytes = header.SerializeToString(deterministic=True)
+    return pb.ReleaseFrame(header=pb.SignedHeader(header=header_bytes, signature=identity.sign(header_bytes)))
+
+
+def build_frames(release: ReleaseMessage, identity: Identity) -> list[pb.ReleaseFrame]:
+    """The whole message in memory: the signed header frame, then the chunk frames."""
+    encoding = encoding_for(release.mechanism.bin_codes)
+    chunks = list(_chunks([(release.example_ids, release.bins)], encoding))
+    digest = hashlib.sha256()
+    for chunk in chunks:
+        digest.update(chunk.SerializeToString(deterministic=True))
+    header = _signed_header(release, identity, len(release.example_ids), len(chunks), digest.digest())
+    return [header, *(pb.ReleaseFrame(chunk=c) for c in chunks)]
+
+
+def store_message(path: Path, release: MessageHeader, pieces: Pieces, identity: Identity) -> None:
+    """Build a message from ``pieces`` and store it at ``path`` without holding it in memory: the chunk
+    frames are spooled (and hashed, in order) one at a time, then the signed header and the spooled
+    chunks are written atomically. Chunks never span two pieces; the receiver cannot tell the pieces
+    apart."""
+    encoding = encoding_for(release.mechanism.bin_codes)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    spool = path.with_name(f".{path.name}.{uuid.uuid4().hex}.chunks")
+    try:
+        digest, examples, count = hashlib.sha256(), 0, 0
+        with open(spool, "wb") as fh:
+            for chunk in _chunks(pieces, encoding):
+                digest.update(chunk.SerializeToString(deterministic=True))
+                write_records(fh, [pb.ReleaseFrame(chunk=chunk).SerializeToString(deterministic=True)])
+                examples, count = examples + chunk.examples, count + 1
+        header = _signed_header(release, identity, examples, count, digest.digest())
+        store_records(path, header.SerializeToString(deterministic=True), spool)
+    finally:
+        spool.unlink(missing_ok=True)

@@ -1,0 +1,87 @@
+"""Bodies of ``/v1/datasets/{id}/budget`` and ``/v1/ledger``: spend (quantiles for users) and the
+append-only ledger."""
+
+from __future__ import annotations
+
+from pydantic import AwareDatetime, BaseModel, Field
+
+from labels_party.budget.epsilon import as_delta, as_float
+from labels_party.datasets.budget import DatasetBudget
+from labels_party.storage.orm import LedgerEntry
+
+
+class UserBudgetOut(BaseModel):
+    per_user_budget: float | None = Field(description="None: per-user spend is recorded, not limited")
+    users: int = Field(
+        description="users the dataset's examples belong to (an example without user_id is one)"
+    )
+    spent: dict[str, float] = Field(description="per-user spend over these users: p50, p90, p99, max")
+    epsilon_user_asked: float
+    can_take: int | None = Field(description="users that could still take epsilon_user (None: no limit)")
+
+
+class BudgetOut(BaseModel):
+    per_example_budget: float
+    examples: int
+    max_spent: float
+    min_spent: float
+    epsilon_asked: float
+    can_take: int
+    users: UserBudgetOut
+    delta_budget: float = Field(description="the tenant's δ budget over all (ε, δ) releases (0: pure ε only)")
+    delta_spent: float = Field(description="δ taken by (ε, δ) releases so far, tenant-wide")
+
+    @classmethod
+    def of(cls, b: DatasetBudget, epsilon: float, epsilon_user: float) -> BudgetOut:
+        u = b.users
+        return cls(
+            per_example_budget=as_float(b.budget_micro),
+            examples=b.summary.examples,
+            max_spent=as_float(b.summary.max_spent_micro),
+            min_spent=as_float(b.summary.min_spent_micro),
+            epsilon_asked=epsilon,
+            can_take=b.summary.can_take,
+            users=UserBudgetOut(
+                per_user_budget=as_float(b.user_budget_micro) if b.user_budget_micro is not None else None,
+                users=u.users,
+                spent={name: as_float(v) for name, v in u.spent_quantiles_micro.items()},
+                epsilon_user_asked=epsilon_user,
+                can_take=u.can_take,
+            ),
+            delta_budget=as_delta(b.delta_budget_atto),
+            delta_spent=as_delta(b.delta_spent_atto),
+        )
+
+
+class LedgerEntryOut(BaseModel):
+    id: int
+    kind: str
+    release_id: str | None
+    epsilon: float
+    epsilon_micro: int
+    examples: int
+    users: int = Field(description="charges: how many users were charged")
+    user_epsilon: float | None = Field(description="charges: the most any one user was charged")
+    delta: float | None = Field(
+        None, description="(ε, δ) charges: the δ taken; delta_budget_set: the new budget"
+    )
+    api_key_id: str | None
+    note: str
+    created_at: AwareDatetime
+
+    @classmethod
+    def of(cls, e: LedgerEntry) -> LedgerEntryOut:
+        return cls(
+            id=e.id,
+            kind=e.kind,
+            release_id=e.release_id,
+            epsilon=as_float(e.epsilon_micro),
+            epsilon_micro=e.epsilon_micro,
+            examples=e.examples,
+            users=e.users or 0,
+            user_epsilon=as_float(e.user_epsilon_micro) if e.user_epsilon_micro is not None else None,
+            delta=as_delta(e.delta_atto) if e.delta_atto is not None else None,
+            api_key_id=e.api_key_id,
+            note=e.note,
+            created_at=e.created_at,
+        )

@@ -1,0 +1,56 @@
+"""Bodies of ``/v1/recipients``: the features parties a tenant may release to."""
+
+from __future__ import annotations
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from labeldp.common.inputs import Name, Pem
+from labels_party.storage.orm import Recipient
+
+
+class RecipientIn(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "publisher",
+                    "grpc_address": "publisher.example:8501",
+                    "fingerprint": "ed25519:4b47bdb2497d2b734bb4f0663cb6c42a",
+                }
+            ]
+        }
+    )
+
+    name: Name = Field(description="the features party's id (its party_id)")
+    grpc_address: str | None = Field(
+        None,
+        max_length=300,
+        pattern=r"^[^\x00-\x20\x7f]+:[0-9]{1,5}$",
+        description="host:port of its gRPC receiver",
+    )
+    tls_ca_pem: Pem | None = Field(
+        None, description="CA certificate (PEM) that signed its server certificate"
+    )
+    fingerprint: str | None = Field(
+        None, max_length=80, pattern=r"^[!-~]+$", description="its Ed25519 key fingerprint (GET /v1/identity)"
+    )
+
+
+class RecipientOut(BaseModel):
+    id: str
+    name: str
+    grpc_address: str | None
+    fingerprint: str | None
+    tls: bool
+    created_at: AwareDatetime
+
+    @classmethod
+    def of(cls, r: Recipient) -> RecipientOut:
+        return cls(
+            id=r.id,
+            name=r.name,
+            grpc_address=r.grpc_address,
+            fingerprint=r.fingerprint,
+            tls=bool(r.tls_ca_pem),
+            created_at=r.created_at,
+        )

@@ -1,0 +1,240 @@
+"""Bodies of releases: the request (validated before anything is charged), the release, its free
+preview and its tenant-only audit."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Self
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+
+from labeldp.common.inputs import ExampleId, Name
+from labeldp.mechanisms import LossName, PrivacyUnit, PublishedMechanism
+from labels_party.budget.epsilon import as_float
+from labels_party.releases.limits import (
+    MAX_BOUND,
+    MAX_EPSILON,
+    MAX_LISTED_EXAMPLES,
+    MIN_EPSILON,
+    MIN_EPSILON_PRIOR,
+)
+from labels_party.releases.service import Preview, ReleaseAudit, ReleaseRequest
+from labels_party.storage.orm import Release
+
+
+class ReleaseIn(BaseModel):
+    model_config = ConfigDict(
+        allow_inf_nan=False,
+        json_schema_extra={
+            "examples": [
+                {"epsilon": 1, "recipient": "publisher", "loss": "squared"},
+                {
+                    "privacy_unit": "user",
+                    "epsilon_user": 4,
+                    "contribution_bound": "auto",
+                    "recipient": "publisher",
+                },
+            ]
+        },
+    )
+
+    privacy_unit: PrivacyUnit = Field(
+        "example",
+        description="example: ε protects each example's label; user: ε_user protects all of a user's labels",
+    )
+    epsilon: float | None = Field(
+        None,
+        ge=MIN_EPSILON,
+        le=MAX_EPSILON,
+        description="example-level: total ε charged to every example in the release",
+    )
+    epsilon_user: float | None = Field(
+        None, ge=MIN_EPSILON, le=MAX_EPSILON, description="user-level: total ε charged to every user"
+    )
+    contribution_bound: Annotated[int, Field(ge=1, le=MAX_BOUND)] | Literal["auto", "private"] | None = Field(
+        None,
+        description="user-level: τ, the most examples per user that carry information; auto: chosen from "
+        "the noisy prior and the examples per user (docs/math.md §10); private: an ε-DP quantile of "
+        "examples per user",
+    )
+    epsilon_bound: float | None = Field(
+        None,
+        ge=MIN_EPSILON_PRIOR,
+        description="user-level, contribution_bound private: the part of epsilon_user spent choosing τ "
+        "(default a tenth)",
+    )
+    epsilon_prior: float | None = Field(
+        None,
+        ge=MIN_EPSILON_PRIOR,
+        description="part of ε for the private prior (less than epsilon); default min(ε/2, √(k/n))",
+    )
+    loss: LossName | None = Field(
+        None,
+        description="the loss the mechanism is optimized for (zero_one: classes); "
+        "default: squared, or zero_one for categorical labels",
+    )
+    recipient: Name = Field(description="name of a registered recipient (features party)")
+    example_ids: list[ExampleId] | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_LISTED_EXAMPLES,
+        description="release only these IDs (default: all)",
+    )
+
+    @model_validator(mode="after")
+    def _one_unit(self) -> Self:
+        if self.privacy_unit == "example":
+            if self.epsilon is None:
+                raise ValueError("an example-level release needs epsilon")
+            if self.epsilon_user is not None or self.contribution_bound is not None or self.epsilon_bound:
+                raise ValueError("epsilon_user, contribution_bound and epsilon_bound need privacy_unit user")
+        else:
+            if self.epsilon_user is None or self.contribution_bound is None:
+                raise ValueError("a user-level release needs epsilon_user and contribution_bound")
+            if self.epsilon is not None:
+                raise ValueError("a user-level release states epsilon_user, not epsilon")
+            if self.epsilon_bound is not None and self.contribution_bound != "private":
+                raise ValueError("epsilon_bound is for contribution_bound private only")
+        return self
+
+    def request(self) -> ReleaseRequest:
+        epsilon = self.epsilon if self.privacy_unit == "example" else self.epsilon_user
+        assert epsilon is not None  # _one_unit
+        return ReleaseRequest(
+            epsilon,
+            self.loss,
+            self.recipient,
+            self.epsilon_prior,
+            self.example_ids,
+            self.privacy_unit,
+            self.contribution_bound,
+            self.epsilon_bound,
+        )
+
+
+class ReleaseOut(BaseModel):
+    id: str
+    dataset_id: str
+    status: str
+    recipient_id: str
+    privacy_unit: PrivacyUnit
+    epsilon: float = Field(
+        description="ε charged to each charged example (user-level: the most any can spend)"
+    )
+    epsilon_charged_micro: int
+    epsilon_user: float | None = Field(description="user-level: ε charged to every user in the release")
+    contribution_bound: str | None = Field(description="user-level: τ as asked (a number, auto or private)")
+    users: int | None = Field(description="user-level: how many users the release covers")
+    examples_capped: int | None = Field(
+        description="user-level, once complete: examples over the bound (listed, no label information)"
+    )
+    epsilon_prior: float
+    loss: str
+    examples: int
+    examples_defaulted: int
+    universe_declared: bool
+    bins: list[float] | None = Field(description="the bins' output values (mechanism.bin_values)")
+    expected_loss_under_noisy_prior: float | None
+    mechanism: PublishedMechanism | None = Field(description="the published mechanism, once complete")
+    worst_case_additive_advantage: float | None = Field(
+        description="once complete: how much more often than before the best attacker, whatever it "
+        "believes, guesses a label's bin (class) after seeing its released bin (h − 1/m)"
+    )
+    max_multiplicative_advantage: float | None = Field(
+        description="once complete: the most one released bin moves an attacker's log-odds between "
+        "two labels (the implemented ε)"
+    )
+    error: str | None
+    created_at: AwareDatetime
+    completed_at: AwareDatetime | None
+
+    @classmethod
+    def of(cls, r: Release) -> ReleaseOut:
+        mechanism = PublishedMechanism.model_validate(r.mechanism) if r.mechanism else None
+        return cls(
+            id=r.id,
+            dataset_id=r.dataset_id,
+            status=r.status,
+            recipient_id=r.recipient_id,
+            privacy_unit="user" if r.privacy_unit == "user" else "example",
+            epsilon=as_float(r.epsilon_micro),
+            epsilon_charged_micro=r.epsilon_micro,
+            epsilon_user=as_float(r.epsilon_user_micro) if r.epsilon_user_micro is not None else None,
+            contribution_bound=r.contribution_bound,
+            users=r.users,
+            examples_capped=r.examples_capped,
+            epsilon_prior=r.epsilon_prior,
+            loss=r.loss,
+            examples=r.examples,
+            examples_defaulted=r.examples_defaulted,
+            universe_declared=r.universe_declared,
+            bins=list(mechanism.bin_values) if mechanism else None,
+            expected_loss_under_noisy_prior=mechanism.expected_loss_under_prior() if mechanism else None,
+            mechanism=mechanism,
+            worst_case_additive_advantage=mechanism.worst_case_additive_advantage if mechanism else None,
+            max_multiplicative_advantage=mechanism.max_multiplicative_advantage if mechanism else None,
+            error=r.error,
+            created_at=r.created_at,
+            completed_at=r.completed_at,
+        )
+
+
+class AuditOut(BaseModel):
+    """A release's privacy audit with the raw labels: tenant-only, free, never logged."""
+
+    release_id: str
+    examples: int = Field(description="examples audited (user-level: those within the bound)")
+    worst_case_additive_advantage: float = Field(description="over every prior the attacker could hold")
+    max_multiplicative_advantage: float = Field(description="the implemented ε")
+    true_distribution: dict[str, float] = Field(
+        description="exact numbers for an attacker who knows the true label histogram of these examples "
+        "(stronger than the recipient, who has the noisy prior): additive_mean (its advantage), "
+        "success_without_mean / success_with_mean, share_trusting_noisy_label, multiplicative_max, and "
+        "for regression mse_reduction_share (the part of its squared error the release removes)"
+    )
+    realized: dict[str, float] = Field(
+        description="that attacker's accuracy on this release's actual outputs, without and with them"
+    )
+
+    @classmethod
+    def of(cls, a: ReleaseAudit) -> AuditOut:
+        return cls.model_validate(a, from_attributes=True)
+
+
+class PreviewIn(ReleaseIn):
+    prior_release_id: str | None = Field(
+        None,
+        max_length=64,
+        description="use the noisy prior an earlier release of this dataset published (free post-processing)",
+    )
+    public_prior: list[float] | None = Field(
+        None, max_length=10_000, description="use a prior known from elsewhere: one mass per support point"
+    )
+
+
+class PreviewOut(BaseModel):
+    epsilon: float
+    epsilon_prior: float
+    examples: int
+    prior_source: Literal["labels", "release", "public"] = Field(
+        description="labels: the exact histogram of the raw labels (tenant-only; choices tuned on it "
+        "depend on the labels); release: an earlier release's noisy prior; public: the given prior"
+    )
+    m: int
+    bin_values: list[float]
+    bin_edges: list[tuple[float, float]]
+    expected_loss: float = Field(description="under the prior named by prior_source (tenant-only)")
+    mechanism: PublishedMechanism
+
+    @classmethod
+    def of(cls, p: Preview) -> PreviewOut:
+        return cls(
+            epsilon=p.epsilon,
+            epsilon_prior=p.epsilon_prior,
+            examples=p.examples,
+            prior_source=p.prior_source,
+            m=p.mechanism.m,
+            bin_values=list(p.mechanism.bin_values),
+            bin_edges=p.mechanism.bin_edges,
+            expected_loss=p.expected_loss,
+            mechanism=p.mechanism,
+        )

@@ -1,0 +1,188 @@
+"""Bounded readers of label, universe and non-sensitive uploads (CSV, NDJSON, Parquet), a batch at a
+time: every byte of an upload is hostile until validated, so each format has a reader that bounds
+what native code sees.
+
+- **CSV** goes through Arrow's streaming reader with every column read as text (a flat format: no
+  nesting to bound); numbers are parsed by the checks (``uploads.py``).
+- **NDJSON** never reaches Arrow's JSON reader (a deeply nested value can crash it): each line,
+  at most 64 KiB, is parsed by Python's ``json`` (which raises on excessive nesting instead) and
+  must be one flat object whose values are scalars.
+- **Parquet** has its schema checked before any data page is decoded: ``example_id`` and
+  ``user_id`` must be text or integers, ``label`` a number, boolean or text column; only those
+  columns are read, in batches.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from labeldp.common.errors import DomainError
+from labeldp.common.files import parquet_batches
+from labeldp.common.inputs import MAX_EXAMPLE_ID_BYTES
+
+CONTENT_TYPES = {
+    "text/csv": "csv",
+    "application/x-ndjson": "ndjson",
+    "application/ndjson": "ndjson",
+    "application/vnd.apache.parquet": "parquet",
+    "application/x-parquet": "parquet",
+}
+BATCH_ROWS = 65_536
+CSV_BLOCK_BYTES = 2 * 2**20  # about 90,000 rows of IDs and labels per batch
+MAX_NDJSON_LINE_BYTES = 64 * 2**10
+
+
+def upload_error(code: str, message: str, rows: list[int] | None = None) -> DomainError:
+    """A rejected upload: its code, a message that never contains a label value, and the first
+    offending rows (1-based data row numbers, header excluded)."""
+    return DomainError(code, message, rows=rows or [])
+
+
+def upload_format(content_type: str | None) -> str:
+    base = (content_type or "").split(";")[0].strip().lower()
+    if base not in CONTENT_TYPES:
+        raise DomainError(
+            "unsupported-media-type",
+            f"Content-Type must be one of {', '.join(sorted(CONTENT_TYPES))}; got {content_type!r}",
+            status=415,
+        )
+    return CONTENT_TYPES[base]
+
+
+# -- bounded readers: each yields record batches with the wanted columns present in the file ------------
+def _unparseable(fmt: str, exc: BaseException) -> DomainError:
+    return upload_error("unparseable-upload", f"could not parse the {fmt} body: {exc}"[:500])
+
+
+def _require(present: Iterable[str], wanted: tuple[str, ...]) -> None:
+    names = set(present)
+    for required in wanted:
+        if required not in names and required != "user_id":  # the one optional column
+            raise upload_error(
+                "missing-column", f"the upload needs a{'n' if required[0] == 'e' else ''} {required} column"
+            )
+
+
+def _csv_error(exc: Exception) -> DomainError:
+    if isinstance(exc, pa.ArrowInvalid) and "straddl" in str(exc):  # a row longer than a read block
+        return upload_error(
+            "row-too-long",
+            f"a CSV row is longer than {CSV_BLOCK_BYTES // 2**20} MiB; example and user IDs are at most "
+            f"{MAX_EXAMPLE_ID_BYTES} bytes",
+        )
+    return _unparseable("csv", exc)
+
+
+def _csv_batches(path: Path, wanted: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
+    read = pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES, use_threads=False)  # no read-ahead: bounded memory
+    try:
+        header = pacsv.open_csv(path, read_options=read).schema.names
+    except (pa.ArrowException, UnicodeDecodeError, ValueError, OSError) as exc:
+        raise _csv_error(exc) from exc
+    _require(header, wanted)
+    present = [c for c in wanted if c in header]
+    convert = pacsv.ConvertOptions(
+        column_types={c: pa.string() for c in present}, include_columns=present, strings_can_be_null=False
+    )
+    try:
+        yield from pacsv.open_csv(path, read_options=read, convert_options=convert)
+    except (pa.ArrowException, UnicodeDecodeError, ValueError, OSError) as exc:
+        raise _csv_error(exc) from exc
+
+
+def _scalar(value: object) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
+
+
+def _ndjson_batches(path: Path, wanted: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
+    columns: dict[str, list[object]] = {c: [] for c in wanted}
+    seen: set[str] = set()
+    row = 0
+    with open(path, "rb") as fh:
+        while True:
+            line = fh.readline(MAX_NDJSON_LINE_BYTES + 1)
+            if not line:
+                break
+            if len(line) > MAX_NDJSON_LINE_BYTES and not line.endswith(b"\n"):
+                raise upload_error(
+                    "unparseable-upload",
+                    f"NDJSON lines are limited to {MAX_NDJSON_LINE_BYTES} bytes",
+                    [row + 1],
+                )
+            if not line.strip():
+                continue
+            row += 1
+            try:
+                obj = json.loads(line)
+            except (ValueError, RecursionError) as exc:
+                raise upload_error("unparseable-upload", "a line is not a JSON object", [row]) from exc
+            if not isinstance(obj, dict) or not all(_scalar(v) for v in obj.values()):
+                raise upload_error(
+                    "unparseable-upload", "each line must be one flat JSON object (no nested values)", [row]
+                )
+            seen.update(k for k in wanted if k in obj)
+            for c in wanted:
+                value = obj.get(c)
+                columns[c].append(
+                    None if value is None else value if isinstance(value, str) else _text(value)
+                )
+            if row % BATCH_ROWS == 0:
+                yield _text_batch(columns, seen)
+                columns = {c: [] for c in wanted}
+    if row == 0:
+        seen = set(wanted)  # an empty upload: no rows, nothing missing
+    if columns[wanted[0]] or row == 0:
+        yield _text_batch(columns, seen)
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _text_batch(columns: dict[str, list[object]], seen: set[str]) -> pa.RecordBatch:
+    return pa.record_batch({c: pa.array(v, pa.string()) for c, v in columns.items() if c in seen})
+
+
+_TEXT_OR_INT = (pa.types.is_string, pa.types.is_large_string, pa.types.is_integer)
+_LABEL_TYPES = (*_TEXT_OR_INT, pa.types.is_floating, pa.types.is_boolean)
+
+
+def _parquet_batches(path: Path, wanted: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
+    try:
+        file = pq.ParquetFile(path)
+        schema = file.schema_arrow
+        schema.names  # noqa: B018 - names are decoded lazily; invalid UTF-8 surfaces here
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise _unparseable("parquet", exc) from exc
+    _require(schema.names, wanted)
+    present = [c for c in wanted if c in schema.names]
+    for name in present:
+        kind = schema.field(name).type
+        if pa.types.is_dictionary(kind):
+            kind = kind.value_type
+        allowed = _TEXT_OR_INT if name in ("example_id", "user_id") else _LABEL_TYPES
+        if not any(check(kind) for check in allowed):
+            raise upload_error("wrong-column-type", f"column {name!r} has type {kind}, which is not accepted")
+    try:
+        yield from parquet_batches(file, BATCH_ROWS, present)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise _unparseable("parquet", exc) from exc
+
+
+def batches(path: Path, fmt: str, wanted: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
+    if fmt == "csv":
+        return _csv_batches(path, wanted)
+    if fmt == "ndjson":
+        return _ndjson_batches(path, wanted)
+    return _parquet_batches(path, wanted)

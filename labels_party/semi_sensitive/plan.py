@@ -1,0 +1,204 @@
+"""A semi-sensitive model request, validated completely before anything is charged: the dataset and
+its declared columns, the label release (phase 1) and its examples' rows, the schedule, the
+group-privacy δ of a user-level run and σ calibrated for (ε₂, δ) — outside any database transaction
+(reading the files and calibrating take seconds; no lock waits on them)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from sqlalchemy.orm import Session, sessionmaker
+
+from labeldp.common.db import owned
+from labeldp.common.errors import DomainError
+from labeldp.mechanisms import ParameterError, PublishedMechanism
+from labels_party.budget.epsilon import ATTO, to_atto
+from labels_party.datasets.membership import user_keys_of
+from labels_party.datasets.service import get_dataset
+from labels_party.datasets.spec import DatasetSpec
+from labels_party.datasets.store import DatasetFiles
+from labels_party.storage.data_dir import DataDir
+from labels_party.storage.orm import Dataset, Recipient, Release
+
+if TYPE_CHECKING:
+    from labeldp.semi_sensitive import DpSgdSchedule
+
+
+MAX_TRAINING_EXAMPLES = 2_000_000  # the DP-SGD phase runs in this process, in memory
+MAX_STEPS = 10_000  # the accountant composes every step: 3,000 steps calibrate in 4–13 s here
+LABEL_PHASE_BATCH = 256
+LABEL_PHASE_LEARNING_RATE = 1e-3
+
+
+@dataclass(frozen=True)
+class SemiSensitiveRequest:
+    label_release_id: str
+    epsilon_dpsgd: float
+    delta: float
+    epochs: float = 3.0
+    batch_size: int = 1024
+    clip_norm: float = 1.0
+    learning_rate: float = 1e-2
+    label_epochs: float = 3.0
+    width: int = 32
+
+    def digest(self, dataset_id: str) -> str:
+        body = json.dumps({"dataset": dataset_id, **asdict(self)}, sort_keys=True)
+        return hashlib.sha256(body.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class ModelPlan:
+    spec: DatasetSpec
+    release: Release
+    mechanism: PublishedMechanism
+    example_ids: pa.Array
+    bins: np.ndarray
+    labels: pa.Table  # label and semi-sensitive columns, in the release's order
+    non_sensitive: pa.Table  # non-sensitive columns, in the release's order
+    schedule: DpSgdSchedule  # the dpsgd extra is imported lazily
+    noise_multiplier: float
+    recipient: str  # the label release's recipient: the model message is addressed to it too
+    example_keys: np.ndarray  # the ledger key of each training example
+    user_keys: np.ndarray  # the user of each training example (its own key without a user_id)
+    contribution_bound: int | None  # τ of a user-level label release (its kept examples train), else None
+    epsilon_dpsgd: float
+    delta: float
+
+    @property
+    def delta_charged(self) -> float:
+        """δ per example, or for a user-level run the group-privacy δ over τ examples of one user
+        (what one user's examples together are exposed to)."""
+        from labeldp.semi_sensitive import group_privacy  # the optional dpsgd extra
+
+        if self.contribution_bound is None:
+            return self.delta
+        return group_privacy(self.epsilon_dpsgd, self.delta, self.contribution_bound)[1]
+
+    @property
+    def largest_user(self) -> int:
+        """How many training examples the user with the most has."""
+        return int(np.unique(self.user_keys, return_counts=True)[1].max())
+
+    def user_delta_atto(self) -> int:
+        """The δ of the user with the most training examples, by group privacy over all of them (for
+        a user-level run: τ): what the tenant's δ counter takes when it limits per-user spend. At
+        least ``ATTO`` (δ = 1, no guarantee) when it would not be below 1."""
+        from labeldp.semi_sensitive import group_privacy
+
+        group = self.contribution_bound or self.largest_user
+        delta = group_privacy(self.epsilon_dpsgd, self.delta, group)[1]
+        return ATTO if delta >= 1 else to_atto(delta)
+
+
+def _aligned(ids: pa.Array, table: pa.Table, what: str) -> pa.Table:
+    """``table``'s rows in the order of ``ids``; every id must have one."""
+    position = pc.index_in(ids, value_set=table.column("example_id"))
+    missing = int(position.null_count)
+    if missing:
+        raise DomainError(
+            f"missing-{what}-rows", f"{missing} of the release's {len(ids)} examples have no {what} row"
+        )
+    return table.take(position)
+
+
+def _rows(
+    sessions: sessionmaker[Session], tenant_id: str, dataset_id: str, release_id: str
+) -> tuple[Dataset, DatasetSpec, Release, str]:
+    """The dataset, its spec, the label release and its recipient's name, checked (a short read)."""
+    with sessions() as session:
+        ds = get_dataset(session, tenant_id, dataset_id)
+        spec = DatasetSpec.model_validate(ds.spec)
+        if spec.label_type != "binary" or not spec.semi_sensitive or not spec.non_sensitive:
+            raise DomainError(
+                "not-semi-sensitive",
+                "the dataset needs binary labels and declared semi_sensitive and non_sensitive columns",
+            )
+        if not ds.non_sensitive_version:
+            raise DomainError("no-non-sensitive-rows", "upload the non-sensitive rows first", status=409)
+        release = owned(session, Release, release_id, tenant_id, "release")
+        if release.dataset_id != dataset_id or release.status != "complete" or release.mechanism is None:
+            raise DomainError(
+                "unusable-label-release", "the label release must be this dataset's and complete"
+            )
+        if release.examples_defaulted:
+            raise DomainError("unusable-label-release", "the label release must list labelled examples only")
+        recipient = session.get(Recipient, release.recipient_id)
+        assert recipient is not None  # a foreign key
+        return ds, spec, release, recipient.name
+
+
+def plan_model(
+    sessions: sessionmaker[Session],
+    data_dir: DataDir,
+    tenant_id: str,
+    dataset_id: str,
+    request: SemiSensitiveRequest,
+) -> ModelPlan:
+    """Everything the charge and the work need, validated — outside any transaction (reading the
+    files and calibrating σ take seconds; no lock waits on them)."""
+    try:
+        from labeldp.semi_sensitive import DpSgdSchedule, Hyper, calibrate_noise, group_privacy
+    except ImportError as exc:  # the optional extra
+        raise DomainError(
+            "dpsgd-unavailable", "training with semi-sensitive features needs labeldp[dpsgd]", status=501
+        ) from exc
+    ds, spec, release, recipient = _rows(sessions, tenant_id, dataset_id, request.label_release_id)
+    mechanism = PublishedMechanism.model_validate(release.mechanism)
+    output = pq.read_table(data_dir.release(release.id))
+    if mechanism.capped_bin is not None:  # user-level: only the kept examples (≤ τ per user) train
+        output = output.filter(pc.less(output.column("bin"), mechanism.capped_bin))
+    ids = output.column("example_id").combine_chunks()
+    if len(ids) > MAX_TRAINING_EXAMPLES:
+        raise DomainError("too-many-examples", f"at most {MAX_TRAINING_EXAMPLES} examples train here")
+    files = DatasetFiles(data_dir, dataset_id)
+    semi = [c.name for c in spec.semi_sensitive]
+    stored = files.read_labels(ds.labels_version, ["example_id", "example_key", "label", "user_id", *semi])
+    labels = _aligned(ids, stored, "label")
+    rows = pq.read_table(files.non_sensitive_path(ds.non_sensitive_version))
+    non_sensitive = _aligned(ids, rows, "non-sensitive")
+    contribution_bound = mechanism.contribution_bound if mechanism.privacy_unit == "user" else None
+    try:
+        Hyper(request.label_epochs, LABEL_PHASE_BATCH, LABEL_PHASE_LEARNING_RATE)
+        schedule = DpSgdSchedule.of(len(ids), request.batch_size, request.epochs)
+        if schedule.steps > MAX_STEPS:
+            raise ParameterError(f"at most {MAX_STEPS} DP-SGD steps", "epochs")
+        if contribution_bound is not None:
+            delta_tau = group_privacy(request.epsilon_dpsgd, request.delta, contribution_bound)[1]
+            if delta_tau >= 1:
+                raise ParameterError(
+                    f"the group-privacy δ over τ = {contribution_bound} examples of a user is not below "
+                    "1: lower epsilon_dpsgd or delta",
+                    "delta",
+                )
+        sigma = calibrate_noise(schedule, request.epsilon_dpsgd, request.delta)
+    except ParameterError as exc:
+        raise DomainError("invalid-parameter", str(exc)) from exc
+    bins = np.asarray(output.column("bin").to_numpy(), dtype=np.int64)
+    keys = np.asarray(labels.column("example_key").to_numpy(), dtype=np.int64)  # stored at upload
+    # who each example's user is: the release's rule (the universe's users when it has one)
+    users = user_keys_of(ids, keys, stored, files.read_universe(ds.universe_version))
+    return ModelPlan(
+        spec,
+        release,
+        mechanism,
+        ids,
+        bins,
+        labels,
+        non_sensitive,
+        schedule,
+        sigma,
+        recipient,
+        keys,
+        users,
+        contribution_bound,
+        request.epsilon_dpsgd,
+        request.delta,
+    )
