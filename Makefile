@@ -6,7 +6,7 @@ HASH   := $(shell cat pyproject.toml | sha256sum | cut -c1-12)
 DEMO   := $(VENV)/.demo-$(HASH)
 DEV    := $(VENV)/.dev-$(HASH)
 
-.PHONY: demo test lint typecheck unit bench proto clean
+.PHONY: demo test check lint typecheck imports unit fast bench proto clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,8 +26,12 @@ $(DEV): pyproject.toml | $(BIN)/python
 demo: $(DEMO)
 	$(BIN)/labeldp demo
 
-## make test: ruff, mypy and the whole pytest suite
-test: lint typecheck unit
+## make test: ruff, mypy, the import contracts and the whole pytest suite (every tier); prints the slowest tests
+test: lint typecheck imports unit
+
+## make check: the inner loop — the same lint, types and contracts, and the tests that start no Docker,
+## Dask cluster, separate service process or PostgreSQL, and are not marked slow (a few minutes)
+check: lint typecheck imports fast
 
 lint: $(DEV)
 	$(BIN)/ruff check .
@@ -36,8 +40,14 @@ lint: $(DEV)
 typecheck: $(DEV)
 	$(BIN)/mypy
 
+imports: $(DEV)
+	$(BIN)/lint-imports
+
 unit: $(DEV)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=20
+
+fast: $(DEV)
+	$(BIN)/python -m pytest -q --durations=10 -m "not (docker or cluster or processes or postgresql or slow)"
 
 ## make bench: every benchmark; results land in benchmarks/results/ and are summarized in BENCHMARKS.md
 bench: $(DEV)

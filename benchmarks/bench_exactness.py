@@ -9,8 +9,8 @@ import numpy as np
 
 from benchmarks.common import write
 from labeldp.mechanisms import optimize_rr_on_bins
+from tests.mechanisms.test_optimize_exact import random_prior, relative_gap, shift
 from tests.support import oracles
-from tests.test_optimize_exact import random_prior, relative_gap, shift
 
 PRIORS_PER_LOSS = 80
 

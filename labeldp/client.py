@@ -1,7 +1,7 @@
 """Thin REST clients for both parties, used by the CLI's client commands, the demo and the audits.
 
 Every answer is typed by the ``TypedDict`` of its route (``labeldp.client_types``, checked against the
-servers' OpenAPI documents by tests/test_cli_client_types.py), so mypy checks the keys callers read.
+servers' OpenAPI documents by tests/e2e/test_cli_client_types.py), so mypy checks the keys callers read.
 Every error answer (RFC 9457 problem+json) becomes an ``ApiError`` carrying the problem's fields, so
 scripts can branch on the code and people can read the message. Uploads stream from disk in chunks
 and report bytes sent, so large files neither sit in memory nor leave the user staring at a silent

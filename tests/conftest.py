@@ -9,8 +9,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
+from labels_party.config import LabelsSettings
 from labels_party.storage.db import make_engine, migrate, sqlite_url
 from tests.support import postgres
+from tests.support.labels_api import Api
+from tests.support.servers import labels_server_thread
 
 
 @pytest.fixture(scope="session")
@@ -23,7 +26,7 @@ def postgres_server() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh, migrated database: a SQLite file, or a new database in the session's cluster."""
     if request.param == "sqlite":
@@ -47,3 +50,11 @@ def engine(database_url: str) -> Iterator[Engine]:
     eng = make_engine(database_url)
     yield eng
     eng.dispose()
+
+
+@pytest.fixture
+def api(database_url: str, tmp_path: Path) -> Iterator[Api]:
+    """A labels party over real HTTP (uvicorn on loopback) on each database backend."""
+    settings = LabelsSettings(data_dir=tmp_path / "data", database_url=database_url)
+    with labels_server_thread(settings) as base:
+        yield Api(base, database_url, settings.data_dir)

@@ -6,7 +6,7 @@ development certificates), ``audit.py`` the auditor's, ``demo.py`` the demo. Eac
 commands on its own typer app; the advertiser's and the operator's meet under ``labeldp labels`` (the
 publisher's and the operator's under ``labeldp features``). Every heavy import (the parties, the
 mechanism library, pyarrow, httpx) happens inside the command that needs it, so ``--version`` and
-``--help`` start fast (tests/test_cli_startup.py).
+``--help`` start fast (tests/e2e/test_cli_startup.py).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 ledger, and the privacy audit.
 
 Each figure is built by a function that returns a matplotlib ``Figure`` (no pyplot state), so
-tests/test_demo_plots.py can check what is drawn: cells drawn as cells (``pcolormesh``, never an
+tests/e2e/test_demo_plots.py can check what is drawn: cells drawn as cells (``pcolormesh``, never an
 interpolated image: a transition matrix has no gradient between bins), a colour bar for every heat map,
 the "predict the mean" reference, and tick labels that do not overlap. Constrained layout keeps panels
 apart; large numbers are written with thousands separators and at most a handful of ticks.

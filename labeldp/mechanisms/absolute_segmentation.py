@@ -1,7 +1,7 @@
 """One Dinkelbach pass for absolute loss in O(k log k): 1-D facility location with Monge costs.
 
 The interval costs ``c(r, i)`` do not satisfy the quadrangle inequality (the global term pulls every
-bin's value towards the prior's median; ``tests/test_optimize_fast.py`` keeps a counterexample), so
+bin's value towards the prior's median; ``tests/mechanisms/test_optimize_fast.py`` keeps a counterexample), so
 monotone-matrix search over *intervals* is not exact. Over the bins' *output values* it is:
 
 For absolute loss every bin's optimal value is a weighted median, hence a support point, and for a

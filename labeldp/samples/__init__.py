@@ -123,7 +123,7 @@ def synthetic_users(n: int, *, exponent: float = 1.8, most: int = 500) -> np.nda
 # Seven of the 14 columns are what an advertiser learns from cross-site behaviour and its own records
 # (employment, household, money); the other seven are profile demographics a publisher holds. Bounds are
 # census ranges and categories UCI's documented value lists (below), fixed in advance: nothing here is
-# fitted to the rows (tests/test_semi_sensitive_uploads.py checks the rows stay inside them).
+# fitted to the rows (tests/labels_party/test_semi_sensitive_uploads.py checks the rows stay inside them).
 _NUMBERS: dict[str, tuple[float, float, str]] = {
     "age": (0, 100, "linear"),
     "educational-num": (1, 16, "linear"),

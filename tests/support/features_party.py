@@ -4,17 +4,23 @@ gRPC; upload a feature table as Parquet over REST."""
 from __future__ import annotations
 
 import io
+import time
+from dataclasses import replace
 from typing import Any
 
 import grpc
 import httpx
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from labeldp.common.identity import Identity, public_key_pem
 from labeldp.common.wire.sender import build_frames
+from labeldp.mechanisms import optimize_rr_on_bins
+from labeldp.samples import weeks_worked
 from labeldp.v1 import delivery_pb2_grpc as pb_grpc
-from tests.support.messages import SENDER
+from tests.support.messages import SENDER, release
+from tests.support.seeded import SeededRandom
 
 
 def pin_sender(c: httpx.Client, sender: Identity) -> None:
@@ -37,3 +43,26 @@ def put_table(c: httpx.Client, name: str, table: pa.Table) -> httpx.Response:
         content=buf.getvalue(),
         headers={"Content-Type": "application/vnd.apache.parquet"},
     )
+
+
+def census_release(loss: str, n: int = 20_000) -> tuple[Any, pa.Table]:
+    """``n`` census rows released with RR-on-Bins (seeded: test data), and their features."""
+    ds = weeks_worked()
+    y = np.asarray(ds.table.column("work").to_numpy(), dtype=float)[:n]
+    counts = ds.support.counts(y)
+    mech = optimize_rr_on_bins(ds.support, counts, 0.95, loss)
+    ids = [f"w{i}" for i in range(n)]
+    published = mech.describe(prior=counts, epsilon_prior=0.05, epsilon_total=1.0)
+    rel = replace(release(ids, mechanism=published), bins=mech.randomize(y, rng=SeededRandom(2)))
+    features = ds.features.slice(0, n).append_column("example_id", pa.array(ids))
+    return rel, features
+
+
+def wait(c: httpx.Client, job: str, timeout: float = 180) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state: dict[str, Any] = c.get(f"/v1/jobs/{job}").json()
+        if state["status"] in ("succeeded", "failed"):
+            return state
+        time.sleep(0.1)
+    raise TimeoutError(job)

@@ -1,6 +1,6 @@
 """The README tour with nothing but the clients openapi-python-client generated from the two live
 OpenAPI documents (``labels_client``, ``features_client`` on ``sys.path``). Run by
-tests/test_generated_clients.py as ``python generated_tour.py LABELS_URL LABELS_KEY FEATURES_URL
+tests/e2e/test_generated_clients.py as ``python generated_tour.py LABELS_URL LABELS_KEY FEATURES_URL
 FEATURES_KEY CA_PEM WORKDIR``; prints a JSON summary of what each step answered."""
 
 from __future__ import annotations

@@ -1,0 +1,149 @@
+"""Delivery end to end: the labels party's REST API streams a release's stored, signed message over
+gRPC to a real features-party receiver (plaintext for development, and mTLS)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import httpx
+import pyarrow.parquet as pq
+
+from features_party.storage.orm import Sender
+from labeldp.common.identity import load_public_key
+from labeldp.processes import free_port
+from labels_party.config import LabelsSettings
+from labels_party.delivery.client import backoff
+from labels_party.storage.db import sqlite_url
+from tests.support.receiver import start
+from tests.support.servers import labels_server_thread, tenant_key
+
+BODY = "example_id,label\n" + "".join(f"click-{i},{i % 53}\n" for i in range(20_000))
+
+
+def labels_settings(tmp_path: Path, **extra: object) -> LabelsSettings:
+    data = tmp_path / "labels"
+    return LabelsSettings(data_dir=data, database_url=sqlite_url(data), delivery_attempts=3, **extra)  # type: ignore[arg-type]
+
+
+def released(c: httpx.Client, recipient: Mapping[str, object]) -> str:
+    assert c.post("/v1/recipients", json=recipient).status_code == 201
+    ds = c.post("/v1/datasets", json={"name": "w", "label_type": "count", "lo": 0, "hi": 52}).json()["id"]
+    c.put(f"/v1/datasets/{ds}/labels", content=BODY, headers={"Content-Type": "text/csv"}).raise_for_status()
+    r = c.post(
+        f"/v1/datasets/{ds}/releases",
+        json={"epsilon": 1.0, "recipient": recipient["name"]},
+        headers={"Idempotency-Key": "r1"},
+    )
+    assert r.status_code == 201, r.text
+    return str(r.json()["id"])
+
+
+def pin(receiver_harness: object, identity: dict[str, str]) -> None:
+    sessions = receiver_harness.receiver.sessions  # type: ignore[attr-defined]
+    with sessions.begin() as s:
+        s.query(Sender).delete()
+        s.add(
+            Sender(
+                id=identity["party_id"], key_id=identity["key_id"], public_key_pem=identity["public_key_pem"]
+            )
+        )
+
+
+def test_plaintext_delivery_redelivery_and_identity(tmp_path: Path) -> None:
+    receiver = start(tmp_path)
+    settings = labels_settings(tmp_path, allow_plaintext=True)
+    settings.data_dir.mkdir(parents=True)
+    try:
+        with labels_server_thread(settings) as base:
+            _, key = tenant_key(settings.resolved_database_url(), "acme", "5")
+            c = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=120)
+            identity = c.get("/v1/identity").json()
+            assert identity["party_id"] == "advertiser" and identity["key_id"].startswith("ed25519:")
+            load_public_key(identity["public_key_pem"])
+            assert (settings.data_dir / "identity.pem").stat().st_mode & 0o777 == 0o600
+            pin(receiver, identity)
+            rel = released(c, {"name": "publisher", "grpc_address": f"127.0.0.1:{receiver.port}"})
+            ledger_before = c.get("/v1/ledger").json()["items"]
+            first = c.post(f"/v1/releases/{rel}/deliveries")
+            assert first.status_code == 201, first.text
+            assert first.json()["outcome"] == "delivered" and first.json()["attempts"] == 1
+            stored = pq.read_table(receiver.stored_file(rel))
+            assert stored.num_rows == 20_000
+            again = c.post(f"/v1/releases/{rel}/deliveries")  # same bytes, same receipt, no new charge
+            assert (
+                again.status_code == 201 and again.json()["receipt_sha256"] == first.json()["receipt_sha256"]
+            )
+            assert c.get("/v1/ledger").json()["items"] == ledger_before
+            assert [d["outcome"] for d in c.get(f"/v1/releases/{rel}/deliveries").json()["items"]] == [
+                "delivered",
+                "delivered",
+            ]
+            assert receiver.stored() == 1
+    finally:
+        receiver.server.stop(None)
+
+
+def test_unreachable_recipient_is_retried_with_backoff_then_reported(tmp_path: Path) -> None:
+    settings = labels_settings(tmp_path, allow_plaintext=True)
+    settings.data_dir.mkdir(parents=True)
+    with labels_server_thread(settings) as base:
+        _, key = tenant_key(settings.resolved_database_url(), "acme", "5")
+        c = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=120)
+        rel = released(c, {"name": "publisher", "grpc_address": f"127.0.0.1:{free_port()}"})
+        start_t = time.monotonic()
+        r = c.post(f"/v1/releases/{rel}/deliveries")
+        elapsed = time.monotonic() - start_t
+        assert r.status_code == 502 and r.headers["content-type"].startswith("application/problem+json")
+        body = r.json()
+        assert (
+            body["type"] == "delivery-failed"
+            and body["grpc_status"] == "UNAVAILABLE"
+            and body["attempts"] == 3
+        )
+        assert elapsed >= 0.5 * (0.25 + 0.5)  # two backoff sleeps between three attempts
+        log = c.get(f"/v1/releases/{rel}/deliveries").json()["items"]
+        assert [(d["outcome"], d["status"]) for d in log] == [("failed", "UNAVAILABLE")]
+
+
+def test_backoff_grows_and_is_capped() -> None:
+    assert all(0.125 <= backoff(1) <= 0.25 for _ in range(50))
+    assert all(2.0 <= backoff(5) <= 4.0 for _ in range(50))
+    assert all(backoff(20) <= 8.0 for _ in range(50))
+
+
+def test_plaintext_needs_explicit_permission_and_mtls_delivers(tmp_path: Path) -> None:
+    receiver = start(tmp_path, tls=True)
+    certs = tmp_path / "certs"
+    try:
+        strict = labels_settings(tmp_path)
+        strict.data_dir.mkdir(parents=True)
+        with labels_server_thread(strict) as base:
+            _, key = tenant_key(strict.resolved_database_url(), "acme", "5")
+            c = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=120)
+            rel = released(c, {"name": "publisher", "grpc_address": f"localhost:{receiver.port}"})
+            r = c.post(f"/v1/releases/{rel}/deliveries")
+            assert r.status_code == 409 and r.json()["type"] == "tls-not-configured"
+        mtls = LabelsSettings(
+            data_dir=strict.data_dir,
+            database_url=strict.database_url,
+            tls_cert=certs / "labels-party.pem",
+            tls_key=certs / "labels-party-key.pem",
+        )
+        with labels_server_thread(mtls) as base:
+            _, key2 = tenant_key(mtls.resolved_database_url(), "beta", "5")
+            c = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key2}"}, timeout=120)
+            pin(receiver, c.get("/v1/identity").json())
+            tls_recipient = {
+                "name": "publisher",
+                "grpc_address": f"localhost:{receiver.port}",
+                "tls_ca_pem": (certs / "ca.pem").read_text(),
+            }
+            rel = released(c, tls_recipient)
+            delivered = c.post(f"/v1/releases/{rel}/deliveries")
+            assert delivered.status_code == 201, delivered.text
+            assert delivered.json()["outcome"] == "delivered"
+            assert receiver.stored() == 1
+    finally:
+        receiver.server.stop(None)

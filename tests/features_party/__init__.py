@@ -1,0 +1,1 @@
+"""The features party through its real interfaces (gRPC receiver, HTTP, training)."""

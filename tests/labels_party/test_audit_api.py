@@ -1,0 +1,72 @@
+"""The privacy audit through the labels party's real HTTP API: the release record's data-independent
+bounds, and the free, tenant-only audit endpoint checked against an independent dense computation
+from the true labels and the stored outputs."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from labeldp.mechanisms import PublishedMechanism
+from labeldp.mechanisms.advantage import channel_advantages, targets_of
+from tests.support.labels_api import (
+    Api,
+    charges,
+    csv,
+    dataset,
+    noisy,
+    problem,
+    release,
+    upload,
+    with_recipient,
+)
+
+
+def test_release_records_state_the_worst_case_and_the_audit_matches_independent_math(api: Api) -> None:
+    c = with_recipient(api.tenant("acme", "10"))
+    ds = dataset(c, "weeks", label_type="count", lo=0, hi=9)
+    truth = {f"e{i}": min(9, (i * i) % 13) for i in range(30_000)}  # skewed over 0..9
+    assert upload(c, ds, csv(list(truth.items()))).status_code == 200
+    r = release(c, ds, "audit", epsilon=2.0)
+    assert r.status_code == 201, r.text
+    body = r.json()
+    mech = PublishedMechanism.model_validate(body["mechanism"])
+    keep = mech.bin_transition()[0, 0]
+    assert body["worst_case_additive_advantage"] == keep - 1 / mech.m
+    assert body["max_multiplicative_advantage"] == mech.implemented_epsilon
+    assert c.get(f"/v1/releases/{body['id']}").json()["worst_case_additive_advantage"] == keep - 1 / mech.m
+
+    spent = charges(c)
+    audit = c.get(f"/v1/releases/{body['id']}/audit")
+    assert audit.status_code == 200, audit.text
+    a = audit.json()
+    assert charges(c) == spent  # free
+    assert a["examples"] == len(truth)
+
+    # independently: the true histogram and a dense k × m channel, Bayes rule by enumeration
+    support = np.asarray(mech.support)
+    hist = np.bincount(np.searchsorted(support, list(truth.values())), minlength=support.size)
+    dense = channel_advantages(hist, mech.transition_matrix(), targets_of(mech), support).summary()
+    assert abs(a["true_distribution"]["additive_mean"] - dense["additive_mean"]) < 1e-12
+    assert abs(a["true_distribution"]["mse_reduction_share"] - dense["mse_reduction_share"]) < 1e-9
+    assert a["true_distribution"]["additive_mean"] <= a["worst_case_additive_advantage"]
+
+    # realized: the true-histogram attacker's guesses on the stored outputs, recomputed here
+    ids, out = noisy(c, body["id"])
+    true_bin = np.asarray(mech.support_bins)[np.searchsorted(support, [truth[i] for i in ids])]
+    joint = np.zeros((mech.m, mech.m))  # P(true bin, output)
+    for b in range(mech.m):
+        joint[b] = hist[np.asarray(mech.support_bins) == b].sum() * mech.bin_transition()[b]
+    guess = joint.argmax(axis=0)
+    realized = a["realized"]
+    assert realized["accuracy_with_release"] == np.mean(guess[out] == true_bin)
+    assert realized["accuracy_without_release"] == np.mean(joint.sum(axis=1).argmax() == true_bin)
+
+
+def test_the_audit_is_the_tenants_alone_and_needs_a_complete_release(api: Api) -> None:
+    c = with_recipient(api.tenant("acme", "10"))
+    ds = dataset(c, "weeks", label_type="count", lo=0, hi=9)
+    assert upload(c, ds, csv([(f"e{i}", i % 10) for i in range(500)])).status_code == 200
+    rid = release(c, ds, "one", epsilon=1.0).json()["id"]
+    other = api.tenant("rival", "10")
+    problem(other.get(f"/v1/releases/{rid}/audit"), 404, "not-found")
+    problem(c.get("/v1/releases/00000000-0000-0000-0000-000000000000/audit"), 404, "not-found")

@@ -1,0 +1,170 @@
+"""The budget ledger on SQLite and on a real PostgreSQL: exactness, atomicity, concurrency."""
+
+from __future__ import annotations
+
+import threading
+from decimal import Decimal
+
+import numpy as np
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import Engine, func, select
+
+from labels_party.budget.epsilon import to_micro, to_micro_floor
+from labels_party.budget.errors import BudgetExhaustedError
+from labels_party.budget.ledger import charge, set_budget
+from labels_party.budget.ledger_keys import example_keys
+from labels_party.budget.summaries import spend_of_tenant, spend_summary, total_spent
+from labels_party.storage.db import session_factory
+from labels_party.storage.orm import Base, LedgerEntry
+from labels_party.tenants import authenticate, create_tenant
+from tests.support.ledger import SEGMENTS, new_tenant
+
+
+def keys(*ids: str) -> np.ndarray:
+    return example_keys(ids)
+
+
+def spend_rows(engine: Engine, tenant_id: str) -> dict[int, int]:
+    with session_factory(engine)() as s:
+        keys, spent = spend_of_tenant(s, tenant_id, SEGMENTS)
+        return dict(zip(keys.tolist(), spent.tolist(), strict=True))
+
+
+def test_epsilon_conversion_is_exact_and_rounds_requests_up() -> None:
+    assert to_micro(0.1) == 100_000
+    assert to_micro("0.1000001") == 100_001
+    assert to_micro(Decimal("1")) == 1_000_000
+    assert to_micro(1e-9) == 1  # never free
+    assert to_micro_floor("0.3333333") == 333_333
+    for bad in (0, -1.0, float("nan"), float("inf"), "abc"):
+        with pytest.raises(ValueError, match="epsilon"):
+            to_micro(bad)
+
+
+def test_charge_spends_exactly_and_is_recorded(engine: Engine) -> None:
+    t = new_tenant(engine, "1.0")
+    with session_factory(engine).begin() as s:
+        entry = charge(
+            s, t, keys("a", "b", "c"), to_micro(0.3), release_id="r1", api_key_id=None, store=SEGMENTS
+        )
+        assert entry.examples == 3
+    with session_factory(engine).begin() as s:
+        charge(s, t, keys("b", "c", "d"), to_micro(0.7), release_id="r2", api_key_id=None, store=SEGMENTS)
+    spent = spend_rows(engine, t)
+    assert sorted(spent.values()) == [300_000, 700_000, 1_000_000, 1_000_000]
+    with session_factory(engine)() as s:
+        assert total_spent(s, t, SEGMENTS) == 3_000_000
+        kinds = s.execute(select(LedgerEntry.kind).order_by(LedgerEntry.id)).scalars().all()
+    assert kinds == ["budget_set", "charge", "charge"]
+
+
+def test_exhaustion_changes_nothing_and_counts_the_examples_lacking_budget(engine: Engine) -> None:
+    t = new_tenant(engine, "1.0")
+    with session_factory(engine).begin() as s:
+        charge(s, t, keys("a", "b"), to_micro(0.8), release_id="r1", api_key_id=None, store=SEGMENTS)
+    before = spend_rows(engine, t)
+    with pytest.raises(BudgetExhaustedError) as info, session_factory(engine).begin() as s:
+        charge(
+            s,
+            t,
+            keys("a", "b", "c", "d", "e"),
+            to_micro(0.3),
+            release_id="r2",
+            api_key_id=None,
+            store=SEGMENTS,
+        )
+    assert info.value.lacking == 2 and info.value.requested == 5
+    assert spend_rows(engine, t) == before
+    with session_factory(engine)() as s:
+        assert (
+            s.execute(
+                select(func.count()).select_from(LedgerEntry).where(LedgerEntry.kind == "charge")
+            ).scalar()
+            == 1
+        )
+    # exactly the remaining 0.2 still fits: exact integer comparison, no float slack
+    with session_factory(engine).begin() as s:
+        charge(s, t, keys("a", "b", "c"), to_micro("0.2"), release_id="r3", api_key_id=None, store=SEGMENTS)
+    assert max(spend_rows(engine, t).values()) == 1_000_000
+
+
+def test_disjoint_examples_compose_in_parallel_and_tenants_are_separate(engine: Engine) -> None:
+    t1 = new_tenant(engine, "1.0", "one")
+    t2 = new_tenant(engine, "1.0", "two")
+    with session_factory(engine).begin() as s:
+        charge(s, t1, keys("a", "b"), to_micro(1.0), release_id="r1", api_key_id=None, store=SEGMENTS)
+        charge(s, t1, keys("c", "d"), to_micro(1.0), release_id="r2", api_key_id=None, store=SEGMENTS)
+        charge(s, t2, keys("a", "b"), to_micro(1.0), release_id="r3", api_key_id=None, store=SEGMENTS)
+    with pytest.raises(BudgetExhaustedError), session_factory(engine).begin() as s:
+        charge(s, t1, keys("a"), 1, release_id="r4", api_key_id=None, store=SEGMENTS)
+
+
+def test_budget_changes_are_ledger_entries_and_apply_immediately(engine: Engine) -> None:
+    t = new_tenant(engine, "1.0")
+    with session_factory(engine).begin() as s:
+        set_budget(s, t, to_micro_floor("0.5"), api_key_id=None, note="tighten")
+    with pytest.raises(BudgetExhaustedError), session_factory(engine).begin() as s:
+        charge(s, t, keys("a"), to_micro(0.6), release_id="r1", api_key_id=None, store=SEGMENTS)
+    with session_factory(engine)() as s:
+        entries = s.execute(select(LedgerEntry).where(LedgerEntry.kind == "budget_set")).scalars().all()
+        assert [e.epsilon_micro for e in entries] == [1_000_000, 500_000]
+        summary = spend_summary(s, t, keys("a", "b"), to_micro(0.5), SEGMENTS)
+    assert summary.examples == 2 and summary.max_spent_micro == 0 and summary.can_take == 2
+
+
+def test_spend_summary_counts_examples_that_can_still_take_epsilon(engine: Engine) -> None:
+    t = new_tenant(engine, "1.0")
+    with session_factory(engine).begin() as s:
+        charge(s, t, keys("a", "b"), to_micro(0.75), release_id="r1", api_key_id=None, store=SEGMENTS)
+        charge(s, t, keys("b"), to_micro(0.25), release_id="r2", api_key_id=None, store=SEGMENTS)
+    with session_factory(engine)() as s:
+        summary = spend_summary(s, t, keys("a", "b", "c"), to_micro(0.25), SEGMENTS)
+    assert summary.examples == 3
+    assert summary.max_spent_micro == 1_000_000 and summary.min_spent_micro == 0
+    assert summary.can_take == 2  # a (0.75 + 0.25 fits) and c (never charged)
+
+
+def test_keys_are_hashed_and_authentication_checks_the_hash(engine: Engine) -> None:
+    with session_factory(engine).begin() as s:
+        new = create_tenant(s, "acme", 1_000_000)
+    with session_factory(engine)() as s:
+        assert authenticate(s, new.api_key) is not None
+        assert authenticate(s, new.api_key + "x") is None
+        stored = authenticate(s, new.api_key)
+        assert stored is not None and new.api_key not in stored.key_hash
+
+
+@pytest.mark.parametrize("trial", range(20))
+def test_64_concurrent_charges_when_budget_admits_exactly_10(engine: Engine, trial: int) -> None:
+    t = new_tenant(engine, "1.0", f"tenant-{trial}")
+    k = example_keys(f"ex-{i}" for i in range(200))
+    outcomes: list[str] = []
+    lock = threading.Lock()
+    start = threading.Barrier(64)
+
+    def attempt(n: int) -> None:
+        start.wait()
+        try:
+            with session_factory(engine).begin() as s:
+                charge(s, t, k, to_micro("0.1"), release_id=f"r{n}", api_key_id=None, store=SEGMENTS)
+            result = "ok"
+        except BudgetExhaustedError:
+            result = "exhausted"
+        with lock:
+            outcomes.append(result)
+
+    threads = [threading.Thread(target=attempt, args=(n,)) for n in range(64)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert outcomes.count("ok") == 10 and outcomes.count("exhausted") == 54
+    assert set(spend_rows(engine, t).values()) == {1_000_000}
+
+
+def test_migrations_match_the_models(engine: Engine) -> None:
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    assert diff == []
