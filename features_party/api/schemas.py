@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
@@ -33,7 +34,7 @@ class SenderOut(BaseModel):
 
     @classmethod
     def of(cls, s: Sender) -> SenderOut:
-        return cls(id=s.id, key_id=s.key_id, created_at=s.created_at)
+        return cls.model_validate(s, from_attributes=True)
 
 
 class ReceivedReleaseOut(BaseModel):
@@ -119,13 +120,9 @@ class JoinOut(BaseModel):
         return cls(
             release_id=body.release_id,
             feature_table=body.feature_table,
-            release_examples=report.release_examples,
-            feature_rows=report.feature_rows,
-            in_both=report.in_both,
-            only_in_release=report.only_in_release,
-            only_in_features=report.only_in_features,
             release_match_rate=report.release_match_rate,
             feature_match_rate=report.feature_match_rate,
+            **asdict(report),
         )
 
 
@@ -169,14 +166,7 @@ class JobOut(BaseModel):
 
     @classmethod
     def of(cls, j: TrainingJob) -> JobOut:
-        return cls(
-            id=j.id,
-            status=j.status,
-            progress=j.progress,
-            error=j.error,
-            created_at=j.created_at,
-            finished_at=j.finished_at,
-        )
+        return cls.model_validate(j, from_attributes=True)
 
 
 class ModelOut(BaseModel):
@@ -246,13 +236,4 @@ class ReceivedModelOut(BaseModel):
 
     @classmethod
     def of(cls, m: ReceivedModel) -> ReceivedModelOut:
-        return cls(
-            model_id=m.model_id,
-            sender_id=m.sender_id,
-            sender_key_id=m.sender_key_id,
-            message_sha256=m.message_sha256,
-            label_release_id=m.label_release_id,
-            guarantee=m.guarantee,
-            columns=m.columns,
-            received_at=m.received_at,
-        )
+        return cls.model_validate(m, from_attributes=True)

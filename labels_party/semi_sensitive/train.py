@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -25,8 +25,11 @@ from labels_party.semi_sensitive.plan import (
 )
 from labels_party.storage.orm import SemiSensitiveModel
 
+if TYPE_CHECKING:  # the optional dpsgd extra: imported when a model trains
+    from labeldp.semi_sensitive.encoding import ColumnEncoding
 
-def _encodings(columns: list[FeatureColumn]) -> list[object]:
+
+def _encodings(columns: list[FeatureColumn]) -> list[ColumnEncoding]:
     from labeldp.semi_sensitive.encoding import ColumnEncoding
 
     return [ColumnEncoding.of(c.model_dump()) for c in columns]
@@ -46,8 +49,8 @@ def train_and_sign(
     from labeldp.semi_sensitive.encoding import encode
 
     spec = plan.spec
-    x_non = encode(_columns(plan.non_sensitive), _encodings(spec.non_sensitive))  # type: ignore[arg-type]
-    x_semi = encode(_columns(plan.labels), _encodings(spec.semi_sensitive))  # type: ignore[arg-type]
+    x_non = encode(_columns(plan.non_sensitive), _encodings(spec.non_sensitive))
+    x_semi = encode(_columns(plan.labels), _encodings(spec.semi_sensitive))
     labels = np.asarray(plan.labels.column("label").to_numpy(), dtype=np.int64)
     model = TwoTower(x_non.shape[1], x_semi.shape[1], request.width)
     noise = BinsNoise.of_published(plan.mechanism)
