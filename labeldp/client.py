@@ -171,6 +171,10 @@ class LabelsClient(ApiClient):
     def create_dataset(self, spec: dict[str, Any]) -> Dataset:
         return self.call("POST", "/v1/datasets", json=spec)
 
+    def delete_dataset(self, dataset_id: str) -> None:
+        """Delete a dataset nothing was released from (409 ``dataset-in-use`` otherwise)."""
+        self.call("DELETE", f"/v1/datasets/{dataset_id}", raw=True)
+
     def datasets(self) -> list[Dataset]:
         return list(self.items("/v1/datasets"))
 

@@ -34,6 +34,14 @@ class LabelsSettings(BaseSettings):
         60.0, gt=0, description="how long a charged release's owner is trusted without a heartbeat"
     )
     instance_name: str | None = Field(None, description="this process's host name in ownership tokens")
+    superseded_grace_seconds: float = Field(
+        3600.0, ge=0, description="how long a superseded dataset version stays readable before it is deleted"
+    )
+    recipient_hosts: str | None = Field(
+        None,
+        description="comma-separated host names and networks (CIDR) recipients' grpc_address may use; "
+        "default: any host except link-local addresses",
+    )
     dask_scheduler: str | None = Field(
         None,
         description="count and randomize example-level regression releases on a Dask cluster: "

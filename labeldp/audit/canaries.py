@@ -11,6 +11,7 @@ few percent of ε. The canaries are new examples: only they are charged, ε each
 
 from __future__ import annotations
 
+import contextlib
 import io
 import secrets
 import tempfile
@@ -22,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from labeldp.client import LabelsClient
+from labeldp.client import ApiError, LabelsClient
 from labeldp.mechanisms import PublishedMechanism
 from labeldp.mechanisms.advantage import targets_of
 from labeldp.mechanisms.empirical import epsilon_lower_bound
@@ -72,13 +73,20 @@ def canary_audit(
     truth = np.arange(canaries, dtype=np.int64) % 2
     ids = pa.array([f"canary-{run}-{i:08d}" for i in range(canaries)])
     ds = labels.create_dataset({"name": f"canaries-{run}", "label_type": "binary", "lo": 0, "hi": 1})
-    with tempfile.TemporaryDirectory(prefix="labeldp-canaries-") as tmp:
-        path = Path(tmp) / "canaries.parquet"
-        pq.write_table(pa.table({"example_id": ids, "label": pa.array(truth)}), path)
-        say(f"uploading {canaries:,} canaries to dataset {ds['name']}")
-        labels.upload_labels(ds["id"], path)
-    say(f"releasing them once at ε = {epsilon:g}")
-    rel = labels.release(ds["id"], epsilon, recipient, "zero_one", f"canaries-{run}", epsilon_prior)
+    try:
+        with tempfile.TemporaryDirectory(prefix="labeldp-canaries-") as tmp:
+            path = Path(tmp) / "canaries.parquet"
+            pq.write_table(pa.table({"example_id": ids, "label": pa.array(truth)}), path)
+            say(f"uploading {canaries:,} canaries to dataset {ds['name']}")
+            labels.upload_labels(ds["id"], path)
+        say(f"releasing them once at ε = {epsilon:g}")
+        rel = labels.release(ds["id"], epsilon, recipient, "zero_one", f"canaries-{run}", epsilon_prior)
+    except BaseException:
+        # nothing was released (a refused or failed release leaves no release behind): the canaries,
+        # up to millions of rows, would only take room; a release that exists keeps its dataset
+        with contextlib.suppress(ApiError):
+            labels.delete_dataset(ds["id"])
+        raise
     published = PublishedMechanism.model_validate(rel["mechanism"])
     out = pq.read_table(io.BytesIO(labels.noisy_labels(rel["id"])))
     position = {eid: i for i, eid in enumerate(ids.to_pylist())}

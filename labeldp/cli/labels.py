@@ -143,6 +143,20 @@ def datasets_show(
     show(ds, as_json, f"dataset {ds['name']} {ds['id']}: {ds['label_count']:,} labels; {spec}")
 
 
+@datasets.command("delete")
+def datasets_delete(
+    dataset: Annotated[str, typer.Argument(help="Dataset name or id.")],
+    url: LabelsUrl = LABELS_URL,
+    api_key: LabelsKey = "",
+) -> None:
+    """Delete a dataset nothing was released from (its labels, universe and rows; the ledger keeps
+    every charge)."""
+    with labels_client(url, api_key) as client:
+        ds = client.dataset(dataset)
+        client.delete_dataset(ds["id"])
+    typer.echo(f"deleted dataset {ds['name']} {ds['id']}")
+
+
 @app.command("upload")
 def upload(
     file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="CSV, NDJSON or Parquet.")],

@@ -1,14 +1,19 @@
 """Database engines and migrations shared by both parties: SQLite (WAL) by default, PostgreSQL via
 psycopg 3.
 
-Writers must not interleave: on SQLite every transaction begins with ``BEGIN IMMEDIATE`` (one writer
+Writers must not interleave: on SQLite a write transaction begins with ``BEGIN IMMEDIATE`` (one writer
 at a time, others wait up to the busy timeout); on PostgreSQL the code takes row locks explicitly.
+Readers must not wait for writers: a service's ``Sessions`` open reads (``sessions()``) on a second,
+query-only SQLite engine whose deferred transactions read a WAL snapshot — never queued behind the
+writer's lock — and writes (``sessions.begin()``) on the writing engine. On PostgreSQL (MVCC) both are
+one engine.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
 from alembic import command
@@ -26,7 +31,9 @@ def sqlite_url(data_dir: Path, name: str) -> str:
     return f"sqlite:///{(data_dir / name).resolve()}"
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, *, read_only: bool = False) -> Engine:
+    """An engine for ``url``. On SQLite, ``read_only`` gives the readers' engine: deferred transactions
+    (a WAL snapshot, no lock) on ``query_only`` connections, which refuse any write."""
     if url.startswith("sqlite"):
         engine = create_engine(
             url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False}
@@ -36,15 +43,18 @@ def make_engine(url: str) -> Engine:
         def _on_connect(dbapi_conn: Any, _record: Any) -> None:
             dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
             cur = dbapi_conn.cursor()
-            cur.execute("PRAGMA journal_mode=WAL")
+            if not read_only:
+                cur.execute("PRAGMA journal_mode=WAL")  # persistent: the writer sets it once
             cur.execute("PRAGMA synchronous=FULL")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+            if read_only:
+                cur.execute("PRAGMA query_only=ON")
             cur.close()
 
         @event.listens_for(engine, "begin")
         def _on_begin(conn: Any) -> None:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
         return engine
     if url.startswith("postgresql://"):
@@ -54,6 +64,31 @@ def make_engine(url: str) -> Engine:
 
 def session_factory(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
+
+
+class Sessions(sessionmaker[Session]):
+    """A service's sessions: ``sessions()`` reads — on SQLite on the query-only engine, a snapshot that
+    never waits for a writer (and a write there fails loudly) — and ``sessions.begin()`` writes, on the
+    writing engine (``BEGIN IMMEDIATE``: one writer at a time)."""
+
+    def __init__(self, writer: Engine, reader: Engine) -> None:
+        super().__init__(reader, expire_on_commit=False)
+        self.writer, self.reader = writer, reader
+        self._writes = sessionmaker(writer, expire_on_commit=False)
+
+    def begin(self) -> AbstractContextManager[Session]:
+        return self._writes.begin()
+
+    def dispose(self) -> None:
+        self.writer.dispose()
+        if self.reader is not self.writer:
+            self.reader.dispose()
+
+
+def service_sessions(url: str) -> Sessions:
+    """Reads and writes of one service on ``url`` (two SQLite engines, one PostgreSQL engine)."""
+    writer = make_engine(url)
+    return Sessions(writer, make_engine(url, read_only=True) if url.startswith("sqlite") else writer)
 
 
 def migrate(engine: Engine, migrations: Path, revision: str = "head") -> None:

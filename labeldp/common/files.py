@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from labeldp.common.instance import temporary_name
 
 
 def fsync_directory(directory: Path) -> None:
@@ -23,7 +24,7 @@ def fsync_directory(directory: Path) -> None:
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     """``path`` holds either nothing (or the old bytes) or all of ``data``, whatever crashes."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp = path.with_name(temporary_name(path.name))
     try:
         with open(tmp, "wb") as fh:
             fh.write(data)
@@ -44,7 +45,7 @@ def write_tables_atomic(path: Path, schema: pa.Schema, tables: Iterable[pa.Table
     """``write_parquet_atomic`` for tables that arrive one at a time (one or more row groups each),
     so a file larger than memory can be written."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp = path.with_name(temporary_name(path.name))
     try:
         with pq.ParquetWriter(tmp, schema) as writer:
             for table in tables:

@@ -9,6 +9,7 @@ host, its lease (a heartbeat timestamp) has expired.
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 import shutil
@@ -89,6 +90,30 @@ class Instance:
         return now is None or now not in ("unknown", started)
 
 
+def this_process() -> Instance:
+    """This process's ``Instance`` under its own host name (recomputed after a fork: a forked child is
+    another owner). Names the temporary files a process writes, so that the next process can tell a
+    dead writer's leftovers from a live writer's work in progress."""
+    return _instance_of(os.getpid())
+
+
+@functools.lru_cache(maxsize=1)
+def _instance_of(pid: int) -> Instance:
+    return Instance.current()
+
+
+def temporary_name(final: str) -> str:
+    """A hidden temporary name beside ``final``, carrying this process's token (``~`` never occurs in
+    one): ``.{final}~{token}~{random}.tmp``."""
+    return f".{final}~{this_process().token}~{secrets.token_hex(8)}.tmp"
+
+
+def writer_of(temporary: str) -> str | None:
+    """The token a ``temporary_name`` carries (None for other names)."""
+    parts = temporary.split("~")
+    return parts[1] if len(parts) == 3 and parts[2].endswith(".tmp") else None
+
+
 def clean_spools(root: Path, me: Instance, stale_after_s: float = 24 * 3600) -> int:
     """Remove the spool folders (``root/<token>/``) of owners that are gone, and anything else under
     ``root`` untouched for ``stale_after_s``; returns how many entries were removed."""
@@ -112,16 +137,20 @@ def clean_spools(root: Path, me: Instance, stale_after_s: float = 24 * 3600) -> 
     return removed
 
 
-def clean_atomic_leftovers(root: Path, older_than_s: float = 3600) -> int:
-    """Remove ``.<name>.<hex>.tmp`` files that a crash left behind an atomic write (a live writer's
-    temporary file is never that old)."""
+def clean_atomic_leftovers(root: Path, me: Instance | None = None, older_than_s: float = 3600) -> int:
+    """Remove the temporary files (``.*.tmp``) that a crash left behind an atomic write or a staged
+    upload: at once when their writer is certainly gone (``me`` judges: same host, process no longer
+    running), else once older than ``older_than_s`` (a live writer's file is never that old, and a
+    writer on another host is judged by age alone)."""
     if not root.is_dir():
         return 0
     removed = 0
     now = time.time()
     for path in root.rglob(".*.tmp"):
+        writer = writer_of(path.name)
         try:
-            if now - path.stat().st_mtime > older_than_s:
+            gone = me is not None and writer is not None and me.owner_is_gone(writer)
+            if gone or now - path.stat().st_mtime > older_than_s:
                 path.unlink(missing_ok=True)
                 removed += 1
         except OSError:

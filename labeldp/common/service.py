@@ -11,6 +11,7 @@ client never sees a bare text/plain 500 and an operator can find the log line.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 
@@ -104,6 +105,74 @@ class BodyLimit:
         await self.app(scope, bounded, send)
 
 
+_ESCAPE = re.compile(rb"(\\+)u([dD][89a-fA-F][0-9a-fA-F]{2})")
+
+
+def lone_surrogate(body: bytes) -> bool:
+    """Whether JSON text escapes a UTF-16 surrogate that is not half of a pair (``"\\ud800"``).
+
+    Python's ``json`` decodes such an escape into a string no encoder accepts, so it would surface as
+    a 500 wherever the string is stored or hashed. An escape counts only when the backslashes before
+    its ``u`` are odd in number (``\\\\ud800`` is text); a high half must be followed at once by a low
+    half, and a low half must follow a high one."""
+    pending: int | None = None  # where the low half of a pair must start
+    for match in _ESCAPE.finditer(body):
+        slashes = match.group(1)
+        if len(slashes) % 2 == 0:
+            continue
+        start = match.start(1) + len(slashes) - 1  # the escaping backslash
+        unit = int(match.group(2), 16)
+        if unit <= 0xDBFF:  # a high half
+            if pending is not None:
+                return True
+            pending = match.end()
+        elif pending != start:  # a low half that follows no high half
+            return True
+        else:
+            pending = None
+    return pending is not None
+
+
+class JsonText:
+    """Refuse JSON request bodies whose strings escape a lone UTF-16 surrogate (422 ``invalid-text``)
+    before any route reads them: such a string decodes in Python but cannot be encoded, stored or
+    hashed. JSON bodies are bounded by ``BodyLimit`` (outside this one), so buffering them is safe."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = dict(scope.get("headers", [])) if scope["type"] == "http" else {}
+        if b"json" not in headers.get(b"content-type", b"") or scope["method"] == "PUT":
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        if lone_surrogate(body):
+            response = problem_response(
+                422, "invalid-text", "a JSON string escapes a lone UTF-16 surrogate (not valid Unicode text)"
+            )
+            await response(scope, receive, send)
+            return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
 def service_app(
     title: str,
     description: str,
@@ -124,6 +193,7 @@ def service_app(
     install_error_handlers(app, logging.getLogger(http_logger))
     metrics.install(app, service_metrics)
     app.middleware("http")(logs.request_logger(http_logger))  # sees every response
+    app.add_middleware(JsonText)  # no route reads a string that cannot be encoded
     app.add_middleware(BodyLimit)  # outermost: nothing reads an oversized body
 
     @app.get("/healthz", tags=["operations"])

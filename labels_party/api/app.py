@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
 
 from labeldp.common import logs
+from labeldp.common.db import service_sessions
 from labeldp.common.identity import Identity
 from labeldp.common.instance import Instance, clean_atomic_leftovers, clean_spools
 from labeldp.common.service import service_app
@@ -23,6 +24,7 @@ from labels_party.budget.segments import SegmentStore
 from labels_party.config import LabelsSettings
 from labels_party.datasets.budget import BudgetService
 from labels_party.datasets.service import DatasetService
+from labels_party.datasets.versions import collect_superseded
 from labels_party.delivery.message import Signer
 from labels_party.delivery.service import DeliveryService, RecipientService
 from labels_party.metrics import LabelsMetrics
@@ -30,7 +32,7 @@ from labels_party.releases.cluster import ReleaseCluster
 from labels_party.releases.service import ReleaseService
 from labels_party.releases.work import ReleaseWork
 from labels_party.semi_sensitive.service import SemiSensitiveService
-from labels_party.storage.db import make_engine, migrate, session_factory
+from labels_party.storage.db import migrate
 
 log = logging.getLogger("labeldp.labels")
 
@@ -43,8 +45,7 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
         )
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     logs.configure(settings.log_level)
-    engine = make_engine(settings.resolved_database_url())
-    sessions = session_factory(engine)
+    sessions = service_sessions(settings.resolved_database_url())  # reads never wait for writers
     metrics = LabelsMetrics()
     signer = Signer(
         Identity.load_or_create(settings.identity_path()), settings.party_id, settings.release_ttl_seconds
@@ -58,11 +59,17 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
     semi_sensitive = SemiSensitiveService(sessions, data_dir, signer, ledger, instance, lease)
 
     def recover() -> None:
-        """Fail every charged job whose owner is gone (keeping its charge), then collect the ledger
-        segment files no shard row names."""
+        """Fail every charged job whose owner is gone (keeping its charge); then remove what is left
+        of dead writers (temporary files), superseded dataset versions past their grace period, and
+        ledger segment files no shard row names."""
         failed = releases.jobs.recover() + semi_sensitive.jobs.recover()
         if failed:
             log.warning("marked interrupted charged jobs as failed", extra={"releases": failed})
+        removed = clean_atomic_leftovers(data_dir.root, instance) + collect_superseded(
+            sessions, data_dir, settings.superseded_grace_seconds
+        )
+        if removed:
+            log.info("removed leftovers and superseded versions", extra={"examples": removed})
         with sessions() as session:
             named = referenced_segments(session)
         ledger.segments.collect_garbage(named)
@@ -78,9 +85,9 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        migrate(engine)
+        migrate(sessions.writer)
         recover()
-        removed = clean_spools(data_dir.spools, instance) + clean_atomic_leftovers(settings.data_dir)
+        removed = clean_spools(data_dir.spools, instance)
         if removed:
             log.info("removed files a crash left behind", extra={"examples": removed})
         log.info("service started", extra={"path": str(settings.data_dir)})
@@ -94,7 +101,7 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
         finally:
             recovery.cancel()
             releases.shutdown()
-            engine.dispose()
+            sessions.dispose()
 
     app = service_app(
         "labeldp labels party",
@@ -111,7 +118,7 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
         datasets=DatasetService(sessions, data_dir),
         releases=releases,
         budget=BudgetService(sessions, data_dir),
-        recipients=RecipientService(sessions),
+        recipients=RecipientService(sessions, settings.recipient_hosts),
         deliveries=DeliveryService(sessions, settings, metrics),
         semi_sensitive=semi_sensitive,
     )

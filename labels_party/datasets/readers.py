@@ -62,7 +62,13 @@ def _unparseable(fmt: str, exc: BaseException) -> DomainError:
 
 
 def _require(present: Iterable[str], wanted: tuple[str, ...]) -> None:
-    names = set(present)
+    """Every wanted column present (``user_id`` is optional), and none of them twice: a reader would
+    otherwise keep one of two ``label`` columns silently."""
+    listed = list(present)
+    twice = sorted({n for n in listed if n in wanted and listed.count(n) > 1})
+    if twice:
+        raise upload_error("duplicate-column", f"the upload has more than one {twice[0]!r} column")
+    names = set(listed)
     for required in wanted:
         if required not in names and required != "user_id":  # the one optional column
             raise upload_error(
@@ -101,6 +107,34 @@ def _scalar(value: object) -> bool:
     return value is None or isinstance(value, str | int | float | bool)
 
 
+def _encodable(value: object) -> bool:
+    """JSON may escape a lone surrogate (``"\\ud800"``): Python decodes it into a string that no
+    encoder accepts."""
+    if not isinstance(value, str):
+        return True
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+class _DuplicateKeyError(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _object(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """A JSON object whose keys are distinct (``json`` keeps the last of two silently)."""
+    out: dict[str, object] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKeyError(key if _encodable(key) else "?")
+        out[key] = value
+    return out
+
+
 def _ndjson_batches(path: Path, wanted: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
     columns: dict[str, list[object]] = {c: [] for c in wanted}
     seen: set[str] = set()
@@ -120,12 +154,20 @@ def _ndjson_batches(path: Path, wanted: tuple[str, ...]) -> Iterator[pa.RecordBa
                 continue
             row += 1
             try:
-                obj = json.loads(line)
+                obj = json.loads(line, object_pairs_hook=_object)
+            except _DuplicateKeyError as exc:
+                raise upload_error(
+                    "duplicate-column", f"a line has more than one {exc.key!r}", [row]
+                ) from exc
             except (ValueError, RecursionError) as exc:
                 raise upload_error("unparseable-upload", "a line is not a JSON object", [row]) from exc
             if not isinstance(obj, dict) or not all(_scalar(v) for v in obj.values()):
                 raise upload_error(
                     "unparseable-upload", "each line must be one flat JSON object (no nested values)", [row]
+                )
+            if not all(_encodable(v) for v in obj.values()):
+                raise upload_error(
+                    "unparseable-upload", "a value escapes a lone UTF-16 surrogate (not valid text)", [row]
                 )
             seen.update(k for k in wanted if k in obj)
             for c in wanted:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import pyarrow.parquet as pq
 from sqlalchemy import select
@@ -19,7 +22,9 @@ from labels_party.datasets.spec import DatasetSpec
 from labels_party.datasets.store import DatasetFiles, merge_labels
 from labels_party.datasets.uploads import validate_upload
 from labels_party.storage.data_dir import DataDir
-from labels_party.storage.orm import Dataset
+from labels_party.storage.orm import Dataset, Release, SemiSensitiveModel
+
+Stored = TypeVar("Stored")
 
 
 @dataclass(frozen=True)
@@ -74,30 +79,82 @@ class DatasetService:
         with self.sessions() as session:
             return get_dataset(session, tenant_id, dataset_id)
 
+    def delete(self, tenant_id: str, dataset_id: str) -> None:
+        """Delete a dataset that nothing was released from (its row, then its files). A dataset with a
+        release or a semi-sensitive model stays: they name it, and the ledger's charges stand anyway
+        (spend is per example, not per dataset)."""
+        with self.sessions.begin() as session:
+            ds = get_dataset(session, tenant_id, dataset_id, lock=True)
+            used = (
+                session.execute(select(Release.id).where(Release.dataset_id == ds.id).limit(1)).first()
+                or session.execute(
+                    select(SemiSensitiveModel.id).where(SemiSensitiveModel.dataset_id == ds.id).limit(1)
+                ).first()
+            )
+            if used:
+                raise DomainError(
+                    "dataset-in-use", "a dataset with releases or models cannot be deleted", status=409
+                )
+            session.delete(ds)
+        shutil.rmtree(self.data_dir.dataset(dataset_id), ignore_errors=True)
+
+    def _commit(
+        self,
+        tenant_id: str,
+        dataset_id: str,
+        prepare: Callable[[Dataset], Callable[[Dataset], Stored]],
+    ) -> Stored:
+        """Run an upload's file work (``prepare``, against the dataset's current versions) outside any
+        transaction, then a short write transaction that commits its result (``prepare``'s returned
+        ``publish``: a rename and a few fields) if the versions are still those — a merge or a check
+        never holds the write lock. If other uploads keep committing first, the last attempt does its
+        file work holding the dataset's lock, so every upload lands."""
+        for attempt in range(UPLOAD_ATTEMPTS):
+            if attempt < UPLOAD_ATTEMPTS - 1:
+                seen = self.get(tenant_id, dataset_id)
+                publish = prepare(seen)
+                with self.sessions.begin() as session:
+                    ds = get_dataset(session, tenant_id, dataset_id, lock=True)
+                    if _versions(ds) == _versions(seen):
+                        return publish(ds)
+                continue
+            with self.sessions.begin() as session:  # contended: serialize this one
+                ds = get_dataset(session, tenant_id, dataset_id, lock=True)
+                return prepare(ds)(ds)
+        raise AssertionError("unreachable")
+
     def store_labels(self, tenant_id: str, dataset_id: str, path: Path, fmt: str) -> LabelsStored:
         """Validate an upload completely (streamed), then upsert it as a new labels version (nothing is
-        stored when validation fails)."""
+        stored when validation fails). The merge with the current version runs outside any
+        transaction; an upload that committed first makes this one merge again."""
         spec = DatasetSpec.model_validate(self.get(tenant_id, dataset_id).spec)
         files = self.files(dataset_id)
         staged, merged = files.staging_path(), files.staging_path()
         try:
             valid = validate_upload(path, fmt, spec, staged)
-            with self.sessions.begin() as session:
-                ds = get_dataset(session, tenant_id, dataset_id, lock=True)
-                check_labels_against(files.read_universe(ds.universe_version), staged)
-                version = ds.labels_version + 1
-                if ds.labels_version:
-                    existing = files.labels_path(ds.labels_version)
+
+            def prepare(seen: Dataset) -> Callable[[Dataset], LabelsStored]:
+                check_labels_against(files.read_universe(seen.universe_version), staged)
+                if seen.labels_version:
+                    existing = files.labels_path(seen.labels_version)
                     count = merge_labels(existing, staged, valid.key_pairs, merged, spec.label_schema())
-                    files.publish(merged, files.labels_path(version))
+                    source = merged
                 else:  # nothing to merge with: the validated file, in the dataset's schema, is the version
-                    count = valid.rows
-                    files.publish(staged, files.labels_path(version))
-                ds.labels_version, ds.label_count = version, count
+                    count, source = valid.rows, staged
+                files.make_durable(source)
+                version = seen.labels_version + 1
+
+                def publish(ds: Dataset) -> LabelsStored:
+                    files.rename_into_place(source, files.labels_path(version))
+                    ds.labels_version, ds.label_count = version, count
+                    return LabelsStored(valid.rows, valid.clipped, count, version)
+
+                return publish
+
+            return self._commit(tenant_id, dataset_id, prepare)
         finally:
             staged.unlink(missing_ok=True)
             merged.unlink(missing_ok=True)
-        return LabelsStored(valid.rows, valid.clipped, count, version)
 
     def store_non_sensitive(self, tenant_id: str, dataset_id: str, path: Path, fmt: str) -> UniverseStored:
         """Replace the features party's non-sensitive rows (``example_id`` and the declared
@@ -112,19 +169,27 @@ class DatasetService:
         staged = files.staging_path()
         try:
             valid = validate_upload(path, fmt, spec, staged, non_sensitive=True)
-            with self.sessions.begin() as session:
-                ds = get_dataset(session, tenant_id, dataset_id, lock=True)
-                version = ds.non_sensitive_version + 1
-                files.publish(staged, files.non_sensitive_path(version))
-                ds.non_sensitive_version = version
+            files.make_durable(staged)
+
+            def prepare(seen: Dataset) -> Callable[[Dataset], UniverseStored]:
+                version = seen.non_sensitive_version + 1
+
+                def publish(ds: Dataset) -> UniverseStored:
+                    files.rename_into_place(staged, files.non_sensitive_path(version))
+                    ds.non_sensitive_version = version
+                    return UniverseStored(valid.rows, version)
+
+                return publish
+
+            return self._commit(tenant_id, dataset_id, prepare)
         finally:
             staged.unlink(missing_ok=True)
-        return UniverseStored(valid.rows, version)
 
     def store_universe(self, tenant_id: str, dataset_id: str, path: Path, fmt: str) -> UniverseStored:
         """Replace the dataset's universe: every example ID a release will list and, optionally, each
         one's ``user_id`` — with a universe, the only source of who an example's user is
-        (``membership.py``)."""
+        (``membership.py``). The check against the stored label rows runs outside any transaction,
+        against the versions the commit then confirms."""
         self.get(tenant_id, dataset_id)
         files = self.files(dataset_id)
         staged = files.staging_path()
@@ -132,13 +197,27 @@ class DatasetService:
             valid = validate_upload(path, fmt, None, staged)
             universe = pq.read_table(staged, columns=["example_id", "user_id"])
             users = users_in_universe(universe)
-            with self.sessions.begin() as session:
-                ds = get_dataset(session, tenant_id, dataset_id, lock=True)
-                labels = files.labels_path(ds.labels_version) if ds.labels_version else None
+            files.make_durable(staged)
+
+            def prepare(seen: Dataset) -> Callable[[Dataset], UniverseStored]:
+                labels = files.labels_path(seen.labels_version) if seen.labels_version else None
                 check_universe_against(universe, labels)
-                version = ds.universe_version + 1
-                files.publish(staged, files.universe_path(version))
-                ds.universe_version, ds.universe_count, ds.universe_users = version, valid.rows, users
+                version = seen.universe_version + 1
+
+                def publish(ds: Dataset) -> UniverseStored:
+                    files.rename_into_place(staged, files.universe_path(version))
+                    ds.universe_version, ds.universe_count, ds.universe_users = version, valid.rows, users
+                    return UniverseStored(valid.rows, version, users)
+
+                return publish
+
+            return self._commit(tenant_id, dataset_id, prepare)
         finally:
             staged.unlink(missing_ok=True)
-        return UniverseStored(valid.rows, version, users)
+
+
+UPLOAD_ATTEMPTS = 4  # optimistic tries before one under the lock
+
+
+def _versions(ds: Dataset) -> tuple[int, int, int]:
+    return ds.labels_version, ds.universe_version, ds.non_sensitive_version

@@ -76,10 +76,15 @@ class DatasetFiles:
     def write(self, path: Path, table: pa.Table) -> None:
         write_parquet_atomic(path, table)
 
-    def publish(self, staged: Path, final: Path) -> None:
-        """Make a fully written staging file a version: fsync, rename, fsync the folder."""
+    @staticmethod
+    def make_durable(staged: Path) -> None:
+        """fsync a fully written file (the slow part of publishing: done before any lock is taken)."""
         with open(staged, "rb") as fh:
             os.fsync(fh.fileno())
+
+    @staticmethod
+    def rename_into_place(staged: Path, final: Path) -> None:
+        """Rename a durable file to its version's name and make the rename durable."""
         os.replace(staged, final)
         fsync_directory(final.parent)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 
 import grpc
@@ -13,9 +14,30 @@ from labeldp.common.db import owned, utcnow
 from labeldp.common.errors import DomainError
 from labeldp.common.pages import PageRequest
 from labels_party.config import LabelsSettings
+from labels_party.delivery.addresses import check_address
 from labels_party.delivery.client import Outcome, deliver, deliver_model
 from labels_party.metrics import LabelsMetrics
 from labels_party.storage.orm import Delivery, Recipient, Release, SemiSensitiveModel
+
+log = logging.getLogger("labeldp.labels.delivery")
+
+
+TRANSPORT = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "UNKNOWN", "INTERNAL", "CANCELLED", "UNIMPLEMENTED"}
+UNREACHABLE = (
+    "the recipient could not be reached or did not answer as a labeldp receiver "
+    "(the operator's log has the detail)"
+)
+
+
+def told(outcome: Outcome, what: str) -> str:
+    """What a tenant is told of a failed delivery: a receiver's own refusal as it gave it, but nothing
+    of the network (connection refused, TLS handshake failed, …): that would make the labels party a
+    port scanner for anyone who can register a recipient. The full detail goes to the log."""
+    if outcome.delivered or outcome.status not in TRANSPORT:
+        return outcome.detail[:2000]
+    log.warning("delivery did not reach the recipient", extra={"release_id": what, "status": outcome.status})
+    log.debug("transport detail: %s", outcome.detail[:2000])
+    return UNREACHABLE
 
 
 def credentials_for(recipient: Recipient, settings: LabelsSettings) -> grpc.ChannelCredentials | None:
@@ -38,8 +60,8 @@ def credentials_for(recipient: Recipient, settings: LabelsSettings) -> grpc.Chan
 
 
 class RecipientService:
-    def __init__(self, sessions: sessionmaker[Session]) -> None:
-        self.sessions = sessions
+    def __init__(self, sessions: sessionmaker[Session], allowed_hosts: str | None = None) -> None:
+        self.sessions, self.allowed_hosts = sessions, allowed_hosts
 
     def register(
         self,
@@ -52,6 +74,8 @@ class RecipientService:
         """A features party that this tenant's releases may be addressed (and delivered) to."""
         if tls_ca_pem is not None and "BEGIN CERTIFICATE" not in tls_ca_pem:
             raise DomainError("invalid-certificate", "tls_ca_pem must be a PEM certificate")
+        if grpc_address is not None:
+            check_address(grpc_address, self.allowed_hosts)
         try:
             with self.sessions.begin() as session:
                 recipient = Recipient(
@@ -119,6 +143,7 @@ class DeliveryService:
             raise DomainError(
                 "recipient-has-no-address", f"recipient {recipient.name!r} has no grpc_address", status=409
             )
+        check_address(recipient.grpc_address, self.settings.recipient_hosts)
         path = self.settings.paths().message(release_id)
         if not path.exists():
             raise DomainError("message-missing", f"release {release_id} has no stored message", status=409)
@@ -139,7 +164,7 @@ class DeliveryService:
             outcome="delivered" if outcome.delivered else "failed",
             attempts=outcome.attempts,
             status=outcome.status,
-            detail=outcome.detail[:2000],
+            detail=told(outcome, release_id),
             receipt_sha256=outcome.receipt.payload_sha256.hex() if outcome.receipt else None,
             wire_bytes=outcome.wire_bytes,
             started_at=started,
@@ -162,6 +187,7 @@ class DeliveryService:
             raise DomainError(
                 "recipient-has-no-address", f"recipient {recipient.name!r} has no grpc_address", status=409
             )
+        check_address(recipient.grpc_address, self.settings.recipient_hosts)
         outcome = deliver_model(
             message,
             model_id,
@@ -174,7 +200,7 @@ class DeliveryService:
         if not outcome.delivered:
             raise DomainError(
                 "delivery-failed",
-                f"the recipient answered {outcome.status}: {outcome.detail}",
+                f"the recipient answered {outcome.status}: {told(outcome, model_id)}",
                 status=502,
                 grpc_status=outcome.status,
                 attempts=outcome.attempts,

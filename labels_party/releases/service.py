@@ -67,6 +67,33 @@ class Preview:
     expected_loss: float  # under that prior
 
 
+MIN_PRIOR_MASS, MAX_PRIOR_MASS = 1e-300, 1e300
+
+
+def checked_prior(masses: list[float], k: int) -> np.ndarray:
+    """A prior given as masses (any scale), scaled to a largest mass of 1 — or 422 ``invalid-prior``.
+    Every mass is zero or within [1e-300, 1e300], so scaling by the largest and summing can neither
+    overflow nor drown a mass in subnormal numbers (``[1e308] * 5`` would sum to infinity;
+    ``[1e308, 1, …]`` would silently treat the ones as zeros)."""
+    prior = np.asarray(masses, dtype=np.float64)
+    positive = prior[prior > 0]
+    if (
+        prior.size != k
+        or not np.isfinite(prior).all()
+        or np.any(prior < 0)
+        or positive.size == 0
+        or positive.min() < MIN_PRIOR_MASS
+        or positive.max() > MAX_PRIOR_MASS
+        or positive.min() < positive.max() * 1e-300
+    ):
+        raise DomainError(
+            "invalid-prior",
+            f"public_prior needs {k} masses, each zero or between {MIN_PRIOR_MASS:g} and {MAX_PRIOR_MASS:g}, "
+            "not all zero",
+        )
+    return prior / positive.max()  # the largest mass 1: summing cannot overflow (the mechanism normalizes)
+
+
 class ReleaseService:
     def __init__(
         self,
@@ -141,12 +168,7 @@ class ReleaseService:
         if prior_release_id is not None:
             prior, source = self._released_prior(tenant_id, dataset_id, prior_release_id, plan), "release"
         elif public_prior is not None:
-            prior, source = np.asarray(public_prior, dtype=np.float64), "public"
-            if prior.size != plan.support.k or np.any(prior < 0) or not prior.sum() > 0:
-                raise DomainError(
-                    "invalid-prior",
-                    f"public_prior needs {plan.support.k} non-negative masses with a positive sum",
-                )
+            prior, source = checked_prior(public_prior, plan.support.k), "public"
         else:
             prior = plan.support.counts(plan.in_memory.labels).astype(np.float64)
         mechanism = optimal_mechanism(plan.support, prior, plan.epsilon_randomize, plan.loss)

@@ -19,9 +19,10 @@ lookup — ``labeldp.common.db.owned``) or from a version number it counts, and 
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
+
+from labeldp.common.instance import temporary_name
 
 
 @dataclass(frozen=True)
@@ -43,10 +44,11 @@ class DataDir:
 
     def staging(self, dataset_id: str) -> Path:
         """A fresh temporary file beside the dataset's versions (same file system: the final rename is
-        atomic); the folder is created."""
+        atomic), named for this process so that recovery can remove it if the process dies; the folder
+        is created."""
         folder = self.dataset(dataset_id)
         folder.mkdir(parents=True, exist_ok=True)
-        return folder / f".staging-{uuid.uuid4().hex}.tmp"
+        return folder / temporary_name("staging")
 
     # -- releases, messages, models ------------------------------------------------------------------
     def release(self, release_id: str) -> Path:

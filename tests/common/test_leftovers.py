@@ -26,6 +26,10 @@ def plant(data: Path) -> dict[str, Path]:
         "live": data / "tmp" / live.token / "upload.csv",
         "stale": data / "datasets" / "d1" / ".labels-v2.parquet.0123abcd.tmp",
         "fresh": data / "datasets" / "d1" / ".labels-v3.parquet.4567cdef.tmp",
+        # a staged upload and an atomic write of a writer that died a moment ago, and one of this process
+        "dead-writer-staging": data / "datasets" / "d1" / f".staging~{gone.token}~00aa.tmp",
+        "dead-writer-release": data / "releases" / f".r1.parquet~{gone.token}~00bb.tmp",
+        "live-writer": data / "releases" / f".r2.parquet~{live.token}~00cc.tmp",
     }
     for path in files.values():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -46,3 +50,6 @@ def test_start_up_removes_what_dead_processes_left(tmp_path: Path, party: str) -
         assert not files["gone"].exists() and not files["gone"].parent.exists()
         assert not files["stale"].exists()
         assert files["live"].exists() and files["fresh"].exists()  # a live owner, a young file
+        # a dead writer's temporary files go at once, however young; a live writer's stay
+        assert not files["dead-writer-staging"].exists() and not files["dead-writer-release"].exists()
+        assert files["live-writer"].exists()

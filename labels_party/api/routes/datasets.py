@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from labeldp.common.openapi import errors, upload_body
@@ -40,7 +40,21 @@ def list_datasets(caller: Caller, datasets: Datasets, paging: Paging, request: R
 
 @router.get("/datasets/{dataset_id}", response_model=DatasetOut)
 def get_dataset(dataset_id: str, caller: Caller, datasets: Datasets) -> DatasetOut:
+    """A dataset's public parameters and counts."""
     return DatasetOut.of(datasets.get(caller.tenant_id, dataset_id))
+
+
+@router.delete(
+    "/datasets/{dataset_id}",
+    status_code=204,
+    response_class=Response,
+    responses=errors(s409="`dataset-in-use`: a release or a model names it (nothing is deleted)"),
+)
+def delete_dataset(dataset_id: str, caller: Caller, datasets: Datasets) -> Response:
+    """Delete a dataset nothing was released from, with its labels, universe and non-sensitive rows
+    (e.g. canaries whose check failed before their release). The ledger keeps every charge."""
+    datasets.delete(caller.tenant_id, dataset_id)
+    return Response(status_code=204)
 
 
 async def _spool(request: Request, svc: Services) -> tuple[Path, str]:

@@ -26,7 +26,8 @@ class RecipientIn(BaseModel):
         None,
         max_length=300,
         pattern=r"^[^\x00-\x20\x7f]+:[0-9]{1,5}$",
-        description="host:port of its gRPC receiver",
+        description="host:port of its gRPC receiver: a DNS name, an IPv4 address or [an IPv6 address], "
+        "port 1–65535; never link-local; the operator may restrict hosts (LABELDP_RECIPIENT_HOSTS)",
     )
     tls_ca_pem: Pem | None = Field(
         None, description="CA certificate (PEM) that signed its server certificate"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Self
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
 
 from labeldp.common.inputs import ExampleId, Name
 from labeldp.mechanisms import LossName, PrivacyUnit, PublishedMechanism
@@ -41,28 +41,30 @@ class ReleaseIn(BaseModel):
         "example",
         description="example: ε protects each example's label; user: ε_user protects all of a user's labels",
     )
-    epsilon: float | None = Field(
+    epsilon: StrictFloat | None = Field(
         None,
         ge=MIN_EPSILON,
         le=MAX_EPSILON,
         description="example-level: total ε charged to every example in the release",
     )
-    epsilon_user: float | None = Field(
+    epsilon_user: StrictFloat | None = Field(
         None, ge=MIN_EPSILON, le=MAX_EPSILON, description="user-level: total ε charged to every user"
     )
-    contribution_bound: Annotated[int, Field(ge=1, le=MAX_BOUND)] | Literal["auto", "private"] | None = Field(
+    contribution_bound: (
+        Annotated[StrictInt, Field(ge=1, le=MAX_BOUND)] | Literal["auto", "private"] | None
+    ) = Field(
         None,
         description="user-level: τ, the most examples per user that carry information; auto: chosen from "
         "the noisy prior and the examples per user (docs/math.md §10); private: an ε-DP quantile of "
         "examples per user",
     )
-    epsilon_bound: float | None = Field(
+    epsilon_bound: StrictFloat | None = Field(
         None,
         ge=MIN_EPSILON_PRIOR,
         description="user-level, contribution_bound private: the part of epsilon_user spent choosing τ "
         "(default a tenth)",
     )
-    epsilon_prior: float | None = Field(
+    epsilon_prior: StrictFloat | None = Field(
         None,
         ge=MIN_EPSILON_PRIOR,
         description="part of ε for the private prior (less than epsilon); default min(ε/2, √(k/n))",
@@ -206,7 +208,7 @@ class PreviewIn(ReleaseIn):
         max_length=64,
         description="use the noisy prior an earlier release of this dataset published (free post-processing)",
     )
-    public_prior: list[float] | None = Field(
+    public_prior: list[StrictFloat] | None = Field(
         None, max_length=10_000, description="use a prior known from elsewhere: one mass per support point"
     )
 

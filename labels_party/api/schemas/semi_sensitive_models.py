@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
 from labels_party.budget.epsilon import as_delta, as_float
 from labels_party.releases.limits import (
@@ -28,18 +28,24 @@ class SemiSensitiveModelIn(BaseModel):
     )
 
     label_release_id: str = Field(max_length=36, description="the phase-1 label release (ε₁) to start from")
-    epsilon_dpsgd: float = Field(
+    epsilon_dpsgd: StrictFloat = Field(
         ge=MIN_EPSILON, le=MAX_EPSILON, description="ε₂ of the DP-SGD phase, per example"
     )
-    delta: float = Field(
+    delta: StrictFloat = Field(
         gt=0, lt=1e-3, description="δ of the DP-SGD phase (taken from the tenant's δ budget)"
     )
-    epochs: float = Field(3.0, gt=0, le=100, description="DP-SGD epochs (expected passes over the examples)")
-    batch_size: int = Field(1024, ge=1, le=1 << 20, description="expected batch size (Poisson sampling)")
-    clip_norm: float = Field(1.0, gt=0, le=1e4, description="per-example gradient norm bound C")
-    learning_rate: float = Field(1e-2, gt=0, le=1, description="Adam learning rate of the DP-SGD phase")
-    label_epochs: float = Field(3.0, gt=0, le=100, description="epochs of the label phase (post-processing)")
-    width: int = Field(32, ge=1, le=256, description="units per tower and in the head")
+    epochs: StrictFloat = Field(
+        3.0, gt=0, le=100, description="DP-SGD epochs (expected passes over the examples)"
+    )
+    batch_size: StrictInt = Field(
+        1024, ge=1, le=1 << 20, description="expected batch size (Poisson sampling)"
+    )
+    clip_norm: StrictFloat = Field(1.0, gt=0, le=1e4, description="per-example gradient norm bound C")
+    learning_rate: StrictFloat = Field(1e-2, gt=0, le=1, description="Adam learning rate of the DP-SGD phase")
+    label_epochs: StrictFloat = Field(
+        3.0, gt=0, le=100, description="epochs of the label phase (post-processing)"
+    )
+    width: StrictInt = Field(32, ge=1, le=256, description="units per tower and in the head")
 
     def request(self) -> SemiSensitiveRequest:
         return SemiSensitiveRequest(**self.model_dump())
