@@ -26,6 +26,7 @@ BENCHMARKS = (
     "bench_delivery",
     "bench_features",
     "bench_generalization",
+    "bench_load",
     "bench_demo",
 )
 

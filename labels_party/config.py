@@ -18,6 +18,7 @@ class LabelsSettings(BaseSettings):
     database_url: str | None = Field(None, description="SQLAlchemy URL; default: SQLite under data_dir")
     host: str = Field("127.0.0.1", description="address `labeldp labels serve` binds")
     port: int = Field(8400, description="port `labeldp labels serve` binds")
+    workers: int = Field(1, ge=1, le=64, description="server processes `labeldp labels serve` runs")
     max_upload_bytes: int = Field(8 * 2**30, description="largest accepted label upload body")
     log_level: str = Field("info", description="debug, info, warning or error")
     party_id: str = Field("advertiser", description="this party's id, the sender id in every message")

@@ -41,26 +41,49 @@ ExistOk = Annotated[
 # --- serve --------------------------------------------------------------------------------------------
 
 
+Workers = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        max=64,
+        help="Server processes sharing the port (default LABELDP_WORKERS, 1); each uses the database "
+        "and data directory, never another's memory.",
+    ),
+]
+
+
 @labels_app.command("serve")
 def labels_serve(
     host: Annotated[
         str | None, typer.Option(help="Bind address (default LABELDP_HOST or 127.0.0.1).")
     ] = None,
     port: Annotated[int | None, typer.Option(help="Port (default LABELDP_PORT or 8400).")] = None,
+    workers: Workers = None,
 ) -> None:
     """Run the labels-party REST API (uvicorn)."""
-    import uvicorn
-
-    from labels_party.api.app import create_app
+    from labeldp.common.serving import serve
     from labels_party.config import LabelsSettings
 
     settings = LabelsSettings()
-    uvicorn.run(
-        create_app(settings),
-        host=host or settings.host,
-        port=port or settings.port,
-        log_config=None,  # the app installs JSON-lines logging (labeldp.common.logs)
-        access_log=False,  # the app logs each request as a JSON line with its request id
+
+    def prepare() -> None:
+        from labeldp.common.identity import Identity
+        from labels_party.storage.db import make_engine, migrate
+
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        engine = make_engine(settings.resolved_database_url())
+        try:
+            migrate(engine)
+        finally:
+            engine.dispose()
+        Identity.load_or_create(settings.identity_path())
+
+    serve(
+        "labels_party.api.app:create_app",
+        host or settings.host,
+        port or settings.port,
+        workers or settings.workers,
+        prepare,
     )
 
 
@@ -74,19 +97,11 @@ def features_serve(
     ] = None,
 ) -> None:
     """Run the features-party REST API and its gRPC receiver in one process."""
-    import uvicorn
-
-    from features_party.api.app import create_app
     from features_party.config import FeaturesSettings
+    from labeldp.common.serving import serve
 
     settings = FeaturesSettings()
-    uvicorn.run(
-        create_app(settings),
-        host=host or settings.host,
-        port=port or settings.port,
-        log_config=None,
-        access_log=False,
-    )
+    serve("features_party.api.app:create_app", host or settings.host, port or settings.port, 1, lambda: None)
 
 
 # --- one transaction on a party's database ------------------------------------------------------------

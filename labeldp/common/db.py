@@ -11,9 +11,10 @@ one engine.
 
 from __future__ import annotations
 
+import hashlib
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
-from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
 from alembic import command
@@ -96,8 +97,16 @@ def migrate(engine: Engine, migrations: Path, revision: str = "head") -> None:
     cfg = Config()
     cfg.set_main_option("script_location", str(migrations))
     with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":  # processes starting together migrate one at a time
+            # (on SQLite the transaction's BEGIN IMMEDIATE already serializes them)
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_lock_key(migrations.parent.parent.name)})")
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
+
+
+def _lock_key(name: str) -> int:
+    """A stable signed 64-bit advisory-lock key for one party's migrations."""
+    return int.from_bytes(hashlib.sha256(f"labeldp-migrate:{name}".encode()).digest()[:8], "big", signed=True)
 
 
 class _Owned(Protocol):

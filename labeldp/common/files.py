@@ -36,6 +36,28 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     fsync_directory(path.parent)
 
 
+def create_once(path: Path, data: bytes, mode: int = 0o600) -> bool:
+    """Create ``path`` holding all of ``data`` unless it exists; False if it did. Safe when several
+    processes race to create the same file (workers starting together): the complete file is linked
+    into place, which fails if another got there first, so all of them end up reading one file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(temporary_name(path.name))
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+    finally:
+        tmp.unlink(missing_ok=True)
+    fsync_directory(path.parent)
+    return True
+
+
 def write_parquet_atomic(path: Path, table: pa.Table) -> None:
     """After a crash at any point, ``path`` holds either the old file or the complete new one."""
     write_tables_atomic(path, table.schema, [table])

@@ -7,13 +7,14 @@ key in hex; the features party pins a sender's public key under that name.
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from labeldp.common.files import create_once
 
 
 def fingerprint(public_key: Ed25519PublicKey) -> str:
@@ -67,22 +68,14 @@ class Identity:
 
     @classmethod
     def load_or_create(cls, path: Path) -> Identity:
-        """Load the PKCS#8 PEM key at ``path``, or create it there with mode 0600."""
-        if path.exists():
-            key = serialization.load_pem_private_key(path.read_bytes(), password=None)
-            if not isinstance(key, Ed25519PrivateKey):
-                raise ValueError(f"{path} does not hold an Ed25519 private key")
-            return cls(key)
-        identity = cls.generate()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        pem = identity.private_key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-        tmp = path.with_name(f".{path.name}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(pem)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        return identity
+        """Load the PKCS#8 PEM key at ``path``, or create it there with mode 0600. Processes that start
+        together (``serve --workers N``) all end up with the one key on disk."""
+        if not path.exists():
+            pem = cls.generate().private_key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+            create_once(path, pem)  # another process may have won: read what is there either way
+        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+        if not isinstance(key, Ed25519PrivateKey):
+            raise ValueError(f"{path} does not hold an Ed25519 private key")
+        return cls(key)

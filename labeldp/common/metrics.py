@@ -3,10 +3,17 @@
 Every app gets its own registry, so several apps can live in one process (the tests run many). Label
 values are limited to closed sets — HTTP method, the route *template* (never a concrete path with IDs),
 status code, outcome — so no metric can carry an example ID, a tenant or a label value.
+
+Under ``serve --workers N`` (``PROMETHEUS_MULTIPROC_DIR`` set, see ``labeldp.common.serving``) every
+series is written to that shared directory and a scrape answers the sum over the workers, live and
+exited (gauges: over live workers); the per-process collectors (CPU, memory, GC) are then left out, as
+prometheus_client's multiprocess mode requires.
 """
 
 from __future__ import annotations
 
+import atexit
+import os
 import time
 from collections.abc import Awaitable, Callable
 
@@ -21,10 +28,13 @@ from prometheus_client import (
     Gauge,
     Histogram,
     generate_latest,
+    multiprocess,
 )
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Match
+
+from labeldp.common.serving import MULTIPROC_ENV
 
 
 class ServiceMetrics:
@@ -54,7 +64,24 @@ class ServiceMetrics:
         return Counter(name, doc, list(labels), registry=self.registry)
 
     def gauge(self, name: str, doc: str) -> Gauge:
-        return Gauge(name, doc, registry=self.registry)
+        return Gauge(name, doc, registry=self.registry, multiprocess_mode="livesum")
+
+    def exposition(self) -> bytes:
+        """What ``GET /metrics`` answers: this registry, or every worker's series summed."""
+        if not os.environ.get(MULTIPROC_ENV):
+            return generate_latest(self.registry)
+        workers = CollectorRegistry()
+        multiprocess.MultiProcessCollector(workers)  # type: ignore[no-untyped-call]
+        return generate_latest(workers)
+
+
+def _leave_workers() -> None:
+    """A worker that exits stops counting in the live gauges' sum."""
+    if os.environ.get(MULTIPROC_ENV):
+        multiprocess.mark_process_dead(os.getpid())  # type: ignore[no-untyped-call]
+
+
+atexit.register(_leave_workers)
 
 
 def _route_template(request: Request) -> str:
@@ -86,4 +113,4 @@ def install(app: FastAPI, metrics: ServiceMetrics) -> None:
 
     @app.get("/metrics", tags=["operations"], include_in_schema=False)
     def serve_metrics() -> Response:
-        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)

@@ -55,8 +55,13 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
     ledger = Ledger(sessions, SegmentStore(data_dir.ledger))
     work = ReleaseWork(data_dir, signer, ReleaseCluster(data_dir, settings.dask_scheduler))
     lease = settings.release_lease_seconds
-    releases = ReleaseService(sessions, data_dir, work, ledger, instance, lease, metrics)
-    semi_sensitive = SemiSensitiveService(sessions, data_dir, signer, ledger, instance, lease)
+    budget = BudgetService(sessions, data_dir)
+    releases = ReleaseService(
+        sessions, data_dir, work, ledger, instance, lease, metrics, on_charged=budget.refresh
+    )
+    semi_sensitive = SemiSensitiveService(
+        sessions, data_dir, signer, ledger, instance, lease, on_charged=budget.refresh
+    )
 
     def recover() -> None:
         """Fail every charged job whose owner is gone (keeping its charge); then remove what is left
@@ -101,6 +106,7 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
         finally:
             recovery.cancel()
             releases.shutdown()
+            budget.shutdown()
             sessions.dispose()
 
     app = service_app(
@@ -117,7 +123,7 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
         instance=instance,
         datasets=DatasetService(sessions, data_dir),
         releases=releases,
-        budget=BudgetService(sessions, data_dir),
+        budget=budget,
         recipients=RecipientService(sessions, settings.recipient_hosts),
         deliveries=DeliveryService(sessions, settings, metrics),
         semi_sensitive=semi_sensitive,

@@ -45,7 +45,8 @@ Row = TypeVar("Row", bound=ChargedJob)
 
 class ChargedWork(Generic[Row]):
     """The charged jobs of one kind (``model``: the ORM class). ``remove_outputs`` deletes whatever a
-    failed or recovered job of this kind may have written."""
+    failed or recovered job of this kind may have written; ``on_charged`` hears of each committed
+    charge (its tenant), e.g. to refresh what readers keep of the spend."""
 
     def __init__(
         self,
@@ -56,10 +57,11 @@ class ChargedWork(Generic[Row]):
         *,
         name: str,
         remove_outputs: Callable[[str], None],
+        on_charged: Callable[[str], None] = lambda _tenant: None,
     ) -> None:
         self.ledger, self.model, self.instance = ledger, model, instance
         self.lease = timedelta(seconds=lease_seconds)
-        self.name, self.remove_outputs = name, remove_outputs
+        self.name, self.remove_outputs, self.on_charged = name, remove_outputs, on_charged
 
     # -- 1. find and replay --------------------------------------------------------------------------
     def find(self, tenant_id: str, key: str, digest: str) -> Row | None:
@@ -104,6 +106,7 @@ class ChargedWork(Generic[Row]):
             if existing is None:
                 raise
             return existing, False
+        self.on_charged(row.tenant_id)
         return row, True
 
     def get(self, row_id: str) -> Row:

@@ -1,6 +1,11 @@
 """What a tenant may read of its spend: over a set of examples (max, min, how many can take more), over
 a set of users (quantiles only, never one user's spend by key), and the whole of it (for audits and
-tests)."""
+tests).
+
+Both summaries come from a ``SpendHistogram``: the distinct amounts spent and how many examples (or
+users) spent each. Reading it is the O(examples) part; answering from it, for any ε asked, costs
+O(distinct amounts) — usually a handful, since every release adds one amount to all it covers — so a
+reader can keep it (``labels_party/datasets/budget.py`` does, per dataset and ledger version)."""
 
 from __future__ import annotations
 
@@ -14,6 +19,57 @@ from labels_party.budget.ledger_keys import Keys
 from labels_party.budget.segments import SegmentStore
 from labels_party.budget.shards import EMPTY, load_shards, stored_shards
 from labels_party.storage.orm import ExampleSpendShard, SpendShard, Tenant, UserSpendShard
+
+
+@dataclass(frozen=True)
+class SpendHistogram:
+    """The multiset of amounts spent (micro-ε) over a set of examples or users: ``values`` sorted and
+    distinct, ``counts`` how many have spent each (never charged: 0)."""
+
+    values: Keys
+    counts: Keys
+
+    @staticmethod
+    def of(spent: Keys) -> SpendHistogram:
+        values, counts = np.unique(np.asarray(spent, dtype=np.int64), return_counts=True)
+        return SpendHistogram(values.astype(np.int64), counts.astype(np.int64))
+
+    @property
+    def total(self) -> int:
+        return int(self.counts.sum())
+
+    def at_most(self, limit: int) -> int:
+        """How many have spent at most ``limit``."""
+        return int(self.counts[self.values <= limit].sum())
+
+    def quantile(self, q: float) -> int:
+        """``np.quantile(spent, q, method="higher")``, from the counts."""
+        rank = int(np.ceil((self.total - 1) * q))
+        return int(self.values[int(np.searchsorted(np.cumsum(self.counts), rank, side="right"))])
+
+    def examples(self, budget_micro: int, epsilon_micro: int) -> SpendSummary:
+        if not self.total:
+            return SpendSummary(0, 0, 0, 0)
+        limit = budget_micro - epsilon_micro  # an example may be charged iff spent <= limit
+        can_take = self.at_most(limit) if limit >= 0 else 0
+        return SpendSummary(self.total, int(self.values[-1]), int(self.values[0]), can_take)
+
+    def users(self, user_budget_micro: int | None, epsilon_micro: int) -> UserSpendSummary:
+        if not self.total:
+            return UserSpendSummary(0, {}, None)
+        quantiles = {
+            name: self.quantile(q) for name, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))
+        }
+        can_take = None if user_budget_micro is None else self.at_most(user_budget_micro - epsilon_micro)
+        return UserSpendSummary(self.total, quantiles, can_take)
+
+
+def spend_histogram(
+    session: Session, tenant_id: str, keys: Keys, store: SegmentStore, model: SpendShard = ExampleSpendShard
+) -> SpendHistogram:
+    """What each of ``keys`` (examples, or users with ``UserSpendShard``) has spent, as a histogram."""
+    shards = load_shards(session, tenant_id, keys, model, store)
+    return SpendHistogram.of(np.concatenate([sh.current for sh in shards]) if shards else EMPTY)
 
 
 @dataclass(frozen=True)
@@ -31,13 +87,7 @@ def spend_summary(
     tenant = session.get(Tenant, tenant_id)
     if tenant is None:
         raise UnknownTenantError(tenant_id)
-    shards = load_shards(session, tenant_id, keys, ExampleSpendShard, store)
-    if not shards:
-        return SpendSummary(0, 0, 0, 0)
-    current = np.concatenate([sh.current for sh in shards])
-    limit = tenant.budget_micro - epsilon_micro
-    can_take = int(np.count_nonzero(current <= limit)) if limit >= 0 else 0
-    return SpendSummary(int(current.size), int(current.max()), int(current.min()), can_take)
+    return spend_histogram(session, tenant_id, keys, store).examples(tenant.budget_micro, epsilon_micro)
 
 
 @dataclass(frozen=True)
@@ -58,18 +108,8 @@ def user_spend_summary(
     tenant = session.get(Tenant, tenant_id)
     if tenant is None:
         raise UnknownTenantError(tenant_id)
-    shards = load_shards(session, tenant_id, user_keys, UserSpendShard, store)
-    current = np.concatenate([sh.current for sh in shards]) if shards else EMPTY
-    if not current.size:
-        return UserSpendSummary(0, {}, None)
-    quantiles = {
-        name: int(np.quantile(current, q, method="higher"))
-        for name, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))
-    }
-    can_take = None
-    if tenant.user_budget_micro is not None:
-        can_take = int(np.count_nonzero(current + epsilon_micro <= tenant.user_budget_micro))
-    return UserSpendSummary(int(current.size), quantiles, can_take)
+    histogram = spend_histogram(session, tenant_id, user_keys, store, UserSpendShard)
+    return histogram.users(tenant.user_budget_micro, epsilon_micro)
 
 
 def spend_of_tenant(

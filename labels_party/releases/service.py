@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,11 +105,18 @@ class ReleaseService:
         instance: Instance,
         lease_seconds: float,
         metrics: LabelsMetrics,
+        on_charged: Callable[[str], None] = lambda _tenant: None,
     ) -> None:
         self.sessions, self.data_dir, self.work, self.metrics = sessions, data_dir, work, metrics
         self.cluster = work.cluster
         self.jobs = ChargedWork(
-            ledger, Release, instance, lease_seconds, name="release", remove_outputs=work.remove_outputs
+            ledger,
+            Release,
+            instance,
+            lease_seconds,
+            name="release",
+            remove_outputs=work.remove_outputs,
+            on_charged=on_charged,
         )
         self.background = ThreadPoolExecutor(max_workers=2, thread_name_prefix="release")
 
@@ -330,6 +338,7 @@ class ReleaseService:
         except BaseException:
             self.work.remove_outputs(release.id)
             raise
+        self.jobs.on_charged(release.tenant_id)
         self._charged(release, plan)
         return release, True
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import uuid
+from collections.abc import Callable
 
 import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
@@ -50,6 +51,7 @@ class SemiSensitiveService:
         ledger: Ledger,
         instance: Instance,
         lease_seconds: float,
+        on_charged: Callable[[str], None] = lambda _tenant: None,
     ) -> None:
         self.sessions, self.data_dir, self.signer = sessions, data_dir, signer
         self.jobs = ChargedWork(
@@ -59,6 +61,7 @@ class SemiSensitiveService:
             lease_seconds,
             name="model",
             remove_outputs=self.remove_outputs,
+            on_charged=on_charged,
         )
 
     def get(self, tenant_id: str, model_id: str) -> SemiSensitiveModel:

@@ -168,3 +168,36 @@ def test_migrations_match_the_models(engine: Engine) -> None:
     with engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
     assert diff == []
+
+
+def test_a_spend_histogram_answers_what_the_raw_spend_would() -> None:
+    """The budget answer comes from (amount, count) pairs: max, min, how many can take ε, and the
+    user quantiles equal numpy's over the raw amounts, for any amounts and any ε."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from labels_party.budget.summaries import SpendHistogram
+
+    @settings(max_examples=300, deadline=None)
+    @given(
+        st.lists(st.integers(0, 5_000_000), min_size=1, max_size=400),
+        st.integers(0, 6_000_000),
+        st.integers(1, 3_000_000),
+    )
+    def check(spent: list[int], budget: int, epsilon: int) -> None:
+        raw = np.asarray(spent, dtype=np.int64)
+        histogram = SpendHistogram.of(raw)
+        examples = histogram.examples(budget, epsilon)
+        assert (examples.examples, examples.max_spent_micro, examples.min_spent_micro) == (
+            raw.size,
+            raw.max(),
+            raw.min(),
+        )
+        limit = budget - epsilon
+        assert examples.can_take == (int((raw <= limit).sum()) if limit >= 0 else 0)
+        users = histogram.users(budget, epsilon)
+        for name, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0)):
+            assert users.spent_quantiles_micro[name] == int(np.quantile(raw, q, method="higher"))
+        assert users.can_take == int((raw + epsilon <= budget).sum())
+
+    check()

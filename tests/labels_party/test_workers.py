@@ -1,0 +1,182 @@
+"""``labeldp labels serve --workers 2``: two server processes on one port must behave as one service.
+Idempotency and the exact ledger hold when the same requests reach both; a metrics scrape answers for
+both whichever one it reaches; a worker killed in the middle of a release has its work failed with the
+charge kept (by the other worker or by the replacement uvicorn starts), and the service keeps answering.
+
+Which worker answers is made certain, not left to the kernel: the other one is stopped (SIGSTOP) while
+the requests are made on new connections."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from labels_party.budget.segments import SegmentStore
+from labels_party.budget.summaries import spend_of_tenant
+from labels_party.storage.data_dir import DataDir
+from labels_party.storage.db import make_engine, session_factory
+from labels_party.storage.orm import LedgerEntry, Release
+from tests.support.servers import LabelsProcess, tenant_key
+
+pytestmark = pytest.mark.processes
+
+EXAMPLES = 200_000
+EPSILON = 0.01
+
+
+def workers_of(pid: int) -> list[int]:
+    """The uvicorn workers (spawned Python processes) of the ``serve`` process ``pid``."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    found = []
+    for child in map(int, children):
+        try:
+            if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                found.append(child)
+        except OSError:
+            continue
+    return sorted(found)
+
+
+def wait_for_workers(pid: int, n: int, timeout: float = 60.0, besides: int | None = None) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = workers_of(pid)
+        if len(found) == n and besides not in found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"expected {n} workers of {pid}, found {workers_of(pid)}")
+
+
+@contextmanager
+def stopped(pid: int) -> Iterator[None]:
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def fresh(base: str, key: str) -> httpx.Client:
+    """A client whose every request opens its own connection (so a stopped worker holds none)."""
+    return httpx.Client(
+        base_url=base,
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=60,
+        limits=httpx.Limits(max_keepalive_connections=0),
+    )
+
+
+def requests_counted(metrics: str, route: str) -> float:
+    pattern = rf'labeldp_http_requests_total{{method="GET",route="{re.escape(route)}",status="200"}} (\S+)'
+    found = re.search(pattern, metrics)
+    return float(found.group(1)) if found else 0.0
+
+
+def test_two_workers_are_one_service(database_url: str, tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    tenant_id, key = tenant_key(database_url, "acme", "100")
+    server = LabelsProcess(
+        data_dir, database_url, env={"LABELDP_WORKERS": "2", "LABELDP_RELEASE_LEASE_SECONDS": "2"}
+    )
+    server.start()
+    engine = make_engine(database_url)
+    try:
+        first, second = wait_for_workers(server.pid or 0, 2)
+        c = fresh(server.base_url, key)
+        c.post("/v1/recipients", json={"name": "publisher"}).raise_for_status()
+        spec = {"label_type": "count", "lo": 0, "hi": 52}
+        ds = c.post("/v1/datasets", json={"name": "w", **spec}).json()["id"]
+        body = "example_id,label\n" + "".join(f"e{i},{i % 53}\n" for i in range(EXAMPLES))
+        c.put(
+            f"/v1/datasets/{ds}/labels", content=body, headers={"Content-Type": "text/csv"}
+        ).raise_for_status()
+
+        # the same idempotency key, once on each worker: one release, one charge
+        answers: dict[str, list[str]] = {}
+        for n in range(3):
+            for worker in (first, second):
+                with stopped(second if worker == first else first):
+                    r = c.post(
+                        f"/v1/datasets/{ds}/releases",
+                        json={"epsilon": EPSILON, "recipient": "publisher"},
+                        headers={"Idempotency-Key": f"k{n}"},
+                    )
+                assert r.status_code in (200, 201), r.text
+                answers.setdefault(f"k{n}", []).append(r.json()["id"])
+        assert all(len(set(ids)) == 1 for ids in answers.values()), answers
+        # and concurrently on both, with new keys
+        statuses: list[int] = []
+
+        def release(n: int) -> None:
+            r = fresh(server.base_url, key).post(
+                f"/v1/datasets/{ds}/releases",
+                json={"epsilon": EPSILON, "recipient": "publisher"},
+                headers={"Idempotency-Key": f"c{n % 3}"},
+            )
+            statuses.append(r.status_code)
+
+        threads = [threading.Thread(target=release, args=(n,)) for n in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(set(statuses)) <= [200, 201] and len(statuses) == 6, statuses
+        with session_factory(engine)() as s:
+            _, spent = spend_of_tenant(s, tenant_id, SegmentStore(DataDir(data_dir).ledger))
+            assert spent.size == EXAMPLES
+            six = 6 * int(EPSILON * 1e6)
+            assert (int(spent.min()), int(spent.max())) == (six, six)  # 3 + 3 keys: 6 charges exactly
+
+        # a scrape reaching one worker counts what the other answered
+        with stopped(second):
+            before = requests_counted(c.get("/metrics").text, "/v1/datasets")
+            for _ in range(7):
+                c.get("/v1/datasets").raise_for_status()
+        with stopped(first):
+            after = requests_counted(c.get("/metrics").text, "/v1/datasets")
+        assert after - before == 7
+
+        # a worker killed in a release's work: failed with its charge kept, a new worker started
+        for attempt in range(5):
+            r = c.post(
+                f"/v1/datasets/{ds}/releases",
+                json={"epsilon": EPSILON, "recipient": "publisher"},
+                headers={"Idempotency-Key": f"kill{attempt}", "Prefer": "respond-async"},
+            )
+            assert r.status_code == 202, r.text
+            release_id = r.json()["id"]
+            with session_factory(engine)() as s:
+                row = s.get(Release, release_id)
+                assert row is not None and row.owner is not None
+                status, owner_pid = row.status, int(row.owner.split(".")[2])
+            if status != "charged":
+                continue  # finished before it could be killed: try again
+            os.kill(owner_pid, signal.SIGKILL)
+            break
+        else:
+            pytest.fail("no release was still in its work when its worker was killed")
+        deadline = time.monotonic() + 60
+        while c.get(f"/v1/releases/{release_id}").json()["status"] == "charged":
+            assert time.monotonic() < deadline, "the killed worker's release was never failed"
+            time.sleep(0.2)
+        assert c.get(f"/v1/releases/{release_id}").json()["status"] == "failed"
+        with session_factory(engine)() as s:
+            kept = s.execute(
+                select(LedgerEntry.release_id).where(LedgerEntry.kind == "charge_kept")
+            ).scalars()
+            assert release_id in {str(k) for k in kept}
+        wait_for_workers(server.pid or 0, 2, besides=owner_pid)
+        c.get("/v1/datasets").raise_for_status()
+    finally:
+        server.stop()
+        engine.dispose()
