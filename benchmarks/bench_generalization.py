@@ -2,18 +2,26 @@
 test split against the TRUE labels.
 
 Each dataset is split 80/20 by a hash of the row number. The training labels go through the labels
-party's release code (``release_labels``: private prior with the default ε split, optimal bins, one
-CSPRNG randomization) or a baseline (Laplace, staircase, exponential; discrete variants for integer
-labels), and the features party's training code fits the same HistGradientBoosting model on them
-(``Encoder`` from ``features_party.training.fit``; RR-on-Bins predictions get the affine correction
-of docs/math.md §6, which the baselines do not need). Metrics on the test split against the true labels:
-MSE (prices), Poisson deviance and MSE (weeks worked), AUC (income), mean ± std over ``RUNS``.
+party's release code (``release_labels``: private prior with the default ε split, optimal bins for the
+label objective and for the model objective, one CSPRNG randomization) or a baseline (Laplace,
+staircase, exponential; discrete variants for integer labels), and the features party's training code
+fits the same HistGradientBoosting model on them (``Encoder`` from ``features_party.training.fit``;
+RR-on-Bins predictions get the affine correction of docs/math.md §6, which the baselines do not need).
+Metrics on the test split against the true labels: MSE (prices), Poisson deviance and MSE (weeks
+worked), AUC (income), mean ± std over ``RUNS``.
+
+``python -m benchmarks.bench_generalization capacity`` fits the model objective's default capacity
+(``labeldp.mechanisms.objective.DEFAULT_MODEL_CAPACITY``) on public synthetic data (Friedman #1): how
+many examples' worth of zero-mean label noise the same learner averages away, ``n·Δ/σ²``.
 """
 
 from __future__ import annotations
 
+import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -25,11 +33,14 @@ from benchmarks.common import RESULTS, write
 from features_party.training.fit import Encoder, validation_mask
 from labeldp.mechanisms import release_labels
 from labeldp.mechanisms.debias import BinsNoise
+from labeldp.mechanisms.objective import ObjectiveName
 from labeldp.samples import LabelDataset, adult_income, diamond_prices, weeks_worked
 
 EPSILONS = (0.05, 0.1, 0.3, 0.5, 1.0, 2.0, 4.0, 8.0)
 RUNS = 5
 MAX_ITER = 100
+OBJECTIVES: tuple[ObjectiveName, ...] = ("label", "model")
+RR_NAMES = {"label": "RR-on-Bins, label objective", "model": "RR-on-Bins, model objective"}
 
 
 def schema_of(features: pa.Table) -> dict[str, str]:
@@ -74,7 +85,7 @@ def regression_table(ds: LabelDataset, loss: str) -> tuple[str, list[dict[str, o
         return np.asarray(model.predict(X[test]), dtype=np.float64)
 
     non_private = score(fit_predict(y_train))
-    names = ["RR-on-Bins", *baselines(ds)]
+    names = [*RR_NAMES.values(), *baselines(ds)]
     metric = "poisson_deviance" if loss == "poisson" else "mse"
     rows: list[dict[str, object]] = []
     lines = [
@@ -84,15 +95,19 @@ def regression_table(ds: LabelDataset, loss: str) -> tuple[str, list[dict[str, o
     for eps in EPSILONS:
         results: dict[str, list[dict[str, float]]] = {n: [] for n in names}
         for _ in range(RUNS):
-            rel = release_labels(y_train, ds.support, eps, loss)
-            noise = BinsNoise.of(rel.mechanism.bin_values, rel.mechanism.epsilon)
-            results["RR-on-Bins"].append(score(noise.affine_correct(fit_predict(rel.noisy_labels))))
+            for objective in OBJECTIVES:
+                rel = release_labels(y_train, ds.support, eps, loss, objective=objective)
+                noise = BinsNoise.of(rel.mechanism.bin_values, rel.mechanism.epsilon)
+                pred = noise.affine_correct(fit_predict(rel.noisy_labels))
+                results[RR_NAMES[objective]].append({**score(pred), "bins": rel.mechanism.m})
             for name, privatize in baselines(ds).items():
                 results[name].append(score(fit_predict(privatize(y_train, eps))))
         cells = []
         for n in names:
             values = [r[metric] for r in results[n]]
-            cells.append(f"{np.mean(values):,.4g} ± {np.std(values):,.2g}")
+            bins = [r["bins"] for r in results[n] if "bins" in r]
+            where = f" (m {min(bins)}–{max(bins)})" if bins else ""
+            cells.append(f"{np.mean(values):,.4g} ± {np.std(values):,.2g}{where}")
         lines.append(f"| {eps:g} | {' | '.join(cells)} | {non_private[metric]:,.4g} |")
         rows.append({"epsilon": eps, "non_private": non_private, **{n: results[n] for n in names}})
         print(lines[-1], flush=True)
@@ -117,25 +132,28 @@ def income_table() -> tuple[str, list[dict[str, object]]]:
         ).fit(X[train], targets)
         return float(roc_auc_score(y[test], model.predict_proba(X[test])[:, -1]))
 
-    def rr_on_bins(eps: float) -> np.ndarray:
-        rel = release_labels(y_train.astype(float), ds.support, eps, "squared")
+    def rr_on_bins(eps: float, objective: ObjectiveName) -> np.ndarray:
+        rel = release_labels(y_train.astype(float), ds.support, eps, "squared", objective=objective)
         return rel.bin_indices  # bins are sorted by value: index 1 is the "positive" bin when m = 2
 
     non_private = auc(y_train)
     lines = [
-        "| ε | RR-on-Bins (private prior, squared loss) | randomized response, k = 2 | non-private |",
-        "|---|---|---|---|",
+        "| ε | RR-on-Bins, label objective | RR-on-Bins, model objective | randomized response, k = 2 "
+        "| non-private |",
+        "|---|---|---|---|---|",
     ]
     rows: list[dict[str, object]] = []
     for eps in EPSILONS:
-        binned = [auc(rr_on_bins(eps)) for _ in range(RUNS)]
+        label = [auc(rr_on_bins(eps, "label")) for _ in range(RUNS)]
+        model = [auc(rr_on_bins(eps, "model")) for _ in range(RUNS)]
         plain = [auc(randomized_response(y_train, 2, eps)) for _ in range(RUNS)]
-        cells = [f"{np.mean(v):.4f} ± {np.std(v):.3f}" for v in (binned, plain)]
+        cells = [f"{np.mean(v):.4f} ± {np.std(v):.3f}" for v in (label, model, plain)]
         lines.append(f"| {eps:g} | {' | '.join(cells)} | {non_private:.4f} |")
         rows.append(
             {
                 "epsilon": eps,
-                "rr_on_bins_auc": binned,
+                "rr_on_bins_auc": label,
+                "rr_on_bins_model_auc": model,
                 "randomized_response_auc": plain,
                 "non_private": non_private,
             }
@@ -164,6 +182,7 @@ def plot(data: dict[str, list[dict[str, object]]], path: Path) -> None:
             )
         ax.axhline(rows[0]["non_private"][metric], color="k", ls="--", label="non-private")  # type: ignore[index]
         ax.set_xscale("log")
+        ax.set_yscale("log")
         ax.set_xlabel("ε")
         ax.set_title(title)
         ax.legend()
@@ -172,24 +191,73 @@ def plot(data: dict[str, list[dict[str, object]]], path: Path) -> None:
     plt.close(fig)
 
 
-def main() -> None:
-    sections, data = [], {}
-    md, rows = regression_table(diamond_prices(), "squared")
-    sections.append(f"#### Diamond prices: test MSE against the true prices\n\n{md}")
-    data["prices"] = rows
-    md, rows = regression_table(weeks_worked(), "poisson")
-    sections.append(f"#### Census weeks worked: test Poisson deviance against the true weeks\n\n{md}")
-    data["weeks"] = rows
-    md, rows = income_table()
-    sections.append(f"#### UCI Adult income: test AUC against the true labels\n\n{md}")
-    data["income"] = rows
+def capacity(runs: int = 2) -> tuple[str, list[dict[str, float]]]:
+    """How many examples' worth of label noise the learner keeps: on Friedman #1 (public, synthetic;
+    none of the shipped datasets), add zero-mean Gaussian noise of standard deviation ``sd`` to the
+    training labels and measure the test MSE it adds, Δ; then ``capacity = n·Δ/sd²`` (a model that
+    averaged n_eff examples per prediction would have Δ = sd²/n_eff)."""
+    from sklearn.datasets import make_friedman1
+
+    rng = np.random.default_rng(0)
+    rows: list[dict[str, float]] = []
+    lines = ["| n | noise sd / label sd | capacity n·Δ/σ² (mean of runs) |", "|---|---|---|"]
+    for n in (5_000, 20_000, 80_000):
+        X, f = make_friedman1(n + 20_000, noise=0.0, random_state=1)
+        own = rng.normal(0.0, 1.0, n)  # the data's own noise
+
+        def error(
+            extra: np.ndarray, X: np.ndarray = X, f: np.ndarray = f, n: int = n, own: np.ndarray = own
+        ) -> float:
+            model = HistGradientBoostingRegressor(max_iter=MAX_ITER, early_stopping=False, random_state=0)
+            model.fit(X[:n], f[:n] + own + extra)
+            return float(np.mean((model.predict(X[n:]) - f[n:]) ** 2))
+
+        base = error(np.zeros(n))
+        for ratio in (0.5, 1.0, 2.0):
+            sd = ratio * float(np.std(f))
+            added = [error(rng.normal(0.0, sd, n)) - base for _ in range(runs)]
+            cap = n * float(np.mean(added)) / sd**2
+            rows.append({"n": n, "noise_ratio": ratio, "capacity": cap})
+            lines.append(f"| {n:,} | {ratio:g} | {cap:,.0f} |")
+            print(lines[-1], flush=True)
+    return "\n".join(lines), rows
+
+
+SECTIONS: dict[str, tuple[str, Callable[[], tuple[str, Any]]]] = {
+    "prices": (
+        "Diamond prices: test MSE against the true prices",
+        lambda: regression_table(diamond_prices(), "squared"),
+    ),
+    "weeks": (
+        "Census weeks worked: test Poisson deviance against the true weeks",
+        lambda: regression_table(weeks_worked(), "poisson"),
+    ),
+    "income": ("UCI Adult income: test AUC against the true labels", income_table),
+    "capacity": ("Capacity of the learner (Friedman #1, synthetic)", capacity),
+}
+
+
+def main(names: list[str]) -> None:
+    """Run the named sections (all by default); each keeps its own JSON, and the report is rebuilt
+    from every section that has one."""
     RESULTS.mkdir(parents=True, exist_ok=True)
-    plot(data, RESULTS / "generalization.png")
+    for name in names or list(SECTIONS):
+        md, rows = SECTIONS[name][1]()
+        (RESULTS / f"generalization_{name}.json").write_text(
+            json.dumps({"markdown": md, "rows": rows}, indent=2)
+        )
+    data: dict[str, Any] = {}
+    sections = []
+    for name, (title, _) in SECTIONS.items():
+        stored = RESULTS / f"generalization_{name}.json"
+        if stored.exists():
+            part = json.loads(stored.read_text())
+            sections.append(f"#### {title}\n\n{part['markdown']}")
+            data[name] = part["rows"]
+    if "prices" in data and "weeks" in data:
+        plot(data, RESULTS / "generalization.png")
     write("generalization", "\n\n".join(sections), data)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "income":
-        print(income_table()[0])
-    else:
-        main()
+    main(sys.argv[1:])

@@ -34,6 +34,7 @@ class RRTopK:
     epsilon: float
     num_classes: int
     top: IntArray  # the k* reported classes, most likely first; bin j reports class top[j]
+    objective_epsilon: float | None = None  # the ε k* was chosen at (objective "model")
     threshold: KeepThreshold = field(init=False, repr=False)
     support_bins: IntArray = field(init=False, repr=False)
 
@@ -53,6 +54,9 @@ class RRTopK:
         top.setflags(write=False)
         position.setflags(write=False)
         object.__setattr__(self, "epsilon", eps)
+        object.__setattr__(
+            self, "objective_epsilon", rr.checked_objective_epsilon(self.objective_epsilon, eps)
+        )
         object.__setattr__(self, "num_classes", int(self.num_classes))
         object.__setattr__(self, "top", top)
         object.__setattr__(self, "support_bins", position)
@@ -122,16 +126,18 @@ class RRTopK:
         return publish(self, prior, epsilon_prior, epsilon_total, user)
 
 
-def optimize_rr_top_k(probs: ArrayLike, epsilon: float) -> RRTopK:
-    """The RR-Top-k mechanism for a prior over classes ``0..len(probs)-1``."""
+def optimize_rr_top_k(probs: ArrayLike, epsilon: float, *, optimize_at: float | None = None) -> RRTopK:
+    """The RR-Top-k mechanism for a prior over classes ``0..len(probs)-1``; ``optimize_at``: choose
+    ``k*`` at that ε (objective ``model``) and randomize at ``epsilon``."""
     eps = check_epsilon(epsilon)
+    at = rr.checked_objective_epsilon(optimize_at, eps)
     p = finite_vector(probs, "probs")
     if np.any(p < 0) or p.sum() <= 0:
         raise ParameterError("probs must be non-negative with a positive sum", "probs")
     p = p / p.sum()
     order = np.argsort(-p, kind="stable")
     ks = np.arange(1, p.size + 1)
-    e = math.exp(eps)
-    score = np.cumsum(p[order]) * e / (e + ks - 1)
+    # the probability of reporting the true label, divided by e^ε (finite for every ε)
+    score = np.cumsum(p[order]) / (1.0 + (ks - 1) * math.exp(-(eps if at is None else at)))
     k_star = int(np.argmax(score)) + 1
-    return RRTopK(eps, int(p.size), order[:k_star].astype(np.int64))
+    return RRTopK(eps, int(p.size), order[:k_star].astype(np.int64), at)

@@ -54,13 +54,17 @@ def is_classes(support: Support) -> bool:
     return bool(np.array_equal(support.values, np.arange(support.k, dtype=np.float64)))
 
 
-def optimal_mechanism(support: Support, prior: ArrayLike, epsilon: float, loss: str) -> Mechanism:
-    """The loss-optimal ε-DP mechanism of the right kind for a prior on a public support."""
+def optimal_mechanism(
+    support: Support, prior: ArrayLike, epsilon: float, loss: str, *, optimize_at: float | None = None
+) -> Mechanism:
+    """The loss-optimal ε-DP mechanism of the right kind for a prior on a public support; with
+    ``optimize_at`` (the model objective's ε, ``labeldp.mechanisms.objective``) the one optimal at
+    that ε, randomizing at ``epsilon``."""
     if mechanism_kind(loss) == "rr_top_k":
         if not is_classes(support):
             raise ParameterError("the zero_one loss needs the classes 0..C-1 as its support", "support")
-        return optimize_rr_top_k(prior, epsilon)
-    return optimize_rr_on_bins(support, prior, epsilon, loss)
+        return optimize_rr_top_k(prior, epsilon, optimize_at=optimize_at)
+    return optimize_rr_on_bins(support, prior, epsilon, loss, optimize_at=optimize_at)
 
 
 def sampler_of(published: PublishedMechanism) -> Mechanism:
@@ -71,11 +75,12 @@ def sampler_of(published: PublishedMechanism) -> Mechanism:
         bins = np.asarray(published.support_bins, dtype=np.int64)
         top = np.empty(published.m, dtype=np.int64)
         top[bins[bins >= 0]] = np.flatnonzero(bins >= 0)  # bin j reports class top[j]
-        return RRTopK(published.epsilon_randomize, len(published.support), top)
+        return RRTopK(published.epsilon_randomize, len(published.support), top, published.objective_epsilon)
     return RROnBins(
         published.epsilon_randomize,
         explicit_support(published.support),
         np.asarray(published.support_bins, dtype=np.int64),
         np.asarray(published.bin_values),
         resolve_loss(published.loss),
+        published.objective_epsilon,
     )

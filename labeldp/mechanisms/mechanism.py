@@ -9,6 +9,7 @@ expected loss, so the two mechanisms differ only in how their map is chosen.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
@@ -40,6 +41,11 @@ class Mechanism(Protocol):
     @property
     def implemented_epsilon(self) -> float:
         """The ε the integer sampling thresholds actually implement (<= ``epsilon``)."""
+
+    @property
+    def objective_epsilon(self) -> float | None:
+        """The ε the bins were optimized at when the objective is a trained model (``None``: the
+        per-label loss at ``epsilon``); not a privacy parameter."""
 
     @property
     def support(self) -> Support: ...
@@ -84,6 +90,19 @@ class Mechanism(Protocol):
 
 
 # -- the randomized response over bins both mechanisms share ---------------------------------------
+def checked_objective_epsilon(objective_epsilon: float | None, epsilon: float) -> float | None:
+    """``None``, or an ε at least the randomization's (the model objective only ever refines bins)."""
+    if objective_epsilon is None:
+        return None
+    value = float(objective_epsilon)
+    if not math.isfinite(value) or value < epsilon:
+        raise ParameterError(
+            f"objective_epsilon must be finite and at least epsilon ({epsilon!r}), got {objective_epsilon!r}",
+            "objective_epsilon",
+        )
+    return value
+
+
 def transition(support_bins: IntArray, threshold: KeepThreshold) -> FloatArray:
     """``k × m`` transition of RR over bins: a reported point's row is the keep/move row of its bin,
     an unreported point's row (bin ``-1``) is uniform."""

@@ -38,6 +38,7 @@ from labeldp.mechanisms.interval_costs import (
     interval_costs,
 )
 from labeldp.mechanisms.losses import Loss, LossFn, check_labels_for_loss, resolve_loss
+from labeldp.mechanisms.mechanism import checked_objective_epsilon
 from labeldp.mechanisms.rr_on_bins import RROnBins
 from labeldp.mechanisms.support import Support
 from labeldp.mechanisms.validation import ParameterError, check_epsilon, finite_vector
@@ -75,20 +76,28 @@ def optimize_rr_on_bins(
     probs: ArrayLike,
     epsilon: float,
     loss: str | LossFn | Loss = "squared",
+    *,
+    optimize_at: float | None = None,
 ) -> RROnBins:
     """The RR-on-Bins mechanism with the least expected ``loss`` under the prior ``probs``.
 
     ``values`` is the public support (any order, distinct) or a ``Support``; ``probs`` are the prior
     masses (non-negative, normalized here). ``loss`` is ``"squared"``, ``"absolute"``, ``"poisson"``
     or a convex callable ``loss(y_hat, y)`` that broadcasts over arrays (slower: for small supports).
+    ``optimize_at``: the bins and values that are optimal at this ε (>= ``epsilon``; the model
+    objective, ``labeldp.mechanisms.objective``), randomizing at ``epsilon``.
     """
     eps = check_epsilon(epsilon)
+    at = checked_objective_epsilon(optimize_at, eps)
     loss_spec = resolve_loss(loss)
     if loss_spec.name == "zero_one":
         raise ParameterError("the zero_one loss is served by RR-Top-k (optimize_rr_top_k)", "loss")
     support, p = _support_and_prior(values, probs)
     check_labels_for_loss(support.values, loss_spec, "values")
-    return _without_empty_cells(support, p, eps, loss_spec)
+    best = _without_empty_cells(support, p, eps if at is None else at, loss_spec)
+    if at is None:
+        return best
+    return RROnBins(eps, support, best.support_bins, best.bin_values, loss_spec, at)
 
 
 def _without_empty_cells(support: Support, p: FloatArray, eps: float, loss: Loss) -> RROnBins:

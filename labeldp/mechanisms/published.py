@@ -24,6 +24,7 @@ from labeldp.mechanisms._types import ArrayLike, FloatArray
 from labeldp.mechanisms.epsilon import UserBudget, user_level_cost, within
 from labeldp.mechanisms.losses import REGRESSION_LOSSES, LossName, resolve_loss
 from labeldp.mechanisms.mechanism import MechanismKind, transition
+from labeldp.mechanisms.objective import ObjectiveName
 from labeldp.mechanisms.randomized_response import KeepThreshold
 from labeldp.mechanisms.support import MAX_SUPPORT_SIZE
 from labeldp.mechanisms.validation import ParameterError, finite_vector
@@ -61,6 +62,18 @@ class PublishedMechanism(BaseModel):
     )
     bin_values: tuple[float, ...] = Field(
         min_length=1, max_length=MAX_BINS, description="the output value of each bin index"
+    )
+    objective: ObjectiveName = Field(
+        "label",
+        description="what the bins minimize: each released label's expected loss (label, the paper's "
+        "objective) or a model's error trained on the release (model)",
+    )
+    objective_epsilon: float | None = Field(
+        None,
+        gt=0,
+        description="objective model: the ε at which the bins minimize the per-label loss, the stand-in "
+        "for the model's error (docs/math.md §12); not a privacy parameter: labels are randomized at "
+        "epsilon_randomize",
     )
     privacy_unit: PrivacyUnit = Field("example", description="whose privacy ε protects: an example or a user")
     contribution_bound: int | None = Field(
@@ -110,6 +123,10 @@ class PublishedMechanism(BaseModel):
                 )
         if self.implemented_epsilon > self.epsilon_randomize:
             raise ValueError("implemented_epsilon must not exceed epsilon_randomize")
+        if (self.objective == "model") != (self.objective_epsilon is not None):
+            raise ValueError("objective_epsilon is stated exactly when the objective is model")
+        if self.objective_epsilon is not None and self.objective_epsilon < self.epsilon_randomize:
+            raise ValueError("objective_epsilon must be at least epsilon_randomize")
         bins = np.asarray(self.support_bins, dtype=np.int64)
         if bins.size and (bins.min() < -1 or bins.max() >= m):
             raise ValueError(f"support_bins must lie in -1..{m - 1}")
@@ -275,6 +292,8 @@ def publish(
             prior=tuple((p / p.sum()).tolist()),
             support_bins=tuple(mechanism.support_bins.tolist()),
             bin_values=tuple(mechanism.bin_values.tolist()),
+            objective="label" if mechanism.objective_epsilon is None else "model",
+            objective_epsilon=mechanism.objective_epsilon,
             **(_user_fields(user) if user is not None else {}),
         )
     except ValueError as exc:

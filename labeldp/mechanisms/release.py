@@ -20,6 +20,13 @@ from labeldp.mechanisms.epsilon import UserBudget, float_at_most
 from labeldp.mechanisms.factory import mechanism_kind, optimal_mechanism
 from labeldp.mechanisms.losses import Loss, LossFn, LossName, check_labels_for_loss, resolve_loss
 from labeldp.mechanisms.mechanism import Mechanism
+from labeldp.mechanisms.objective import (
+    DEFAULT_MODEL_CAPACITY,
+    DEFAULT_OBJECTIVE,
+    ObjectiveName,
+    check_model_capacity,
+    objective_epsilon,
+)
 from labeldp.mechanisms.optimize import optimize_rr_on_bins
 from labeldp.mechanisms.prior import prior_split, private_prior
 from labeldp.mechanisms.published import PublishedMechanism
@@ -83,6 +90,8 @@ def release_labels(
     loss: str | LossFn | Loss = "squared",
     epsilon_prior: float | None = None,
     *,
+    objective: ObjectiveName = DEFAULT_OBJECTIVE,
+    model_capacity: float = DEFAULT_MODEL_CAPACITY,
     rng: SecureRandom | None = None,
 ) -> LabelRelease:
     """Privatize ``labels`` with total budget ``epsilon`` (Algorithm 3).
@@ -92,19 +101,23 @@ def release_labels(
     the message lists every example ID of the declared universe, labelled or not). Labels are
     clipped to the support's range and snapped to it first; the support is public and never derived
     from the labels. Under the ``"zero_one"`` loss the labels are classes ``0..C-1`` (the support) and
-    the mechanism is RR-Top-k; under any other loss it is RR-on-Bins.
+    the mechanism is RR-Top-k; under any other loss it is RR-on-Bins. ``objective``: ``label`` (the
+    per-label loss) or ``model`` (a model trained on the ``n`` released labels with the public
+    ``model_capacity``; ``labeldp.mechanisms.objective``): both are chosen from public quantities and
+    the noisy prior, so the release stays (ε₁ + ε₂)-DP.
     """
     eps = check_epsilon(epsilon)
     sup = as_support(support)
     loss_spec = resolve_loss(loss)
     y = _checked_labels(labels, sup, loss_spec)
     eps_prior, eps_randomize = prior_split(eps, y.size, sup.k, epsilon_prior)
+    at = objective_epsilon(objective, eps_randomize, y.size, check_model_capacity(model_capacity))
     stream = rng or SecureRandom()
     prior = private_prior(y, sup, eps_prior, rng=stream)
     if isinstance(loss, str):
-        mechanism = optimal_mechanism(sup, prior, eps_randomize, loss)
+        mechanism = optimal_mechanism(sup, prior, eps_randomize, loss, optimize_at=at)
     else:  # a callable loss: RR-on-Bins optimized for it
-        mechanism = optimize_rr_on_bins(sup, prior, eps_randomize, loss_spec)
+        mechanism = optimize_rr_on_bins(sup, prior, eps_randomize, loss_spec, optimize_at=at)
     bins = mechanism.randomize(y, rng=stream)
     return LabelRelease(mechanism, prior, bins, eps_prior, eps_randomize, eps)
 

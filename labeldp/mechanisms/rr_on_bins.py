@@ -28,6 +28,9 @@ class RROnBins:
     ``support_bins[i]`` is the bin (output index) of support point ``i``; ``bin_values`` are the
     ``m`` sorted output values. Input labels are clipped and snapped to the support, mapped to their
     bin, and then kept with probability ``e^ε/(e^ε+m−1)`` or moved to another bin uniformly.
+    ``objective_epsilon``: when set, the bins are optimal at that (larger) ε for the per-label loss,
+    the stand-in for a trained model's error (``labeldp.mechanisms.objective``); it is not a privacy
+    parameter: labels are randomized at ``epsilon``.
     """
 
     epsilon: float
@@ -35,6 +38,7 @@ class RROnBins:
     support_bins: IntArray
     bin_values: FloatArray
     loss: Loss = field(default_factory=lambda: resolve_loss("squared"))
+    objective_epsilon: float | None = None  # the ε the bins were optimized at (objective "model")
     threshold: KeepThreshold = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -54,6 +58,9 @@ class RROnBins:
         bins.setflags(write=False)
         values.setflags(write=False)
         object.__setattr__(self, "epsilon", eps)
+        object.__setattr__(
+            self, "objective_epsilon", rr.checked_objective_epsilon(self.objective_epsilon, eps)
+        )
         object.__setattr__(self, "support_bins", bins)
         object.__setattr__(self, "bin_values", values)
         object.__setattr__(self, "threshold", KeepThreshold.for_epsilon(eps, int(values.size)))

@@ -1,0 +1,75 @@
+"""What a release's bins are optimized for: each label, or the model trained on the release.
+
+``label`` is the paper's objective: the expected loss of one released label (Algorithm 2 at the ε the
+labels are randomized with). ``model`` is the error of a model that learns from ``n`` released labels:
+the bins' own error (a bias more data never removes) plus the affine-debiased noise's variance over an
+effective sample size ``n_eff = n / capacity``, which averages away. To first order that error is
+Algorithm 2's objective at a larger **objective ε** ``ε_L`` with
+
+    e^{ε_L} − 1 = n_eff · (e^ε − 1)² / e^ε,
+
+so the same exact optimizer (and the same linear program as its check) serves both; the labels are
+still randomized at ε. docs/math.md §12 derives it. Everything here reads public quantities only: ε,
+the number of released examples (the listed IDs) and the declared capacity.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal, get_args
+
+from labeldp.mechanisms.validation import MAX_EPSILON, ParameterError, check_epsilon
+
+ObjectiveName = Literal["label", "model"]
+OBJECTIVES: tuple[ObjectiveName, ...] = get_args(ObjectiveName)
+DEFAULT_OBJECTIVE: ObjectiveName = "label"
+# Examples' worth of parameters a model fits: n_eff = n / capacity. Fitted once on public synthetic
+# data for the features party's gradient boosting (benchmarks/bench_generalization.py, "capacity").
+DEFAULT_MODEL_CAPACITY = 1000.0
+MAX_MODEL_CAPACITY = 1e12
+
+
+def check_objective(objective: str) -> ObjectiveName:
+    if objective not in OBJECTIVES:
+        raise ParameterError(
+            f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}", "objective"
+        )
+    return objective
+
+
+def check_model_capacity(capacity: float) -> float:
+    value = float(capacity)
+    if not math.isfinite(value) or not 1.0 <= value <= MAX_MODEL_CAPACITY:
+        raise ParameterError(
+            f"model_capacity must be a number in [1, {MAX_MODEL_CAPACITY:g}], got {capacity!r}",
+            "model_capacity",
+        )
+    return value
+
+
+def effective_examples(examples: int, capacity: float) -> float:
+    """``n / capacity``, at least one example."""
+    if examples < 0:
+        raise ParameterError(f"examples must be non-negative, got {examples}", "examples")
+    return max(examples / check_model_capacity(capacity), 1.0)
+
+
+def model_objective_epsilon(epsilon: float, examples: int, capacity: float = DEFAULT_MODEL_CAPACITY) -> float:
+    """``ε_L`` for labels randomized at ``epsilon`` that train a model on ``examples`` of them:
+    ``log(1 + n_eff·e^ε·(1 − e^{−ε})²)``, never below ``epsilon`` (a model is never worse served by
+    finer bins than one label is), nor above ``MAX_EPSILON`` (where the bins are exact anyway).
+    Computed in logs, so it is finite for every ε."""
+    eps = check_epsilon(epsilon)
+    n_eff = effective_examples(examples, capacity)
+    log_gain = math.log(n_eff) + eps + 2.0 * math.log(-math.expm1(-eps))
+    eps_l = log_gain + math.log1p(math.exp(-log_gain)) if log_gain > 0 else math.log1p(math.exp(log_gain))
+    return max(eps, min(eps_l, MAX_EPSILON))
+
+
+def objective_epsilon(
+    objective: ObjectiveName, epsilon: float, examples: int, capacity: float = DEFAULT_MODEL_CAPACITY
+) -> float | None:
+    """The ε the bins are optimized at: ``None`` for ``label`` (the randomization's own ε)."""
+    if check_objective(objective) == "label":
+        return None
+    return model_objective_epsilon(epsilon, examples, capacity)
