@@ -225,10 +225,14 @@ class LabelsClient(ApiClient):
         *,
         privacy_unit: str = "example",
         contribution_bound: int | str | None = None,
+        objective: str | None = None,
     ) -> Release:
         """``epsilon`` is per example, or per user when ``privacy_unit`` is ``user`` (then with a
-        ``contribution_bound``: τ, ``auto`` or ``private``)."""
+        ``contribution_bound``: τ, ``auto`` or ``private``); ``objective``: ``label`` or ``model``
+        (None: the service's default)."""
         body: dict[str, Any] = {"recipient": recipient, "loss": loss}
+        if objective is not None:
+            body["objective"] = objective
         if privacy_unit == "user":
             body.update(privacy_unit="user", epsilon_user=epsilon, contribution_bound=contribution_bound)
         else:
@@ -249,9 +253,12 @@ class LabelsClient(ApiClient):
         loss: str,
         epsilon_prior: float | None = None,
         prior_release_id: str | None = None,
+        objective: str | None = None,
     ) -> Preview:
         """Free and tenant-only: the mechanism and expected loss a release would have."""
         body: dict[str, Any] = {"epsilon": epsilon, "loss": loss, "recipient": "preview"}
+        if objective is not None:
+            body["objective"] = objective
         if epsilon_prior is not None:
             body["epsilon_prior"] = epsilon_prior
         if prior_release_id is not None:

@@ -27,6 +27,13 @@ from labeldp.mechanisms.factory import (
 )
 from labeldp.mechanisms.losses import LOSS_NAMES, Loss, LossName, resolve_loss
 from labeldp.mechanisms.mechanism import Mechanism, MechanismKind
+from labeldp.mechanisms.objective import (
+    DEFAULT_MODEL_CAPACITY,
+    DEFAULT_OBJECTIVE,
+    OBJECTIVES,
+    Objective,
+    ObjectiveName,
+)
 from labeldp.mechanisms.optimize import optimize_rr_on_bins
 from labeldp.mechanisms.prior import (
     default_prior_epsilon,
@@ -60,8 +67,11 @@ from labeldp.mechanisms.user_level import (
 from labeldp.mechanisms.validation import ParameterError
 
 __all__ = [
+    "DEFAULT_MODEL_CAPACITY",
+    "DEFAULT_OBJECTIVE",
     "LOSSES_BY_LABEL_TYPE",
     "LOSS_NAMES",
+    "OBJECTIVES",
     "BinsNoise",
     "BoundRule",
     "LabelRelease",
@@ -70,6 +80,8 @@ __all__ = [
     "LossName",
     "Mechanism",
     "MechanismKind",
+    "Objective",
+    "ObjectiveName",
     "ParameterError",
     "PrivacyUnit",
     "PublishedMechanism",

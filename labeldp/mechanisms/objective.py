@@ -16,6 +16,7 @@ the number of released examples (the listed IDs) and the declared capacity.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Literal, get_args
 
 from labeldp.mechanisms.validation import MAX_EPSILON, ParameterError, check_epsilon
@@ -73,3 +74,24 @@ def objective_epsilon(
     if check_objective(objective) == "label":
         return None
     return model_objective_epsilon(epsilon, examples, capacity)
+
+
+@dataclass(frozen=True)
+class Objective:
+    """A release's objective as its request states it: the name and, for ``model``, the declared
+    capacity of the model that will train on it."""
+
+    name: ObjectiveName = DEFAULT_OBJECTIVE
+    model_capacity: float = DEFAULT_MODEL_CAPACITY
+
+    def __post_init__(self) -> None:
+        check_objective(self.name)
+        object.__setattr__(self, "model_capacity", check_model_capacity(self.model_capacity))
+
+    @classmethod
+    def of(cls, objective: Objective | ObjectiveName) -> Objective:
+        return objective if isinstance(objective, Objective) else cls(objective)
+
+    def epsilon_for(self, epsilon: float, examples: int) -> float | None:
+        """The ε the bins are optimized at for ``examples`` labels randomized at ``epsilon``."""
+        return objective_epsilon(self.name, epsilon, examples, self.model_capacity)

@@ -20,13 +20,7 @@ from labeldp.mechanisms.epsilon import UserBudget, float_at_most
 from labeldp.mechanisms.factory import mechanism_kind, optimal_mechanism
 from labeldp.mechanisms.losses import Loss, LossFn, LossName, check_labels_for_loss, resolve_loss
 from labeldp.mechanisms.mechanism import Mechanism
-from labeldp.mechanisms.objective import (
-    DEFAULT_MODEL_CAPACITY,
-    DEFAULT_OBJECTIVE,
-    ObjectiveName,
-    check_model_capacity,
-    objective_epsilon,
-)
+from labeldp.mechanisms.objective import DEFAULT_OBJECTIVE, Objective, ObjectiveName
 from labeldp.mechanisms.optimize import optimize_rr_on_bins
 from labeldp.mechanisms.prior import prior_split, private_prior
 from labeldp.mechanisms.published import PublishedMechanism
@@ -90,8 +84,7 @@ def release_labels(
     loss: str | LossFn | Loss = "squared",
     epsilon_prior: float | None = None,
     *,
-    objective: ObjectiveName = DEFAULT_OBJECTIVE,
-    model_capacity: float = DEFAULT_MODEL_CAPACITY,
+    objective: Objective | ObjectiveName = DEFAULT_OBJECTIVE,
     rng: SecureRandom | None = None,
 ) -> LabelRelease:
     """Privatize ``labels`` with total budget ``epsilon`` (Algorithm 3).
@@ -102,16 +95,16 @@ def release_labels(
     clipped to the support's range and snapped to it first; the support is public and never derived
     from the labels. Under the ``"zero_one"`` loss the labels are classes ``0..C-1`` (the support) and
     the mechanism is RR-Top-k; under any other loss it is RR-on-Bins. ``objective``: ``label`` (the
-    per-label loss) or ``model`` (a model trained on the ``n`` released labels with the public
-    ``model_capacity``; ``labeldp.mechanisms.objective``): both are chosen from public quantities and
-    the noisy prior, so the release stays (ε₁ + ε₂)-DP.
+    per-label loss) or ``model`` (a model trained on the ``n`` released labels, with a declared
+    capacity; ``labeldp.mechanisms.objective``): the bins follow from public quantities and the
+    noisy prior either way, so the release stays (ε₁ + ε₂)-DP.
     """
     eps = check_epsilon(epsilon)
     sup = as_support(support)
     loss_spec = resolve_loss(loss)
     y = _checked_labels(labels, sup, loss_spec)
     eps_prior, eps_randomize = prior_split(eps, y.size, sup.k, epsilon_prior)
-    at = objective_epsilon(objective, eps_randomize, y.size, check_model_capacity(model_capacity))
+    at = Objective.of(objective).epsilon_for(eps_randomize, y.size)
     stream = rng or SecureRandom()
     prior = private_prior(y, sup, eps_prior, rng=stream)
     if isinstance(loss, str):
@@ -147,6 +140,7 @@ def release_user_labels(
     epsilon_bound: float | None = None,
     bound_quantile: float = DEFAULT_BOUND_QUANTILE,
     max_bound: int = DEFAULT_MAX_BOUND,
+    objective: Objective | ObjectiveName = DEFAULT_OBJECTIVE,
     rng: SecureRandom | None = None,
 ) -> LabelRelease:
     """Privatize ``labels`` with ``epsilon_user`` per user (``labeldp.mechanisms.user_level``).
@@ -156,7 +150,8 @@ def release_user_labels(
     given τ is also the prior's bound (τ_p = τ, noise scale 2τ/ε₁); a chosen one is not known when
     the prior is drawn (and must not be: auto chooses it *from* the prior), so the prior's histogram
     keeps one example per user (τ_p = 1, scale 2/ε₁). Examples over the bound get the code ``m`` in
-    ``bin_indices`` and are never randomized.
+    ``bin_indices`` and are never randomized. ``objective``: as in ``release_labels``, for the
+    ``Σ min(c_u, τ)`` kept examples (public: keys and the user map decide them).
     """
     eps_user = check_epsilon(epsilon_user, "epsilon_user")
     sup = as_support(support)
@@ -185,8 +180,9 @@ def release_user_labels(
         tau = choose_contribution_bound(counts, sup, prior, float_at_most(left), loss).bound
     budget = split.for_bound(tau)
     eps_prior, eps_randomize = budget.epsilon_prior, budget.epsilon_randomize
-    mechanism = optimal_mechanism(sup, prior, eps_randomize, loss)
     kept = ranks < tau
+    at = Objective.of(objective).epsilon_for(eps_randomize, int(kept.sum()))
+    mechanism = optimal_mechanism(sup, prior, eps_randomize, loss, optimize_at=at)
     bins = np.full(y.size, mechanism.m, dtype=np.int64)
     bins[kept] = mechanism.randomize(y[kept], rng=stream)
     return LabelRelease(mechanism, prior, bins, eps_prior, eps_randomize, eps_user, budget)
@@ -198,10 +194,11 @@ def release_classes(
     epsilon: float,
     epsilon_prior: float | None = None,
     *,
+    objective: Objective | ObjectiveName = DEFAULT_OBJECTIVE,
     rng: SecureRandom | None = None,
 ) -> LabelRelease:
     """Categorical labels ``0..num_classes-1``: a private class prior (ε₁), then RR-Top-k for it (ε₂)."""
     if int(num_classes) != num_classes or num_classes < 1:
         raise ParameterError(f"num_classes must be a positive integer, got {num_classes!r}", "num_classes")
     classes = explicit_support(np.arange(int(num_classes), dtype=np.float64))
-    return release_labels(labels, classes, epsilon, "zero_one", epsilon_prior, rng=rng)
+    return release_labels(labels, classes, epsilon, "zero_one", epsilon_prior, objective=objective, rng=rng)

@@ -29,7 +29,10 @@ import pyarrow.parquet as pq
 
 from labeldp.common.files import write_parquet_atomic
 from labeldp.mechanisms import (
+    DEFAULT_OBJECTIVE,
     Loss,
+    Objective,
+    ObjectiveName,
     PublishedMechanism,
     RROnBins,
     Support,
@@ -138,9 +141,11 @@ def release_partitions(
     epsilon: float,
     loss: str | Loss = "squared",
     epsilon_prior: float | None = None,
+    objective: Objective | ObjectiveName = DEFAULT_OBJECTIVE,
 ) -> PartitionedRelease:
     """Release every label of ``parts`` (Parquet files with ``example_id`` and ``label``) with total
-    budget ``epsilon`` into ``out_dir/part-NNNNN.parquet``, one output per input, in order."""
+    budget ``epsilon`` into ``out_dir/part-NNNNN.parquet``, one output per input, in order; the bins
+    for ``objective`` (``labeldp.mechanisms.release_labels``)."""
     eps = check_epsilon(epsilon)
     loss_spec = resolve_loss(loss)
     if loss_spec.name == "zero_one":
@@ -152,8 +157,9 @@ def release_partitions(
     if n == 0:
         raise ParameterError("the partitions hold no labels", "parts")
     eps_prior, eps_randomize = prior_split(eps, n, support.k, epsilon_prior)
+    at = Objective.of(objective).epsilon_for(eps_randomize, n)
     prior = normalize_counts(noisy_histogram(counts, eps_prior))  # the first draw: after the charge
-    mechanism = optimize_rr_on_bins(support, prior, eps_randomize, loss_spec)
+    mechanism = optimize_rr_on_bins(support, prior, eps_randomize, loss_spec, optimize_at=at)
     out_dir.mkdir(parents=True, exist_ok=True)
     outs = [str(out_dir / f"part-{i:05d}.parquet") for i in range(len(parts))]
     outputs = engine.map(randomize_partition, list(parts), outs, mechanism=mechanism)

@@ -33,7 +33,7 @@ class SignedHeader(_message.Message):
     def __init__(self, header: _Optional[bytes] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class Mechanism(_message.Message):
-    __slots__ = ("kind", "epsilon", "implemented_epsilon", "bin_values", "loss", "bin_lower", "bin_upper", "support_bins", "privacy_unit", "contribution_bound", "prior_contribution_bound", "epsilon_bound", "epsilon_example")
+    __slots__ = ("kind", "epsilon", "implemented_epsilon", "bin_values", "loss", "bin_lower", "bin_upper", "support_bins", "privacy_unit", "contribution_bound", "prior_contribution_bound", "epsilon_bound", "epsilon_example", "objective", "objective_epsilon")
     KIND_FIELD_NUMBER: _ClassVar[int]
     EPSILON_FIELD_NUMBER: _ClassVar[int]
     IMPLEMENTED_EPSILON_FIELD_NUMBER: _ClassVar[int]
@@ -47,6 +47,8 @@ class Mechanism(_message.Message):
     PRIOR_CONTRIBUTION_BOUND_FIELD_NUMBER: _ClassVar[int]
     EPSILON_BOUND_FIELD_NUMBER: _ClassVar[int]
     EPSILON_EXAMPLE_FIELD_NUMBER: _ClassVar[int]
+    OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
+    OBJECTIVE_EPSILON_FIELD_NUMBER: _ClassVar[int]
     kind: str
     epsilon: float
     implemented_epsilon: float
@@ -60,7 +62,9 @@ class Mechanism(_message.Message):
     prior_contribution_bound: int
     epsilon_bound: float
     epsilon_example: float
-    def __init__(self, kind: _Optional[str] = ..., epsilon: _Optional[float] = ..., implemented_epsilon: _Optional[float] = ..., bin_values: _Optional[_Iterable[float]] = ..., loss: _Optional[str] = ..., bin_lower: _Optional[_Iterable[float]] = ..., bin_upper: _Optional[_Iterable[float]] = ..., support_bins: _Optional[_Iterable[int]] = ..., privacy_unit: _Optional[str] = ..., contribution_bound: _Optional[int] = ..., prior_contribution_bound: _Optional[int] = ..., epsilon_bound: _Optional[float] = ..., epsilon_example: _Optional[float] = ...) -> None: ...
+    objective: str
+    objective_epsilon: float
+    def __init__(self, kind: _Optional[str] = ..., epsilon: _Optional[float] = ..., implemented_epsilon: _Optional[float] = ..., bin_values: _Optional[_Iterable[float]] = ..., loss: _Optional[str] = ..., bin_lower: _Optional[_Iterable[float]] = ..., bin_upper: _Optional[_Iterable[float]] = ..., support_bins: _Optional[_Iterable[int]] = ..., privacy_unit: _Optional[str] = ..., contribution_bound: _Optional[int] = ..., prior_contribution_bound: _Optional[int] = ..., epsilon_bound: _Optional[float] = ..., epsilon_example: _Optional[float] = ..., objective: _Optional[str] = ..., objective_epsilon: _Optional[float] = ...) -> None: ...
 
 class NoisyPrior(_message.Message):
     __slots__ = ("support", "masses")

@@ -12,15 +12,18 @@ import hashlib
 import json
 import math
 import secrets
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 
 import numpy as np
 
 from labeldp.common.errors import DomainError
 from labeldp.mechanisms import (
+    DEFAULT_MODEL_CAPACITY,
+    DEFAULT_OBJECTIVE,
     BoundRule,
     LossName,
+    Objective,
     ParameterError,
     PrivacyUnit,
     Support,
@@ -31,6 +34,7 @@ from labeldp.mechanisms import (
     plan_user_split,
     prior_split,
 )
+from labeldp.mechanisms.objective import check_objective
 from labels_party.budget.epsilon import MICRO, to_micro
 from labels_party.budget.ledger import UserCharge
 from labels_party.datasets.spec import DatasetSpec
@@ -51,13 +55,30 @@ class ReleaseRequest:
     privacy_unit: PrivacyUnit = "example"
     contribution_bound: int | BoundRule | None = None  # user-level: τ, "auto" or "private"
     epsilon_bound: float | None = None  # user-level, private bound: ε spent choosing τ
+    objective: str | None = None  # None: the default objective
+    model_capacity: float | None = None  # objective model: the declared capacity (None: the default)
 
     def digest(self, dataset_id: str) -> str:
         body = {"dataset": dataset_id, **asdict(self)}
         if self.privacy_unit == "example":  # the digest of example-level requests predates these
             for name in ("privacy_unit", "contribution_bound", "epsilon_bound"):
                 body.pop(name)
+        for name in ("objective", "model_capacity"):  # and these, when not asked for
+            if body[name] is None:
+                body.pop(name)
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+    def resolved_objective(self) -> Objective:
+        """The objective asked for, validated (a ``DomainError`` before anything is charged)."""
+        if self.model_capacity is not None and self.objective != "model":
+            raise DomainError("invalid-request", "model_capacity belongs to the objective model")
+        try:
+            return Objective(
+                check_objective(self.objective or DEFAULT_OBJECTIVE),
+                DEFAULT_MODEL_CAPACITY if self.model_capacity is None else self.model_capacity,
+            )
+        except ParameterError as exc:
+            raise DomainError("invalid-request", str(exc)) from exc
 
 
 @dataclass(frozen=True)
@@ -87,6 +108,15 @@ class Plan:
     epsilon_prior: float
     epsilon_randomize: float  # user-level: for a given τ, else an upper bound (τ = 1)
     user: UserPlan | None = None
+    objective: Objective = field(default_factory=Objective)
+
+    @property
+    def objective_examples(self) -> int:
+        """How many labels a model learns from (the model objective's n; public): every listed example,
+        or for a user-level release the kept ones (for a chosen τ, as if τ = 1: one per user)."""
+        if self.user is None:
+            return self.examples.n
+        return int(self.user.charged.sum()) if self.user.split.bound is not None else self.user.users
 
     @property
     def in_memory(self) -> ExampleSet:
@@ -171,6 +201,7 @@ def plan_release(
     release of every labelled example leaves them in storage (``StoredExamples``) in partitions of
     about that many."""
     spec = DatasetSpec.model_validate(ds.spec)
+    objective = request.resolved_objective()
     loss = spec.loss(request.loss)
     support = spec.support_for(loss)
     files = DatasetFiles(data_dir, ds.id)
@@ -200,10 +231,13 @@ def plan_release(
             eps_prior,
             eps_randomize,
             users,
+            objective,
         )
     if request.contribution_bound is not None or request.epsilon_bound is not None:
         raise DomainError(
             "invalid-request", "contribution bounds belong to user-level releases (privacy_unit user)"
         )
     micro, epsilon, eps_prior, eps_randomize = split(request, examples.n, support.k)
-    return Plan(ds.id, spec, loss, support, examples, micro, epsilon, eps_prior, eps_randomize)
+    return Plan(
+        ds.id, spec, loss, support, examples, micro, epsilon, eps_prior, eps_randomize, objective=objective
+    )

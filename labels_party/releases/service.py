@@ -179,7 +179,8 @@ class ReleaseService:
             prior, source = checked_prior(public_prior, plan.support.k), "public"
         else:
             prior = plan.support.counts(plan.in_memory.labels).astype(np.float64)
-        mechanism = optimal_mechanism(plan.support, prior, plan.epsilon_randomize, plan.loss)
+        at = plan.objective.epsilon_for(plan.epsilon_randomize, plan.objective_examples)
+        mechanism = optimal_mechanism(plan.support, prior, plan.epsilon_randomize, plan.loss, optimize_at=at)
         user = plan.user.split.for_bound(plan.user.split.bound or 1) if plan.user else None
         published = mechanism.describe(
             prior=prior, epsilon_prior=plan.epsilon_prior, epsilon_total=plan.epsilon, user=user

@@ -51,7 +51,12 @@ class ReleaseWork:
         examples = plan.in_memory
         if plan.user is None:
             result = release_labels(
-                examples.labels, plan.support, plan.epsilon, plan.loss, plan.epsilon_prior
+                examples.labels,
+                plan.support,
+                plan.epsilon,
+                plan.loss,
+                plan.epsilon_prior,
+                objective=plan.objective,
             )
         else:
             split = plan.user.split
@@ -66,6 +71,7 @@ class ReleaseWork:
                 salt=plan.user.salt,
                 epsilon_prior=split.epsilon_prior,
                 epsilon_bound=split.epsilon_bound if plan.user.bound == "private" else None,
+                objective=plan.objective,
             )
         published = result.published()
         bins = np.asarray(result.bin_indices)
@@ -90,6 +96,7 @@ class ReleaseWork:
             plan.epsilon,
             plan.loss,
             plan.epsilon_prior,
+            plan.objective,
         )
         published = result.published()
 

@@ -23,6 +23,7 @@ from labeldp.mechanisms import (
 from labeldp.mechanisms.debias import BinsNoise
 from labeldp.mechanisms.objective import effective_examples, model_objective_epsilon, objective_epsilon
 from tests.mechanisms.test_optimize_exact import LOSS_NAMES, random_prior, relative_gap, shift
+from tests.mechanisms.test_published_mechanism import over_the_wire
 from tests.support import oracles
 from tests.support.seeded import SeededRandom
 
@@ -157,3 +158,21 @@ def test_published_objective_round_trips_and_validates() -> None:
             PublishedMechanism(**{**fields, **changes})
     label = release_labels(np.repeat(y, 50), y, 2.0, rng=SeededRandom(1)).published()
     assert label.objective == "label" and label.objective_epsilon is None
+
+
+@pytest.mark.parametrize("kind", ["rr_on_bins", "rr_top_k"])
+def test_a_model_objective_crosses_the_wire_and_rebuilds_the_same_sampler(kind: str) -> None:
+    prior = np.array([0.3, 0.25, 0.2, 0.1, 0.08, 0.05, 0.02])
+    mech = (
+        optimize_rr_on_bins(np.arange(7.0), prior, 0.8, "squared", optimize_at=5.0)
+        if kind == "rr_on_bins"
+        else optimize_rr_top_k(prior, 0.8, optimize_at=5.0)
+    )
+    published = mech.describe(prior=prior, epsilon_prior=0.2)
+    assert (published.objective, published.objective_epsilon) == ("model", 5.0)
+    assert over_the_wire(published) == published
+    rebuilt = sampler_of(published)
+    assert np.array_equal(rebuilt.transition_matrix(), mech.transition_matrix())
+    assert rebuilt.describe(prior=prior, epsilon_prior=0.2) == published
+    label = sampler_of(published.model_copy(update={"objective": "label", "objective_epsilon": None}))
+    assert over_the_wire(label.describe(prior=prior, epsilon_prior=0.2)).objective == "label"

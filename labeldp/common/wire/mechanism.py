@@ -40,6 +40,8 @@ def mechanism_to_proto(published: PublishedMechanism) -> MechanismFields:
             prior_contribution_bound=published.prior_contribution_bound or 0,
             epsilon_bound=published.epsilon_bound,
             epsilon_example=published.epsilon_example or 0.0,
+            objective=published.objective,
+            objective_epsilon=published.objective_epsilon or 0.0,
         ),
         prior=pb.NoisyPrior(support=published.support, masses=published.prior),
         epsilon_total=published.epsilon,
@@ -89,6 +91,8 @@ def mechanism_from_header(header: pb.ReleaseHeader) -> PublishedMechanism:
             prior_contribution_bound=m.prior_contribution_bound or None,
             epsilon_bound=m.epsilon_bound,
             epsilon_example=m.epsilon_example or None,
+            objective=m.objective or "label",
+            objective_epsilon=m.objective_epsilon or None,
         )
     except ValidationError as exc:
         first = exc.errors()[0]

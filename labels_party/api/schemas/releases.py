@@ -8,7 +8,15 @@ from typing import Annotated, Literal, Self
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
 
 from labeldp.common.inputs import ExampleId, Name
-from labeldp.mechanisms import LossName, PrivacyUnit, PublishedMechanism
+from labeldp.mechanisms import (
+    DEFAULT_MODEL_CAPACITY,
+    DEFAULT_OBJECTIVE,
+    LossName,
+    ObjectiveName,
+    PrivacyUnit,
+    PublishedMechanism,
+)
+from labeldp.mechanisms.objective import MAX_MODEL_CAPACITY
 from labels_party.budget.epsilon import as_float
 from labels_party.releases.limits import (
     MAX_BOUND,
@@ -81,6 +89,20 @@ class ReleaseIn(BaseModel):
         max_length=MAX_LISTED_EXAMPLES,
         description="release only these IDs (default: all)",
     )
+    objective: ObjectiveName | None = Field(
+        None,
+        description="what the bins minimize: label, each released label's expected loss (the paper's "
+        "objective), or model, the error of a model trained on the release's n labels (docs/math.md "
+        f"§12); default {DEFAULT_OBJECTIVE}",
+    )
+    model_capacity: StrictFloat | None = Field(
+        None,
+        ge=1,
+        le=MAX_MODEL_CAPACITY,
+        description="objective model: how many examples' worth of parameters the model that will train "
+        f"on the release fits (n_eff = n / capacity; default {DEFAULT_MODEL_CAPACITY:g}, fitted for "
+        "the features party's gradient boosting); public, like ε",
+    )
 
     @model_validator(mode="after")
     def _one_unit(self) -> Self:
@@ -96,6 +118,8 @@ class ReleaseIn(BaseModel):
                 raise ValueError("a user-level release states epsilon_user, not epsilon")
             if self.epsilon_bound is not None and self.contribution_bound != "private":
                 raise ValueError("epsilon_bound is for contribution_bound private only")
+        if self.model_capacity is not None and self.objective != "model":
+            raise ValueError("model_capacity belongs to the objective model")
         return self
 
     def request(self) -> ReleaseRequest:
@@ -110,6 +134,8 @@ class ReleaseIn(BaseModel):
             self.privacy_unit,
             self.contribution_bound,
             self.epsilon_bound,
+            self.objective,
+            self.model_capacity,
         )
 
 
