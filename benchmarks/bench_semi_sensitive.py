@@ -15,7 +15,11 @@ Per total ε (δ = 1/n², n the training examples), five runs each (fresh 70/10/
   debiased loss;
 * **DP-SGD-only** — DP-SGD at (ε, δ) on every column, from a random start;
 * **hybrid** — RR at ε₁ = min(0.6ε, 3) for the truncated model, then DP-SGD at (ε − ε₁, δ) on every
-  column starting from it.
+  column starting from it;
+* **hybrid as the service runs it** — ``plan_hybrid``'s public rule: the hybrid above when the DP-SGD
+  phase's step noise σ/B is small enough, else DP-SGD alone at (ε, δ) (its own, independent draw), with
+  the service's default configuration (clip 1, 3 epochs); its "tuned" cell is the tuned cell of the
+  method the rule picked.
 
 Relative AUC loss is the paper's: ((1 − AUC) − (1 − AUC_ref))/(1 − AUC_ref) = (AUC_ref − AUC)/(1 −
 AUC_ref), in %, on the test split's true labels — how much of the reference's remaining error the
@@ -50,6 +54,7 @@ from labeldp.semi_sensitive import (
     Hyper,
     TwoTower,
     calibrate_noise,
+    plan_hybrid,
     predict,
     train_dpsgd,
     train_full,
@@ -66,6 +71,8 @@ CLIPS = (0.5, 1.0, 2.0)  # the grids each method is tuned over, on the validatio
 DPSGD_EPOCHS = (1.0, 3.0)
 LABEL_EPOCHS = (1.0, 3.0)
 FIXED = (1.0, 3.0)  # the untuned configuration also reported: clip 1, 3 DP-SGD epochs
+SERVICE = "hybrid (service)"
+METHODS = ("RR-only", "DP-SGD-only", "hybrid", SERVICE)
 
 
 def adult() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -176,14 +183,23 @@ def main() -> None:
                 for e in DPSGD_EPOCHS
             }
             out.setdefault("hybrid", []).append(_pick(grid, FIXED))
+            # as the service runs it: the public rule decides whether the label phase runs
+            if plan_hybrid(eps, delta, n_train, DPSGD_BATCH, FIXED[1]).label_phase:
+                out.setdefault(SERVICE, []).append(out["hybrid"][-1])
+            else:
+                alone = split.scores(dpsgd(TwoTower(d_non, d_semi), eps, *FIXED))[1]
+                out.setdefault(SERVICE, []).append((alone, out["DP-SGD-only"][-1][1]))
         print(f"run {run + 1}/{RUNS} done after {time.perf_counter() - started:.0f} s", flush=True)
 
     base_auc = np.asarray(boosted)
     rows: list[dict[str, object]] = []
     for eps in EPSILONS:
         budget = HybridBudget.split(eps, delta)
+        plan = plan_hybrid(eps, delta, n_train, DPSGD_BATCH, FIXED[1])
         row: dict[str, object] = {
             "epsilon": eps,
+            "service_label_phase": plan.label_phase,
+            "service_step_noise": plan.step_noise,
             "epsilon_labels": budget.epsilon_labels,
             "epsilon_dpsgd": budget.epsilon_dpsgd,
             "sigma_dpsgd_only": sigmas[(eps, FIXED[1])],
@@ -191,7 +207,7 @@ def main() -> None:
             "non_private_auc": float(base_auc.mean()),
             "non_private_auc_two_tower": float(np.mean(references)),
         }
-        for name in ("RR-only", "DP-SGD-only", "hybrid"):
+        for name in METHODS:
             for which, k in (("fixed", 0), ("tuned", 1)):
                 loss = relative_auc_loss(base_auc, np.asarray([r[k] for r in results[eps][name]]))
                 row[f"{name} {which}"] = {"mean": float(loss.mean()), "std": float(loss.std(ddof=1))}
@@ -243,12 +259,16 @@ def markdown(
         f"{seconds:.0f} s in all.",
         "",
         "| ε | ε₁ / ε₂ | σ at 3 epochs (DP-SGD-only / hybrid) | non-private AUC (boosting / two-tower) "
-        "| RR-only | DP-SGD-only | hybrid |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| RR-only | DP-SGD-only | hybrid | service: rule (σ/B of the split) "
+        "| hybrid as the service runs it |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         cells = []
-        for m in ("RR-only", "DP-SGD-only", "hybrid"):
+        for m in METHODS:
+            if m == SERVICE:
+                rule = "label phase" if r["service_label_phase"] else "DP-SGD only"
+                cells.append(f"{rule} ({cast(float, r['service_step_noise']):.2e})")
             fixed = cast(dict[str, float], r[f"{m} fixed"])
             tuned = cast(dict[str, float], r[f"{m} tuned"])
             cells.append(
@@ -279,7 +299,7 @@ def plot(rows: list[dict[str, object]], path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     eps = [float(r["epsilon"]) for r in rows]  # type: ignore[arg-type]
     for ax, which in zip(axes, ("tuned", "fixed"), strict=True):
-        for name in ("RR-only", "DP-SGD-only", "hybrid"):
+        for name in METHODS:
             mean = np.array([r[f"{name} {which}"]["mean"] for r in rows])  # type: ignore[index]
             std = np.array([r[f"{name} {which}"]["std"] for r in rows])  # type: ignore[index]
             ax.errorbar(eps, mean, yerr=std, marker="o", capsize=3, label=name)

@@ -2,7 +2,8 @@
 
 The paper's hybrid (docs/semi-sensitive.md): phase 1 trains a truncated model on the non-sensitive
 features with randomized-response labels (ε₁, 0); phase 2 continues with DP-SGD on every feature
-(ε₂, δ). Needs the optional ``dpsgd`` extra (PyTorch CPU, Opacus, dp-accounting).
+(ε₂, δ). ``plan_hybrid`` decides from public quantities whether phase 1 pays for its ε at all.
+Needs the optional ``dpsgd`` extra (PyTorch CPU, Opacus, dp-accounting).
 """
 
 from labeldp.semi_sensitive.accounting import (
@@ -14,6 +15,7 @@ from labeldp.semi_sensitive.accounting import (
 )
 from labeldp.semi_sensitive.budget import HybridBudget, check_delta, group_privacy
 from labeldp.semi_sensitive.model import TwoTower
+from labeldp.semi_sensitive.plan import MAX_STEP_NOISE, HybridPlan, plan_hybrid
 from labeldp.semi_sensitive.training import (
     DpSgdRun,
     Hyper,
@@ -27,9 +29,11 @@ from labeldp.semi_sensitive.training import (
 
 __all__ = [
     "ACCOUNTANT",
+    "MAX_STEP_NOISE",
     "DpSgdRun",
     "DpSgdSchedule",
     "HybridBudget",
+    "HybridPlan",
     "Hyper",
     "SecureNoiseOptimizer",
     "TwoTower",
@@ -39,6 +43,7 @@ __all__ = [
     "epsilon_spent",
     "epsilon_spent_rdp_bound",
     "group_privacy",
+    "plan_hybrid",
     "predict",
     "train_dpsgd",
     "train_full",

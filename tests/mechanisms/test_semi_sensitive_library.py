@@ -30,10 +30,12 @@ from labeldp.semi_sensitive import (  # noqa: E402
     epsilon_spent,
     epsilon_spent_rdp_bound,
     group_privacy,
+    plan_hybrid,
     predict,
     train_dpsgd,
     train_truncated,
 )
+from labeldp.semi_sensitive.plan import MAX_STEP_NOISE  # noqa: E402
 from labeldp.semi_sensitive.training import Hyper  # noqa: E402
 
 FALSE_ALARM = 1e-4
@@ -248,3 +250,36 @@ def test_empty_poisson_batches_are_steps_too() -> None:
     assert any(
         not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True)
     )  # noise moved it
+
+
+@pytest.mark.slow  # two accountant calibrations per case (~6 s of CPU each)
+@pytest.mark.parametrize(("eps", "label_phase"), [(1.0, False), (3.0, False), (5.0, True), (50.0, True)])
+def test_the_public_plan_skips_the_label_phase_where_it_does_not_pay_on_adult(
+    eps: float, label_phase: bool
+) -> None:
+    """At Adult's size and the service's defaults (batch 1024, 3 epochs, δ = 1/n²) the rule gives all of
+    ε to DP-SGD at ε = 1 and 3 and runs the paper's split at 5 and 50; the budget never exceeds ε and the
+    decision is the documented threshold on the split's step noise, recomputed here."""
+    n = 34_189
+    plan = plan_hybrid(eps, 1 / n**2, n, 1024, 3.0)
+    assert plan.label_phase is label_phase
+    sigma = calibrate_noise(
+        DpSgdSchedule.of(n, 1024, 3.0), HybridBudget.split(eps, 1 / n**2).epsilon_dpsgd, 1 / n**2
+    )
+    assert (
+        math.isclose(plan.split_noise_multiplier, sigma) and (sigma / 1024 <= MAX_STEP_NOISE) is label_phase
+    )
+    budget = plan.budget
+    assert Fraction(budget.epsilon_labels) + Fraction(budget.epsilon_dpsgd) <= Fraction(eps)
+    if label_phase:
+        assert budget == HybridBudget.split(eps, 1 / n**2)
+    else:
+        assert budget.epsilon_labels == 0 and budget.epsilon_dpsgd == eps
+
+
+@pytest.mark.slow
+def test_more_examples_bring_the_label_phase_back() -> None:
+    """With many examples DP-SGD's noise per step is small even at ε₂ = 0.4ε, so the hybrid runs (the
+    semi-sensitive paper finds it best from ε = 3 on Criteo's tens of millions of examples)."""
+    assert not plan_hybrid(3.0, 1e-12, 34_189, 1024, 3.0).label_phase
+    assert plan_hybrid(3.0, 1e-12, 1_000_000, 1024, 3.0).label_phase
