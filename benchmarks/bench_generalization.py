@@ -18,6 +18,7 @@ many examples' worth of zero-mean label noise the same learner averages away, ``
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -37,7 +38,7 @@ from labeldp.mechanisms.objective import ObjectiveName
 from labeldp.samples import LabelDataset, adult_income, diamond_prices, weeks_worked
 
 EPSILONS = (0.05, 0.1, 0.3, 0.5, 1.0, 2.0, 4.0, 8.0)
-RUNS = 5
+RUNS = int(os.environ.get("LABELDP_BENCH_RUNS", "5"))  # fewer for a slow machine: the stds are reported
 MAX_ITER = 100
 OBJECTIVES: tuple[ObjectiveName, ...] = ("label", "model")
 RR_NAMES = {"label": "RR-on-Bins, label objective", "model": "RR-on-Bins, model objective"}

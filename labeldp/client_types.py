@@ -185,7 +185,7 @@ class LedgerEntry(TypedDict):
 class SemiSensitiveModel(TypedDict):
     id: str
     dataset_id: str
-    label_release_id: str
+    label_release_id: str | None
     status: str
     examples: int
     epsilon_dpsgd: float
@@ -292,7 +292,7 @@ class ReceivedModel(TypedDict):
     sender_id: str
     sender_key_id: str
     message_sha256: str
-    label_release_id: str
+    label_release_id: str | None
     guarantee: dict[str, Any]
     columns: dict[str, Any]
     received_at: str

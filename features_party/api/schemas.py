@@ -225,7 +225,7 @@ class ReceivedModelOut(BaseModel):
     sender_id: str
     sender_key_id: str
     message_sha256: str
-    label_release_id: str
+    label_release_id: str | None = Field(description="the label release of the first phase; null: none")
     guarantee: dict[str, Any] = Field(
         description="as signed: ε₁ of the label phase, ε₂ and δ of DP-SGD, adjacency, accountant, σ, q, steps"
     )

@@ -64,7 +64,7 @@ class ReceivedModel(Base):
     sender_id: Mapped[str] = mapped_column(String(200))
     sender_key_id: Mapped[str] = mapped_column(String(80))
     message_sha256: Mapped[str] = mapped_column(String(64))
-    label_release_id: Mapped[str] = mapped_column(String(64))
+    label_release_id: Mapped[str | None] = mapped_column(String(64), nullable=True)  # None: DP-SGD alone
     guarantee: Mapped[dict[str, object]] = mapped_column(JSON)
     columns: Mapped[dict[str, object]] = mapped_column(JSON)  # non_sensitive and semi_sensitive declarations
     path: Mapped[str] = mapped_column(Text)

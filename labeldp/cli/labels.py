@@ -468,9 +468,14 @@ def ledger(
 @semi_sensitive_models.command("create")
 def semi_sensitive_models_create(
     dataset: Dataset,
-    release: Annotated[str, typer.Option(help="The label release (phase 1) to start from.")],
     epsilon_dpsgd: Annotated[float, typer.Option(help="ε₂ of the DP-SGD phase, charged per example.")],
     delta: Annotated[float, typer.Option(help="δ of the DP-SGD phase (from the tenant's δ budget).")],
+    release: Annotated[
+        str | None, typer.Option(help="The label release (phase 1) to start from; omit for DP-SGD alone.")
+    ] = None,
+    recipient: Annotated[
+        str | None, typer.Option(help="Without --release: the recipient the model is addressed to.")
+    ] = None,
     epochs: Annotated[float, typer.Option(help="DP-SGD epochs.")] = 3.0,
     batch_size: Annotated[int, typer.Option(help="Expected batch size (Poisson sampling).")] = 1024,
     clip_norm: Annotated[float, typer.Option(help="Per-example gradient norm bound.")] = 1.0,
@@ -483,9 +488,11 @@ def semi_sensitive_models_create(
     as_json: AsJson = False,
 ) -> None:
     """Charge (ε₂, δ) to every example of the release, then train: the label phase on the release's
-    noisy labels, DP-SGD on every column; prints the model id."""
+    noisy labels, DP-SGD on every column; prints the model id. Without a release: DP-SGD alone on every
+    labelled example (what the public plan picks where the label phase does not pay)."""
+    source = {"label_release_id": release} if release is not None else {"recipient": recipient}
     body = {
-        "label_release_id": release,
+        **source,
         "epsilon_dpsgd": epsilon_dpsgd,
         "delta": delta,
         "epochs": epochs,

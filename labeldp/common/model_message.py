@@ -42,8 +42,10 @@ class _Frozen(BaseModel):
 class Guarantee(_Frozen):
     """What the model's weights promise, per example, for its labels and semi-sensitive features."""
 
-    epsilon_labels: float = Field(description="ε₁: the label-only release the first phase trained on")
-    label_release_id: str
+    epsilon_labels: float = Field(
+        description="ε₁: the label-only release the first phase trained on (0: no label phase)"
+    )
+    label_release_id: str | None = Field(description="the label release of the first phase; null: none")
     epsilon_dpsgd: float = Field(description="ε₂: the DP-SGD phase")
     delta: float
     epsilon_total: float = Field(description="ε₁ + ε₂ (basic composition), rounded up")

@@ -175,13 +175,16 @@ class DeliveryService:
         return delivery
 
     def deliver_model(self, tenant_id: str, model_id: str, message: bytes) -> Outcome:
-        """Send a complete model's signed message to its label release's recipient; 502 with the
+        """Send a complete model's signed message to its recipient (its label release's); 502 with the
         gRPC status when the recipient refuses."""
         with self.sessions() as session:
             model = owned(session, SemiSensitiveModel, model_id, tenant_id, "model")
-            release = session.get(Release, model.label_release_id)
-            assert release is not None  # a foreign key
-            recipient = session.get(Recipient, release.recipient_id)
+            recipient_id = model.recipient_id
+            if recipient_id is None:  # a row from before models named their recipient
+                release = session.get(Release, model.label_release_id)
+                assert release is not None  # a foreign key
+                recipient_id = release.recipient_id
+            recipient = session.get(Recipient, recipient_id)
             assert recipient is not None
         if not recipient.grpc_address:
             raise DomainError(

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from labeldp.common.db import owned
@@ -39,7 +40,7 @@ LABEL_PHASE_LEARNING_RATE = 1e-3
 
 @dataclass(frozen=True)
 class SemiSensitiveRequest:
-    label_release_id: str
+    label_release_id: str | None  # None: no label phase (DP-SGD alone on every labelled example)
     epsilon_dpsgd: float
     delta: float
     epochs: float = 3.0
@@ -48,24 +49,28 @@ class SemiSensitiveRequest:
     learning_rate: float = 1e-2
     label_epochs: float = 3.0
     width: int = 32
+    recipient: str | None = None  # without a label release: whom the model message is addressed to
 
     def digest(self, dataset_id: str) -> str:
-        body = json.dumps({"dataset": dataset_id, **asdict(self)}, sort_keys=True)
+        fields = asdict(self)
+        if fields["recipient"] is None:  # the digest of requests with a label release predates it
+            fields.pop("recipient")
+        body = json.dumps({"dataset": dataset_id, **fields}, sort_keys=True)
         return hashlib.sha256(body.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
 class ModelPlan:
     spec: DatasetSpec
-    release: Release
-    mechanism: PublishedMechanism
+    release: Release | None  # None: DP-SGD alone, no label phase
+    mechanism: PublishedMechanism | None  # the label release's
     example_ids: pa.Array
-    bins: np.ndarray
+    bins: np.ndarray | None  # the label release's output, in the order of example_ids
     labels: pa.Table  # label and semi-sensitive columns, in the release's order
     non_sensitive: pa.Table  # non-sensitive columns, in the release's order
     schedule: DpSgdSchedule  # the dpsgd extra is imported lazily
     noise_multiplier: float
-    recipient: str  # the label release's recipient: the model message is addressed to it too
+    recipient: Recipient  # the label release's recipient (the model message goes to it too), or the asked one
     example_keys: np.ndarray  # the ledger key of each training example
     user_keys: np.ndarray  # the user of each training example (its own key without a user_id)
     contribution_bound: int | None  # τ of a user-level label release (its kept examples train), else None
@@ -110,9 +115,9 @@ def _aligned(ids: pa.Array, table: pa.Table, what: str) -> pa.Table:
 
 
 def _rows(
-    sessions: sessionmaker[Session], tenant_id: str, dataset_id: str, release_id: str
-) -> tuple[Dataset, DatasetSpec, Release, str]:
-    """The dataset, its spec, the label release and its recipient's name, checked (a short read)."""
+    sessions: sessionmaker[Session], tenant_id: str, dataset_id: str, request: SemiSensitiveRequest
+) -> tuple[Dataset, DatasetSpec, Release | None, Recipient]:
+    """The dataset, its spec, the label release (if any) and the recipient, checked (a short read)."""
     with sessions() as session:
         ds = get_dataset(session, tenant_id, dataset_id)
         spec = DatasetSpec.model_validate(ds.spec)
@@ -123,7 +128,14 @@ def _rows(
             )
         if not ds.non_sensitive_version:
             raise DomainError("no-non-sensitive-rows", "upload the non-sensitive rows first", status=409)
-        release = owned(session, Release, release_id, tenant_id, "release")
+        if request.label_release_id is None:
+            named = session.execute(
+                select(Recipient).where(Recipient.tenant_id == tenant_id, Recipient.name == request.recipient)
+            ).scalar_one_or_none()
+            if named is None:
+                raise DomainError("unknown-recipient", f"no registered recipient named {request.recipient!r}")
+            return ds, spec, None, named
+        release = owned(session, Release, request.label_release_id, tenant_id, "release")
         if release.dataset_id != dataset_id or release.status != "complete" or release.mechanism is None:
             raise DomainError(
                 "unusable-label-release", "the label release must be this dataset's and complete"
@@ -132,7 +144,26 @@ def _rows(
             raise DomainError("unusable-label-release", "the label release must list labelled examples only")
         recipient = session.get(Recipient, release.recipient_id)
         assert recipient is not None  # a foreign key
-        return ds, spec, release, recipient.name
+        return ds, spec, release, recipient
+
+
+def _labelled_ids(files: DatasetFiles, ds: Dataset) -> pa.Array:
+    """The examples DP-SGD alone trains on: the labelled ones. With a universe, whether an example has a
+    label row is itself a label (docs/math.md §10.1), so a universe must have a label for every ID (as
+    a label release for this model must list labelled examples only)."""
+    labelled = files.read_labels(ds.labels_version, ["example_id"]).column("example_id").combine_chunks()
+    universe = files.read_universe(ds.universe_version)
+    if universe is not None:
+        unlabelled = int(
+            pc.sum(pc.invert(pc.is_in(universe.column("example_id"), value_set=labelled))).as_py() or 0
+        )
+        if unlabelled:
+            raise DomainError(
+                "unusable-dataset", f"{unlabelled} examples of the universe have no label: they cannot train"
+            )
+    if len(labelled) == 0:
+        raise DomainError("empty-release", "the dataset has no labelled examples")
+    return labelled
 
 
 def plan_model(
@@ -150,21 +181,29 @@ def plan_model(
         raise DomainError(
             "dpsgd-unavailable", "training with semi-sensitive features needs labeldp[dpsgd]", status=501
         ) from exc
-    ds, spec, release, recipient = _rows(sessions, tenant_id, dataset_id, request.label_release_id)
-    mechanism = PublishedMechanism.model_validate(release.mechanism)
-    output = pq.read_table(data_dir.release(release.id))
-    if mechanism.capped_bin is not None:  # user-level: only the kept examples (≤ τ per user) train
-        output = output.filter(pc.less(output.column("bin"), mechanism.capped_bin))
-    ids = output.column("example_id").combine_chunks()
+    ds, spec, release, recipient = _rows(sessions, tenant_id, dataset_id, request)
+    files = DatasetFiles(data_dir, dataset_id)
+    mechanism: PublishedMechanism | None = None
+    bins: np.ndarray | None = None
+    if release is not None:
+        mechanism = PublishedMechanism.model_validate(release.mechanism)
+        output = pq.read_table(data_dir.release(release.id))
+        if mechanism.capped_bin is not None:  # user-level: only the kept examples (≤ τ per user) train
+            output = output.filter(pc.less(output.column("bin"), mechanism.capped_bin))
+        ids = output.column("example_id").combine_chunks()
+        bins = np.asarray(output.column("bin").to_numpy(), dtype=np.int64)
+    else:  # every labelled example, as a label release of this dataset would list them
+        ids = _labelled_ids(files, ds)
     if len(ids) > MAX_TRAINING_EXAMPLES:
         raise DomainError("too-many-examples", f"at most {MAX_TRAINING_EXAMPLES} examples train here")
-    files = DatasetFiles(data_dir, dataset_id)
     semi = [c.name for c in spec.semi_sensitive]
     stored = files.read_labels(ds.labels_version, ["example_id", "example_key", "label", "user_id", *semi])
     labels = _aligned(ids, stored, "label")
     rows = pq.read_table(files.non_sensitive_path(ds.non_sensitive_version))
     non_sensitive = _aligned(ids, rows, "non-sensitive")
-    contribution_bound = mechanism.contribution_bound if mechanism.privacy_unit == "user" else None
+    contribution_bound = (
+        mechanism.contribution_bound if mechanism is not None and mechanism.privacy_unit == "user" else None
+    )
     try:
         Hyper(request.label_epochs, LABEL_PHASE_BATCH, LABEL_PHASE_LEARNING_RATE)
         schedule = DpSgdSchedule.of(len(ids), request.batch_size, request.epochs)
@@ -181,7 +220,6 @@ def plan_model(
         sigma = calibrate_noise(schedule, request.epsilon_dpsgd, request.delta)
     except ParameterError as exc:
         raise DomainError("invalid-parameter", str(exc)) from exc
-    bins = np.asarray(output.column("bin").to_numpy(), dtype=np.int64)
     keys = np.asarray(labels.column("example_key").to_numpy(), dtype=np.int64)  # stored at upload
     # who each example's user is: the release's rule (the universe's users when it has one)
     users = user_keys_of(ids, keys, stored, files.read_universe(ds.universe_version))

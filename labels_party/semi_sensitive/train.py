@@ -53,8 +53,9 @@ def train_and_sign(
     x_semi = encode(_columns(plan.labels), _encodings(spec.semi_sensitive))
     labels = np.asarray(plan.labels.column("label").to_numpy(), dtype=np.int64)
     model = TwoTower(x_non.shape[1], x_semi.shape[1], request.width)
-    noise = BinsNoise.of_published(plan.mechanism)
-    if noise.m == 2:  # phase 1: post-processing of the release (bin index = class, bins ascending)
+    noise = BinsNoise.of_published(plan.mechanism) if plan.mechanism is not None else None
+    if noise is not None and noise.m == 2 and plan.bins is not None:
+        # phase 1: post-processing of the release (bin index = class, bins ascending)
         hyper = Hyper(request.label_epochs, LABEL_PHASE_BATCH, LABEL_PHASE_LEARNING_RATE)
         train_truncated(model, x_non, plan.bins, noise, hyper)
     run = train_dpsgd(
@@ -67,10 +68,13 @@ def train_and_sign(
         clip_norm=request.clip_norm,
         learning_rate=request.learning_rate,
     )
-    eps1 = plan.mechanism.epsilon_example or plan.mechanism.epsilon
+    eps1 = 0.0  # no label phase: DP-SGD alone
+    if plan.mechanism is not None:
+        eps1 = plan.mechanism.epsilon_example or plan.mechanism.epsilon
     per_user: dict[str, Any] = {}
     if plan.contribution_bound is not None:  # group privacy over the ≤ τ examples a user trains with
         eps_tau, delta_tau = group_privacy(request.epsilon_dpsgd, request.delta, plan.contribution_bound)
+        assert plan.release is not None  # a contribution bound comes from a user-level label release
         user_labels = as_float(plan.release.epsilon_user_micro or 0)
         per_user = {
             "unit": "user",
@@ -80,7 +84,7 @@ def train_and_sign(
         }
     guarantee = Guarantee(
         epsilon_labels=eps1,
-        label_release_id=plan.release.id,
+        label_release_id=plan.release.id if plan.release is not None else None,
         epsilon_dpsgd=request.epsilon_dpsgd,
         delta=request.delta,
         epsilon_total=float_at_least(Fraction(eps1) + Fraction(request.epsilon_dpsgd)),
@@ -97,7 +101,7 @@ def train_and_sign(
         model_id=row.id,
         sender_id=signer.party_id,
         sender_key_id=signer.identity.key_id,
-        recipient_id=plan.recipient,
+        recipient_id=plan.recipient.name,
         dataset_id=row.dataset_id,
         created_at_unix_ms=now,
         expires_at_unix_ms=now + 1000 * signer.ttl_seconds,

@@ -212,7 +212,12 @@ class SemiSensitiveModel(ChargedJob, Base):
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
     dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), index=True)
-    label_release_id: Mapped[str] = mapped_column(ForeignKey("releases.id"))
+    label_release_id: Mapped[str | None] = mapped_column(
+        ForeignKey("releases.id"), nullable=True
+    )  # None: no label phase
+    # whom the model message is addressed to (the label release's recipient when there is one); rows
+    # from before it have None and their release's recipient
+    recipient_id: Mapped[str | None] = mapped_column(ForeignKey("recipients.id"), nullable=True)
     examples: Mapped[int] = mapped_column(BigInteger)
     epsilon_dpsgd_micro: Mapped[int] = mapped_column(BigInteger)
     delta_atto: Mapped[int] = mapped_column(BigInteger)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictFloat, StrictInt
+from typing import Self
 
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
+
+from labeldp.common.inputs import Name
 from labels_party.budget.epsilon import as_delta, as_float
 from labels_party.releases.limits import (
     MAX_EPSILON,
@@ -27,7 +30,18 @@ class SemiSensitiveModelIn(BaseModel):
         },
     )
 
-    label_release_id: str = Field(max_length=36, description="the phase-1 label release (ε₁) to start from")
+    label_release_id: str | None = Field(
+        None,
+        max_length=36,
+        description="the phase-1 label release (ε₁) to start from; omitted: DP-SGD alone on every labelled "
+        "example, from a random start (what plan_hybrid's public rule chooses where the label phase does "
+        "not pay; docs/semi-sensitive.md)",
+    )
+    recipient: Name | None = Field(
+        None,
+        description="without a label release: the registered recipient the model message is addressed to "
+        "(with one, the model goes to the release's recipient)",
+    )
     epsilon_dpsgd: StrictFloat = Field(
         ge=MIN_EPSILON, le=MAX_EPSILON, description="ε₂ of the DP-SGD phase, per example"
     )
@@ -47,6 +61,12 @@ class SemiSensitiveModelIn(BaseModel):
     )
     width: StrictInt = Field(32, ge=1, le=256, description="units per tower and in the head")
 
+    @model_validator(mode="after")
+    def _one_source(self) -> Self:
+        if (self.label_release_id is None) == (self.recipient is None):
+            raise ValueError("give label_release_id (the hybrid) or recipient (DP-SGD alone), not both")
+        return self
+
     def request(self) -> SemiSensitiveRequest:
         return SemiSensitiveRequest(**self.model_dump())
 
@@ -54,7 +74,7 @@ class SemiSensitiveModelIn(BaseModel):
 class SemiSensitiveModelOut(BaseModel):
     id: str
     dataset_id: str
-    label_release_id: str
+    label_release_id: str | None = Field(description="the phase-1 label release; null: DP-SGD alone")
     status: str
     examples: int
     epsilon_dpsgd: float
