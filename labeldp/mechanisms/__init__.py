@@ -29,10 +29,11 @@ from labeldp.mechanisms.losses import LOSS_NAMES, Loss, LossName, resolve_loss
 from labeldp.mechanisms.mechanism import Mechanism, MechanismKind
 from labeldp.mechanisms.objective import (
     DEFAULT_MODEL_CAPACITY,
-    DEFAULT_OBJECTIVE,
+    DEFAULT_OBJECTIVES,
     OBJECTIVES,
     Objective,
     ObjectiveName,
+    default_objective,
 )
 from labeldp.mechanisms.optimize import optimize_rr_on_bins
 from labeldp.mechanisms.prior import (
@@ -68,7 +69,7 @@ from labeldp.mechanisms.validation import ParameterError
 
 __all__ = [
     "DEFAULT_MODEL_CAPACITY",
-    "DEFAULT_OBJECTIVE",
+    "DEFAULT_OBJECTIVES",
     "LOSSES_BY_LABEL_TYPE",
     "LOSS_NAMES",
     "OBJECTIVES",
@@ -94,6 +95,7 @@ __all__ = [
     "check_loss",
     "choose_contribution_bound",
     "contribution_ranks",
+    "default_objective",
     "default_prior_epsilon",
     "discrete_laplace",
     "discrete_staircase",

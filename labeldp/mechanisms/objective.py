@@ -23,11 +23,18 @@ from labeldp.mechanisms.validation import MAX_EPSILON, ParameterError, check_eps
 
 ObjectiveName = Literal["label", "model"]
 OBJECTIVES: tuple[ObjectiveName, ...] = get_args(ObjectiveName)
-DEFAULT_OBJECTIVE: ObjectiveName = "label"
+# The default for each loss: model where the generalization benchmark shows that it never loses to the
+# label objective or a baseline (squared loss; BENCHMARKS.md, "Generalization"), label elsewhere.
+DEFAULT_OBJECTIVES: dict[str, ObjectiveName] = {"squared": "model"}
 # Examples' worth of parameters a model fits: n_eff = n / capacity. Fitted once on public synthetic
 # data for the features party's gradient boosting (benchmarks/bench_generalization.py, "capacity").
 DEFAULT_MODEL_CAPACITY = 1000.0
 MAX_MODEL_CAPACITY = 1e12
+
+
+def default_objective(loss: str) -> ObjectiveName:
+    """The objective a release of ``loss`` uses unless its request names one."""
+    return DEFAULT_OBJECTIVES.get(loss, "label")
 
 
 def check_objective(objective: str) -> ObjectiveName:
@@ -81,7 +88,7 @@ class Objective:
     """A release's objective as its request states it: the name and, for ``model``, the declared
     capacity of the model that will train on it."""
 
-    name: ObjectiveName = DEFAULT_OBJECTIVE
+    name: ObjectiveName
     model_capacity: float = DEFAULT_MODEL_CAPACITY
 
     def __post_init__(self) -> None:
@@ -89,8 +96,11 @@ class Objective:
         object.__setattr__(self, "model_capacity", check_model_capacity(self.model_capacity))
 
     @classmethod
-    def of(cls, objective: Objective | ObjectiveName) -> Objective:
-        return objective if isinstance(objective, Objective) else cls(objective)
+    def of(cls, objective: Objective | ObjectiveName | None, loss: str) -> Objective:
+        """``objective`` as asked, or the default for ``loss`` when it is ``None``."""
+        if isinstance(objective, Objective):
+            return objective
+        return cls(default_objective(loss) if objective is None else objective)
 
     def epsilon_for(self, epsilon: float, examples: int) -> float | None:
         """The ε the bins are optimized at for ``examples`` labels randomized at ``epsilon``."""

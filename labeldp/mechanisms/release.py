@@ -20,7 +20,7 @@ from labeldp.mechanisms.epsilon import UserBudget, float_at_most
 from labeldp.mechanisms.factory import mechanism_kind, optimal_mechanism
 from labeldp.mechanisms.losses import Loss, LossFn, LossName, check_labels_for_loss, resolve_loss
 from labeldp.mechanisms.mechanism import Mechanism
-from labeldp.mechanisms.objective import DEFAULT_OBJECTIVE, Objective, ObjectiveName
+from labeldp.mechanisms.objective import Objective, ObjectiveName
 from labeldp.mechanisms.optimize import optimize_rr_on_bins
 from labeldp.mechanisms.prior import prior_split, private_prior
 from labeldp.mechanisms.published import PublishedMechanism
@@ -84,7 +84,7 @@ def release_labels(
     loss: str | LossFn | Loss = "squared",
     epsilon_prior: float | None = None,
     *,
-    objective: Objective | ObjectiveName = DEFAULT_OBJECTIVE,
+    objective: Objective | ObjectiveName | None = None,
     rng: SecureRandom | None = None,
 ) -> LabelRelease:
     """Privatize ``labels`` with total budget ``epsilon`` (Algorithm 3).
@@ -96,15 +96,16 @@ def release_labels(
     from the labels. Under the ``"zero_one"`` loss the labels are classes ``0..C-1`` (the support) and
     the mechanism is RR-Top-k; under any other loss it is RR-on-Bins. ``objective``: ``label`` (the
     per-label loss) or ``model`` (a model trained on the ``n`` released labels, with a declared
-    capacity; ``labeldp.mechanisms.objective``): the bins follow from public quantities and the
-    noisy prior either way, so the release stays (ε₁ + ε₂)-DP.
+    capacity; ``labeldp.mechanisms.objective``), by default the loss's (``default_objective``): the
+    bins follow from public quantities and the noisy prior either way, so the release stays
+    (ε₁ + ε₂)-DP.
     """
     eps = check_epsilon(epsilon)
     sup = as_support(support)
     loss_spec = resolve_loss(loss)
     y = _checked_labels(labels, sup, loss_spec)
     eps_prior, eps_randomize = prior_split(eps, y.size, sup.k, epsilon_prior)
-    at = Objective.of(objective).epsilon_for(eps_randomize, y.size)
+    at = Objective.of(objective, loss_spec.name).epsilon_for(eps_randomize, y.size)
     stream = rng or SecureRandom()
     prior = private_prior(y, sup, eps_prior, rng=stream)
     if isinstance(loss, str):
@@ -140,7 +141,7 @@ def release_user_labels(
     epsilon_bound: float | None = None,
     bound_quantile: float = DEFAULT_BOUND_QUANTILE,
     max_bound: int = DEFAULT_MAX_BOUND,
-    objective: Objective | ObjectiveName = DEFAULT_OBJECTIVE,
+    objective: Objective | ObjectiveName | None = None,
     rng: SecureRandom | None = None,
 ) -> LabelRelease:
     """Privatize ``labels`` with ``epsilon_user`` per user (``labeldp.mechanisms.user_level``).
@@ -181,7 +182,7 @@ def release_user_labels(
     budget = split.for_bound(tau)
     eps_prior, eps_randomize = budget.epsilon_prior, budget.epsilon_randomize
     kept = ranks < tau
-    at = Objective.of(objective).epsilon_for(eps_randomize, int(kept.sum()))
+    at = Objective.of(objective, loss_spec.name).epsilon_for(eps_randomize, int(kept.sum()))
     mechanism = optimal_mechanism(sup, prior, eps_randomize, loss, optimize_at=at)
     bins = np.full(y.size, mechanism.m, dtype=np.int64)
     bins[kept] = mechanism.randomize(y[kept], rng=stream)
@@ -194,7 +195,7 @@ def release_classes(
     epsilon: float,
     epsilon_prior: float | None = None,
     *,
-    objective: Objective | ObjectiveName = DEFAULT_OBJECTIVE,
+    objective: Objective | ObjectiveName | None = None,
     rng: SecureRandom | None = None,
 ) -> LabelRelease:
     """Categorical labels ``0..num_classes-1``: a private class prior (ε₁), then RR-Top-k for it (ε₂)."""

@@ -29,7 +29,6 @@ import pyarrow.parquet as pq
 
 from labeldp.common.files import write_parquet_atomic
 from labeldp.mechanisms import (
-    DEFAULT_OBJECTIVE,
     Loss,
     Objective,
     ObjectiveName,
@@ -141,7 +140,7 @@ def release_partitions(
     epsilon: float,
     loss: str | Loss = "squared",
     epsilon_prior: float | None = None,
-    objective: Objective | ObjectiveName = DEFAULT_OBJECTIVE,
+    objective: Objective | ObjectiveName | None = None,
 ) -> PartitionedRelease:
     """Release every label of ``parts`` (Parquet files with ``example_id`` and ``label``) with total
     budget ``epsilon`` into ``out_dir/part-NNNNN.parquet``, one output per input, in order; the bins
@@ -157,7 +156,7 @@ def release_partitions(
     if n == 0:
         raise ParameterError("the partitions hold no labels", "parts")
     eps_prior, eps_randomize = prior_split(eps, n, support.k, epsilon_prior)
-    at = Objective.of(objective).epsilon_for(eps_randomize, n)
+    at = Objective.of(objective, loss_spec.name).epsilon_for(eps_randomize, n)
     prior = normalize_counts(noisy_histogram(counts, eps_prior))  # the first draw: after the charge
     mechanism = optimize_rr_on_bins(support, prior, eps_randomize, loss_spec, optimize_at=at)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,6 @@ import numpy as np
 from labeldp.common.errors import DomainError
 from labeldp.mechanisms import (
     DEFAULT_MODEL_CAPACITY,
-    DEFAULT_OBJECTIVE,
     BoundRule,
     LossName,
     Objective,
@@ -34,7 +33,7 @@ from labeldp.mechanisms import (
     plan_user_split,
     prior_split,
 )
-from labeldp.mechanisms.objective import check_objective
+from labeldp.mechanisms.objective import check_objective, default_objective
 from labels_party.budget.epsilon import MICRO, to_micro
 from labels_party.budget.ledger import UserCharge
 from labels_party.datasets.spec import DatasetSpec
@@ -68,13 +67,14 @@ class ReleaseRequest:
                 body.pop(name)
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
-    def resolved_objective(self) -> Objective:
-        """The objective asked for, validated (a ``DomainError`` before anything is charged)."""
+    def resolved_objective(self, loss: str) -> Objective:
+        """The objective asked for (or the loss's default), validated (a ``DomainError`` before
+        anything is charged)."""
         if self.model_capacity is not None and self.objective != "model":
             raise DomainError("invalid-request", "model_capacity belongs to the objective model")
         try:
             return Objective(
-                check_objective(self.objective or DEFAULT_OBJECTIVE),
+                check_objective(self.objective or default_objective(loss)),
                 DEFAULT_MODEL_CAPACITY if self.model_capacity is None else self.model_capacity,
             )
         except ParameterError as exc:
@@ -108,7 +108,7 @@ class Plan:
     epsilon_prior: float
     epsilon_randomize: float  # user-level: for a given τ, else an upper bound (τ = 1)
     user: UserPlan | None = None
-    objective: Objective = field(default_factory=Objective)
+    objective: Objective = field(default_factory=lambda: Objective("label"))
 
     @property
     def objective_examples(self) -> int:
@@ -201,8 +201,8 @@ def plan_release(
     release of every labelled example leaves them in storage (``StoredExamples``) in partitions of
     about that many."""
     spec = DatasetSpec.model_validate(ds.spec)
-    objective = request.resolved_objective()
     loss = spec.loss(request.loss)
+    objective = request.resolved_objective(loss)
     support = spec.support_for(loss)
     files = DatasetFiles(data_dir, ds.id)
     examples: ExampleSet | StoredExamples | None = None

@@ -10,7 +10,6 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictFloat, S
 from labeldp.common.inputs import ExampleId, Name
 from labeldp.mechanisms import (
     DEFAULT_MODEL_CAPACITY,
-    DEFAULT_OBJECTIVE,
     LossName,
     ObjectiveName,
     PrivacyUnit,
@@ -93,7 +92,7 @@ class ReleaseIn(BaseModel):
         None,
         description="what the bins minimize: label, each released label's expected loss (the paper's "
         "objective), or model, the error of a model trained on the release's n labels (docs/math.md "
-        f"§12); default {DEFAULT_OBJECTIVE}",
+        "§12); default: model for the squared loss, label for the others",
     )
     model_capacity: StrictFloat | None = Field(
         None,
