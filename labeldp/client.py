@@ -26,6 +26,7 @@ from labeldp.client_types import (
     FeaturesIdentity,
     FeatureTable,
     FieldError,
+    HybridPlan,
     Identity,
     Job,
     Join,
@@ -288,6 +289,10 @@ class LabelsClient(ApiClient):
             json=body,
             headers={"Idempotency-Key": idempotency_key},
         )
+
+    def plan_model(self, dataset_id: str, body: dict[str, Any]) -> HybridPlan:
+        """The public plan for a total (ε, δ): whether the label phase runs and each phase's ε (free)."""
+        return self.call("POST", f"/v1/datasets/{dataset_id}/semi-sensitive-models:plan", json=body)
 
     def model(self, model_id: str) -> SemiSensitiveModel:
         return self.call("GET", f"/v1/semi-sensitive-models/{model_id}")

@@ -200,6 +200,16 @@ class SemiSensitiveModel(TypedDict):
     completed_at: str | None
 
 
+class HybridPlan(TypedDict):
+    examples: int
+    label_phase: bool
+    epsilon_labels: float
+    epsilon_dpsgd: float
+    delta: float
+    split_step_noise: float
+    max_step_noise: float
+
+
 class ModelDelivery(TypedDict):
     model_id: str
     outcome: Literal["delivered"]

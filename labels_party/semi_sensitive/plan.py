@@ -114,6 +114,22 @@ def _aligned(ids: pa.Array, table: pa.Table, what: str) -> pa.Table:
     return table.take(position)
 
 
+def labelled_examples(
+    sessions: sessionmaker[Session], data_dir: DataDir, tenant_id: str, dataset_id: str
+) -> int:
+    """How many labelled examples a semi-sensitive model of this dataset would train on (checked as a
+    model request checks them)."""
+    with sessions() as session:
+        ds = get_dataset(session, tenant_id, dataset_id)
+        spec = DatasetSpec.model_validate(ds.spec)
+    if spec.label_type != "binary" or not spec.semi_sensitive or not spec.non_sensitive:
+        raise DomainError(
+            "not-semi-sensitive",
+            "the dataset needs binary labels and declared semi_sensitive and non_sensitive columns",
+        )
+    return len(_labelled_ids(DatasetFiles(data_dir, dataset_id), ds))
+
+
 def _rows(
     sessions: sessionmaker[Session], tenant_id: str, dataset_id: str, request: SemiSensitiveRequest
 ) -> tuple[Dataset, DatasetSpec, Release | None, Recipient]:

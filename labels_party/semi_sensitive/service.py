@@ -22,6 +22,7 @@ import hashlib
 import logging
 import uuid
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
@@ -30,14 +31,18 @@ from labeldp.common.db import owned
 from labeldp.common.errors import DomainError
 from labeldp.common.files import write_bytes_atomic
 from labeldp.common.instance import Instance
+from labeldp.mechanisms import ParameterError
 from labels_party.budget.charged_work import ChargedWork
 from labels_party.budget.epsilon import to_atto, to_micro
 from labels_party.budget.ledger import Charging, Ledger, UserCharge
 from labels_party.delivery.message import Signer
-from labels_party.semi_sensitive.plan import ModelPlan, SemiSensitiveRequest, plan_model
+from labels_party.semi_sensitive.plan import ModelPlan, SemiSensitiveRequest, labelled_examples, plan_model
 from labels_party.semi_sensitive.train import train_and_sign
 from labels_party.storage.data_dir import DataDir
 from labels_party.storage.orm import SemiSensitiveModel
+
+if TYPE_CHECKING:  # the optional dpsgd extra
+    from labeldp.semi_sensitive import HybridPlan
 
 log = logging.getLogger("labeldp.labels.semi_sensitive")
 
@@ -73,6 +78,24 @@ class SemiSensitiveService:
         if model.status != "complete":
             raise DomainError("model-not-complete", f"the model is {model.status}", status=409)
         return self.data_dir.model_message(model.id).read_bytes()
+
+    def plan(
+        self, tenant_id: str, dataset_id: str, epsilon: float, delta: float, epochs: float, batch_size: int
+    ) -> tuple[HybridPlan, int]:
+        """The public plan for a total (ε, δ) on this dataset's labelled examples, and their number:
+        whether the label phase pays for its ε (``labeldp.semi_sensitive.plan``). Free: it reads the
+        dataset's declared columns and its number of labelled examples only, and draws nothing."""
+        try:
+            from labeldp.semi_sensitive import plan_hybrid
+        except ImportError as exc:  # the optional extra
+            raise DomainError(
+                "dpsgd-unavailable", "training with semi-sensitive features needs labeldp[dpsgd]", status=501
+            ) from exc
+        n = labelled_examples(self.sessions, self.data_dir, tenant_id, dataset_id)
+        try:
+            return plan_hybrid(epsilon, delta, n, batch_size, epochs), n
+        except ParameterError as exc:
+            raise DomainError("invalid-parameter", str(exc)) from exc
 
     def remove_outputs(self, model_id: str) -> None:
         self.data_dir.model_message(model_id).unlink(missing_ok=True)

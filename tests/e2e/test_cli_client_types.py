@@ -39,6 +39,7 @@ MIRRORS: dict[str, dict[str, Any]] = {
         "LedgerEntryOut": t.LedgerEntry,
         "SemiSensitiveModelOut": t.SemiSensitiveModel,
         "ModelDeliveryOut": t.ModelDelivery,
+        "HybridPlanOut": t.HybridPlan,
     },
     "features": {
         "IdentityOut": t.FeaturesIdentity,

@@ -108,6 +108,18 @@ def parquet(table: pa.Table) -> bytes:
 
 def prepared(p: Party, upload_features: bool = True) -> tuple[str, str]:
     """A dataset with labels, semi-sensitive and (optionally) non-sensitive rows, and a label release."""
+    ds = prepared_dataset(p, upload_features)
+    made = p.client.post(
+        f"/v1/datasets/{ds}/releases",
+        json={"epsilon": 3.0, "recipient": "publisher"},
+        headers={"Idempotency-Key": "phase-1"},
+    )
+    assert made.status_code == 201, made.text
+    return ds, made.json()["id"]
+
+
+def prepared_dataset(p: Party, upload_features: bool = True) -> str:
+    """A dataset with labels, semi-sensitive and (optionally) non-sensitive rows; no release yet."""
     c = p.client
     labels, features = synthetic()
     assert c.post("/v1/recipients", json={"name": "publisher"}).status_code == 201
@@ -125,13 +137,7 @@ def prepared(p: Party, upload_features: bool = True) -> tuple[str, str]:
             headers={"Content-Type": "application/vnd.apache.parquet"},
         )
         assert put.status_code == 200 and put.json()["rows"] == N, put.text
-    made = c.post(
-        f"/v1/datasets/{ds}/releases",
-        json={"epsilon": 3.0, "recipient": "publisher"},
-        headers={"Idempotency-Key": "phase-1"},
-    )
-    assert made.status_code == 201, made.text
-    return ds, made.json()["id"]
+    return str(ds)
 
 
 def body(release_id: str, **extra: Any) -> dict[str, Any]:
@@ -777,3 +783,85 @@ def test_the_stored_noise_spends_no_more_than_was_charged_by_two_other_accountan
     prv = PRVAccountant()
     prv.history = [(sigma, q, steps)]
     assert prv.get_epsilon(delta) <= epsilon
+
+
+def test_dpsgd_alone_needs_no_label_release_and_says_so_in_its_guarantee(party: Party) -> None:
+    """Where the public plan skips the label phase, the model is DP-SGD alone on every labelled example:
+    one (ε₂, δ) charge, addressed to the named recipient, with ε₁ = 0 and no release in its guarantee."""
+    party.set_delta("1e-6")
+    ds = prepared_dataset(party)
+    c = party.client
+    alone = {"recipient": "publisher", "epsilon_dpsgd": 2.0, "delta": 1e-7, "epochs": 2, "batch_size": 200}
+
+    def post(payload: dict[str, Any], key: str) -> httpx.Response:
+        return c.post(
+            f"/v1/datasets/{ds}/semi-sensitive-models", json=payload, headers={"Idempotency-Key": key}
+        )
+
+    for idem, bad, code in (
+        ("b1", {**alone, "label_release_id": "x"}, "invalid-request"),  # both sources
+        ("b2", {k: v for k, v in alone.items() if k != "recipient"}, "invalid-request"),  # neither
+        ("b3", {**alone, "recipient": "stranger"}, "unknown-recipient"),
+    ):
+        r = post(bad, idem)
+        assert r.status_code == 422 and r.headers["content-type"].startswith("application/problem+json")
+        assert r.json()["type"] == code, r.text
+    assert party.rows(SemiSensitiveModel) == [] and not [
+        e for e in c.get("/v1/ledger").json()["items"] if e["kind"] == "charge"
+    ]
+    made = post(alone, "alone")
+    assert made.status_code == 201, made.text
+    model = made.json()
+    assert model["status"] == "complete" and model["label_release_id"] is None and model["examples"] == N
+    charges = [e for e in c.get("/v1/ledger").json()["items"] if e["kind"] == "charge"]
+    assert [(e["epsilon"], e["delta"], e["examples"]) for e in charges] == [(2.0, 1e-7, N)]
+    raw = c.get(f"/v1/semi-sensitive-models/{model['id']}/message").content
+    identity = c.get("/v1/identity").json()
+    key = load_public_key(identity["public_key_pem"])
+    payload = verify_model(
+        raw, lambda s, k: key if (s, k) == (identity["party_id"], identity["key_id"]) else None
+    )
+    g = payload.guarantee
+    assert (g.epsilon_labels, g.label_release_id, g.epsilon_dpsgd, g.epsilon_total) == (0.0, None, 2.0, 2.0)
+    assert payload.recipient_id == "publisher"
+    assert post(alone, "alone").json()["id"] == model["id"]  # a replay
+    assert len([e for e in c.get("/v1/ledger").json()["items"] if e["kind"] == "charge"]) == 1
+
+
+def test_the_plan_is_free_and_is_the_documented_rule(party: Party) -> None:
+    """``:plan`` answers the public rule for the dataset's labelled examples: the label phase exactly
+    when the paper's split leaves DP-SGD a step noise σ/B at most the threshold; never more than ε;
+    refused values are problem+json; nothing is charged or stored."""
+    ds = prepared_dataset(party)
+    c = party.client
+    url = f"/v1/datasets/{ds}/semi-sensitive-models:plan"
+    small = c.post(url, json={"epsilon": 1.0, "delta": 1e-7, "batch_size": 200, "epochs": 2})
+    large = c.post(url, json={"epsilon": 20.0, "delta": 1e-7, "batch_size": 1000, "epochs": 2})
+    for r, eps in ((small, 1.0), (large, 20.0)):
+        assert r.status_code == 200, r.text
+        plan = r.json()
+        assert plan["examples"] == N
+        assert plan["label_phase"] is (plan["split_step_noise"] <= plan["max_step_noise"])
+        assert plan["epsilon_labels"] + plan["epsilon_dpsgd"] <= eps
+        if not plan["label_phase"]:
+            assert (plan["epsilon_labels"], plan["epsilon_dpsgd"]) == (0.0, eps)
+        else:
+            assert (plan["epsilon_labels"], plan["epsilon_dpsgd"]) == (
+                min(0.6 * eps, 3.0),
+                eps - min(0.6 * eps, 3.0),
+            )
+    assert small.json()["label_phase"] is False and large.json()["label_phase"] is True
+    for bad in (
+        {"epsilon": -1, "delta": 1e-7},
+        {"epsilon": 1.0, "delta": 0.5},
+        {"epsilon": "1", "delta": 1e-7},
+    ):
+        r = c.post(url, json=bad)
+        assert r.status_code == 422 and r.headers["content-type"].startswith("application/problem+json")
+    weeks = c.post("/v1/datasets", json={"name": "weeks", "label_type": "count", "lo": 0, "hi": 52}).json()[
+        "id"
+    ]
+    r = c.post(f"/v1/datasets/{weeks}/semi-sensitive-models:plan", json={"epsilon": 1.0, "delta": 1e-7})
+    assert r.status_code == 422 and r.json()["type"] == "not-semi-sensitive"
+    assert party.rows(SemiSensitiveModel) == []
+    assert not [e for e in c.get("/v1/ledger").json()["items"] if e["kind"] == "charge"]

@@ -10,7 +10,12 @@ from labeldp.common.errors import DomainError
 from labeldp.common.openapi import errors
 from labels_party.api.deps import Caller, Deliveries, SemiSensitive
 from labels_party.api.schemas.deliveries import ModelDeliveryOut
-from labels_party.api.schemas.semi_sensitive_models import SemiSensitiveModelIn, SemiSensitiveModelOut
+from labels_party.api.schemas.semi_sensitive_models import (
+    HybridPlanIn,
+    HybridPlanOut,
+    SemiSensitiveModelIn,
+    SemiSensitiveModelOut,
+)
 
 router = APIRouter(prefix="/v1", tags=["semi-sensitive models"])
 
@@ -54,6 +59,38 @@ async def create_semi_sensitive_model(
     if not created:
         response.status_code = 200
     return SemiSensitiveModelOut.of(model)
+
+
+@router.post(
+    "/datasets/{dataset_id}/semi-sensitive-models:plan",
+    response_model=HybridPlanOut,
+    responses=errors(
+        s422="`not-semi-sensitive`: the dataset needs binary labels and declared semi_sensitive and "
+        "non_sensitive columns; `invalid-parameter`: the schedule cannot be calibrated",
+        s501="`dpsgd-unavailable`: this installation lacks the dpsgd extra",
+    ),
+)
+async def plan_semi_sensitive_model(
+    dataset_id: str, body: HybridPlanIn, caller: Caller, service: SemiSensitive
+) -> HybridPlanOut:
+    """The public plan of a semi-sensitive model: how a total (ε, δ) splits between the label phase
+    and DP-SGD, or whether the label phase is skipped. A public rule of ε, δ, the number of labelled
+    examples and the schedule (docs/semi-sensitive.md), so it is free: nothing is charged or drawn."""
+    plan, n = await run_in_threadpool(
+        service.plan, caller.tenant_id, dataset_id, body.epsilon, body.delta, body.epochs, body.batch_size
+    )
+    from labeldp.semi_sensitive import MAX_STEP_NOISE
+
+    b = plan.budget
+    return HybridPlanOut(
+        examples=n,
+        label_phase=plan.label_phase,
+        epsilon_labels=b.epsilon_labels,
+        epsilon_dpsgd=b.epsilon_dpsgd,
+        delta=b.delta,
+        split_step_noise=plan.step_noise,
+        max_step_noise=MAX_STEP_NOISE,
+    )
 
 
 @router.get("/semi-sensitive-models/{model_id}", response_model=SemiSensitiveModelOut)

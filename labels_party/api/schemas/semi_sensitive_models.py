@@ -107,3 +107,37 @@ class SemiSensitiveModelOut(BaseModel):
             created_at=m.created_at,
             completed_at=m.completed_at,
         )
+
+
+class HybridPlanIn(BaseModel):
+    """A total (ε, δ) and the DP-SGD schedule the model would ask for: what the plan reads."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        allow_inf_nan=False,
+        json_schema_extra={"examples": [{"epsilon": 3, "delta": 1e-9}]},
+    )
+
+    epsilon: StrictFloat = Field(ge=MIN_EPSILON, le=MAX_EPSILON, description="the total ε of both phases")
+    delta: StrictFloat = Field(gt=0, lt=1e-3, description="δ of the DP-SGD phase")
+    epochs: StrictFloat = Field(3.0, gt=0, le=100, description="DP-SGD epochs, as the model will ask")
+    batch_size: StrictInt = Field(
+        1024, ge=1, le=1 << 20, description="expected batch size, as the model will ask"
+    )
+
+
+class HybridPlanOut(BaseModel):
+    """The plan the service would run: the label phase or not, and the two phases' ε."""
+
+    examples: int = Field(description="the labelled examples that would train (the n of the schedule)")
+    label_phase: bool = Field(
+        description="true: release the labels at epsilon_labels first, then train from that release at "
+        "epsilon_dpsgd; false: DP-SGD alone at epsilon (no label release)"
+    )
+    epsilon_labels: float
+    epsilon_dpsgd: float
+    delta: float
+    split_step_noise: float = Field(
+        description="σ/B of the DP-SGD phase under the paper's split ε₁ = min(0.6ε, 3), which decides"
+    )
+    max_step_noise: float = Field(description="the rule's threshold (fitted once; docs/semi-sensitive.md)")
