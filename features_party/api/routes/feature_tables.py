@@ -32,8 +32,11 @@ TableName = Annotated[str, Path(min_length=1, max_length=MAX_NAME_CHARS, pattern
     responses={
         201: {"model": FeatureTableOut, "description": "a new table (200: a new version of one)"},
         **errors(
-            s413="`payload-too-large`: over the upload limit",
+            s413="`payload-too-large`: over the upload limit; `table-too-large`: more columns, rows, "
+            "pages or footer than allowed, or it would decode to more than 4 × the upload limit",
             s415="`unsupported-media-type`: send CSV or Parquet",
+            s422="`duplicate-column`: a column name appears twice; `unsupported-encoding`: DELTA_BYTE_ARRAY "
+            "text; `duplicate-example-id`, `missing-example-id`, `unparseable-column`, …",
         ),
     },
     openapi_extra=upload_body(
@@ -110,7 +113,7 @@ def get_non_sensitive_rows(
     """The table's declared non-sensitive columns for the release's examples (Parquet), to hand to the
     labels party for training with semi-sensitive features; no other column ever leaves."""
     table = tables.get(caller.tenant_id, name)
-    rows = tables.non_sensitive_rows(table, releases.get(release_id))
+    rows = tables.non_sensitive_rows(table, releases.get(caller.tenant_id, release_id))
     sink = io.BytesIO()
     pq.write_table(rows, sink)
     return Response(sink.getvalue(), media_type="application/vnd.apache.parquet")

@@ -11,7 +11,8 @@ from labeldp.common.openapi import errors
 from labeldp.common.pages import Page, Paging
 
 MODEL_NOT_READY = errors(
-    s409="`model-not-ready`: the job has not succeeded; `model-needs-retraining`: saved by an older version"
+    s409="`model-not-ready`: the job has not succeeded; `model-needs-retraining`: saved by an older version; "
+    "`model-not-loadable`: the model file names types this service never writes (it is not loaded)"
 )
 router = APIRouter(prefix="/v1", tags=["models"])
 
@@ -24,11 +25,13 @@ router = APIRouter(prefix="/v1", tags=["models"])
         s404="`not-found`: no such received release or feature table",
         s422="`cluster-not-configured`: `lightgbm` needs LABELDP_FEATURES_DASK_SCHEDULER; "
         "`unsupported-model`, `invalid-debias`, `unsupported-release`: no such model for this release",
+        s429="`too-many-jobs`: this tenant has LABELDP_FEATURES_MAX_QUEUED_JOBS_PER_TENANT jobs waiting; "
+        "retry after `Retry-After` seconds",
     ),
 )
 def start_training(body: TrainingJobIn, caller: Caller, training: Training) -> JobOut:
     """Start a training job on a received release joined to a feature table; poll ``GET /v1/jobs/{id}``.
-    The model and its debiasing follow the release's published mechanism."""
+    The model and its debiasing follow the release's published mechanism. Tenants' jobs run in turn."""
     return JobOut.of(training.start(caller.tenant_id, body.request()))
 
 
