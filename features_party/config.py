@@ -26,6 +26,9 @@ class FeaturesSettings(BaseSettings):
     port: int = Field(8500, description="port of the REST API")
     grpc_host: str = Field("127.0.0.1", description="address the gRPC receiver binds")
     grpc_port: int = Field(8501, description="port of the gRPC receiver")
+    workers: int = Field(
+        1, ge=1, le=64, description="server processes `labeldp features serve` runs (REST and gRPC each)"
+    )
     tls_cert: Path | None = Field(None, description="server certificate (PEM); with tls_key and tls_ca: mTLS")
     tls_key: Path | None = Field(None, description="server private key (PEM)")
     tls_ca: Path | None = Field(None, description="CA that signs the senders' client certificates")

@@ -18,11 +18,12 @@ from features_party.metrics import FeaturesMetrics
 from features_party.receiver.server import build_server
 from features_party.receiver.service import Receiver
 from features_party.receiver.store import ReceivedModels, ReceivedReleases, SenderRegistry
-from features_party.storage.db import make_engine, migrate, session_factory
+from features_party.storage.db import migrate
 from features_party.tables.service import FeatureTables
 from features_party.training.queue import TooManyJobsError
 from features_party.training.service import TrainingService
 from labeldp.common import logs
+from labeldp.common.db import service_sessions
 from labeldp.common.errors import as_problem
 from labeldp.common.identity import Identity
 from labeldp.common.instance import Instance, clean_atomic_leftovers, clean_spools
@@ -35,8 +36,7 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
     settings = settings or FeaturesSettings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     logs.configure(settings.log_level)
-    engine = make_engine(settings.resolved_database_url())
-    sessions = session_factory(engine)
+    sessions = service_sessions(settings.resolved_database_url())  # reads never wait for writers
     metrics = FeaturesMetrics()
     instance = Instance.current(settings.instance_name)
     data_dir = settings.paths()
@@ -71,7 +71,7 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        migrate(engine)
+        migrate(sessions.writer)
         interrupted = svc.training.recover()
         if interrupted:
             log.warning("marked interrupted training jobs as failed", extra={"examples": interrupted})
@@ -94,12 +94,14 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
 
         async def keep_recovering() -> None:
             """Jobs of a process that died are failed once its lease expires (other hosts); superseded
-            feature-table versions are deleted once their grace period is over."""
+            feature-table versions are deleted once their grace period is over, and the temporary
+            files of writers that are gone (another worker killed mid-upload) at once."""
             while True:
                 await asyncio.sleep(settings.training_lease_seconds / 2)
                 try:
                     await run_in_threadpool(svc.training.recover)
                     await run_in_threadpool(collect_versions)
+                    await run_in_threadpool(clean_atomic_leftovers, data_dir.root, instance)
                 except Exception:
                     log.exception("training recovery failed")
 
@@ -111,7 +113,7 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
             recovery.cancel()
             server.stop(grace=5).wait()
             svc.training.shutdown()
-            engine.dispose()
+            sessions.dispose()
 
     app = service_app(
         "labeldp features party",

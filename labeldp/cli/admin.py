@@ -46,8 +46,8 @@ Workers = Annotated[
     typer.Option(
         min=1,
         max=64,
-        help="Server processes sharing the port (default LABELDP_WORKERS, 1); each uses the database "
-        "and data directory, never another's memory.",
+        help="Server processes sharing the port (default LABELDP_WORKERS or LABELDP_FEATURES_WORKERS, "
+        "1); they share the database and data directory, never memory.",
     ),
 ]
 
@@ -95,13 +95,32 @@ def features_serve(
     port: Annotated[
         int | None, typer.Option(help="REST port (default LABELDP_FEATURES_PORT or 8500).")
     ] = None,
+    workers: Workers = None,
 ) -> None:
-    """Run the features-party REST API and its gRPC receiver in one process."""
+    """Run the features-party REST API and its gRPC receiver (in each worker process)."""
     from features_party.config import FeaturesSettings
     from labeldp.common.serving import serve
 
     settings = FeaturesSettings()
-    serve("features_party.api.app:create_app", host or settings.host, port or settings.port, 1, lambda: None)
+    count = workers or settings.workers
+    if count > 1 and settings.grpc_port == 0:
+        error("--workers needs a fixed LABELDP_FEATURES_GRPC_PORT: each worker would pick another port")
+        raise typer.Exit(code=2)
+    os.environ["LABELDP_FEATURES_WORKERS"] = str(count)  # the workers' gRPC servers share the port
+
+    def prepare() -> None:
+        from features_party.storage.db import make_engine, migrate
+        from labeldp.common.identity import Identity
+
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        engine = make_engine(settings.resolved_database_url())
+        try:
+            migrate(engine)
+        finally:
+            engine.dispose()
+        Identity.load_or_create(settings.identity_path())
+
+    serve("features_party.api.app:create_app", host or settings.host, port or settings.port, count, prepare)
 
 
 # --- one transaction on a party's database ------------------------------------------------------------
