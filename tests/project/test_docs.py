@@ -60,12 +60,12 @@ def test_the_docs_toolchain_is_in_the_dev_extra() -> None:
 def test_the_site_builds_strict_with_every_page(site: Path) -> None:
     for page in (
         "index.html",  # the README
-        "quickstart/index.html",
-        "tour/index.html",
-        "examples/mechanism_walkthrough/index.html",
-        "examples/publisher_model/index.html",
-        "benchmarks/results/index.html",
-        "reference/python/mechanisms/index.html",
+        "quickstart.html",
+        "tour.html",
+        "examples/mechanism_walkthrough.html",
+        "examples/publisher_model.html",
+        "benchmarks/results.html",
+        "reference/python/mechanisms.html",
     ):
         assert (site / page).is_file(), page
     home = re.sub(r"<[^>]+>", "", (site / "index.html").read_text())  # the README, as text
@@ -75,7 +75,7 @@ def test_the_site_builds_strict_with_every_page(site: Path) -> None:
 @pytest.mark.parametrize("party", ["labels", "features"])
 def test_the_rest_reference_has_every_operation(site: Path, party: str) -> None:
     doc = json.loads((site / "reference" / "rest" / f"{party}-openapi.json").read_text())
-    page = (site / "reference" / "rest" / party / "index.html").read_text()
+    page = (site / "reference" / "rest" / f"{party}.html").read_text()
     operations = [op for item in doc["paths"].values() for op in item.values() if "operationId" in op]
     assert operations
     missing = [
@@ -87,7 +87,7 @@ def test_the_rest_reference_has_every_operation(site: Path, party: str) -> None:
 
 
 def test_the_grpc_reference_has_every_rpc_and_message(site: Path) -> None:
-    page = (site / "reference" / "grpc" / "index.html").read_text()
+    page = (site / "reference" / "grpc.html").read_text()
     protos = "\n".join(p.read_text() for p in (ROOT / "proto").rglob("*.proto"))
     names = re.findall(r"^\s*(?:rpc|message|enum|service)\s+(\w+)", protos, flags=re.M)
     assert names and not [n for n in names if n not in page]
@@ -98,7 +98,7 @@ def test_the_configuration_reference_has_every_setting(site: Path) -> None:
     from features_party.config import FeaturesSettings
     from labels_party.config import LabelsSettings
 
-    page = (site / "reference" / "configuration" / "index.html").read_text()
+    page = (site / "reference" / "configuration.html").read_text()
     for prefix, settings in (("LABELDP_", LabelsSettings), ("LABELDP_FEATURES_", FeaturesSettings)):
         missing = [name for name in settings.model_fields if f"{prefix}{name.upper()}" not in page]
         assert not missing, (prefix, missing)
