@@ -216,6 +216,7 @@ def service_app(
 
     @app.get("/healthz", tags=["operations"])
     def healthz() -> dict[str, str]:
+        """The process answers (no authentication; for load balancers and orchestrators)."""
         return {"status": "ok"}
 
     return app

@@ -22,6 +22,7 @@ def list_received_models(
 
 @router.get("/semi-sensitive-models/{model_id}", response_model=ReceivedModelOut)
 def get_received_model(model_id: str, caller: Caller, models: ReceivedModelStore) -> ReceivedModelOut:
+    """One received semi-sensitive model: its sender, columns and signed guarantee."""
     return ReceivedModelOut.of(models.get(caller.tenant_id, model_id))
 
 

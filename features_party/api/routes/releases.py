@@ -10,7 +10,7 @@ router = APIRouter(prefix="/v1", tags=["releases"])
 
 
 @router.get("/releases", response_model=Page[ReceivedReleaseOut])
-def list_releases(
+def list_received_releases(
     caller: Caller, releases: Releases, paging: Paging, request: Request
 ) -> Page[ReceivedReleaseOut]:
     """Releases received and verified by the gRPC receiver from this tenant's pinned senders, with their
@@ -21,5 +21,6 @@ def list_releases(
 
 
 @router.get("/releases/{release_id}", response_model=ReceivedReleaseOut)
-def get_release(release_id: str, caller: Caller, releases: Releases) -> ReceivedReleaseOut:
+def get_received_release(release_id: str, caller: Caller, releases: Releases) -> ReceivedReleaseOut:
+    """One received release: its sender, size, mechanism and signed guarantee."""
     return ReceivedReleaseOut.of(releases.get(caller.tenant_id, release_id))

@@ -14,7 +14,10 @@ router = APIRouter(prefix="/v1", tags=["senders"])
     "/senders",
     status_code=201,
     response_model=SenderOut,
-    responses=errors(s409="`sender-exists`: this tenant pinned that sender id already"),
+    responses=errors(
+        s409="`sender-exists`: this tenant pinned that sender id already",
+        s422="`invalid-public-key`: public_key_pem is not an Ed25519 public key in PEM",
+    ),
 )
 def pin_sender(body: SenderIn, caller: Caller, senders: Senders) -> SenderOut:
     """Pin a labels party's public key for this tenant: messages it signed with this key are accepted,

@@ -37,16 +37,19 @@ def start_training(body: TrainingJobIn, caller: Caller, training: Training) -> J
 
 @router.get("/jobs/{job_id}", response_model=JobOut)
 def get_job(job_id: str, caller: Caller, training: Training) -> JobOut:
+    """A training job: status, progress while it runs, metrics and error once done."""
     return JobOut.of(training.job(caller.tenant_id, job_id))
 
 
 @router.get("/models", response_model=Page[ModelOut])
 def list_models(caller: Caller, training: Training, paging: Paging, request: Request) -> Page[ModelOut]:
+    """This tenant's training jobs and their models, newest first (a page)."""
     return Page[ModelOut].of(training.jobs(caller.tenant_id, paging), paging, request, ModelOut.of)
 
 
 @router.get("/models/{model_id}", response_model=ModelOut)
 def get_model(model_id: str, caller: Caller, training: Training) -> ModelOut:
+    """A trained model (the job that trained it): validation metrics, features, release, status."""
     return ModelOut.of(training.job(caller.tenant_id, model_id))
 
 
@@ -68,7 +71,17 @@ def download_model(model_id: str, caller: Caller, training: Training) -> FileRes
     )
 
 
-@router.post("/models/{model_id}/predictions", responses=MODEL_NOT_READY)
+@router.post(
+    "/models/{model_id}/predictions",
+    responses={
+        **MODEL_NOT_READY,
+        **errors(
+            s404="`not-found`: no such model, or no such feature table",
+            s422="`missing-features`: rows lack some of the model's columns; `invalid-feature-value`: a "
+            "value of the wrong kind; `unknown-example-ids`: IDs the feature table lacks",
+        ),
+    },
+)
 def predict(model_id: str, body: PredictIn, caller: Caller, training: Training) -> dict[str, Any]:
     """Predictions for example IDs of a feature table, or for feature rows given in the body."""
     return training.predict(

@@ -26,8 +26,14 @@ router = APIRouter(prefix="/v1", tags=["semi-sensitive models"])
         },
         **errors(
             s400="`idempotency-key-required`: send an Idempotency-Key header",
-            s409="`budget-exhausted`, `delta-budget-exhausted`: the (ε₂, δ) charge would overspend (nothing "
-            "charged, no noise drawn); `no-non-sensitive-rows`: upload them first",
+            s409="`budget-exhausted`, `user-budget-exhausted`, `delta-budget-exhausted`: the (ε₂, δ) "
+            "charge would overspend (nothing charged, no noise drawn); `no-non-sensitive-rows`: upload them "
+            "first",
+            s422="`not-semi-sensitive`: the dataset needs binary labels and declared semi_sensitive and "
+            "non_sensitive columns; `unusable-label-release`: the label release is not a complete binary "
+            "release of this dataset; `too-many-examples`; `invalid-parameter`; `user-delta-too-large`; "
+            "`idempotency-key-reused`: the key was used with another body",
+            s503="`ledger-contention`: concurrent charges kept this one from committing — retry",
             s501="`dpsgd-unavailable`: this installation lacks the dpsgd extra",
         ),
     },
@@ -76,7 +82,7 @@ def get_semi_sensitive_model_message(model_id: str, caller: Caller, service: Sem
     "/semi-sensitive-models/{model_id}/deliveries",
     response_model=ModelDeliveryOut,
     responses=errors(
-        s409="`model-not-complete`, `recipient-has-no-address`",
+        s409="`model-not-complete`, `recipient-has-no-address`, `tls-not-configured`",
         s502="`delivery-failed`: the recipient refused (its gRPC status is in the answer)",
     ),
 )
