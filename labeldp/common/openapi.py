@@ -5,7 +5,8 @@ FastAPI derives most of the document from the routes; what it cannot know is add
 from rules that hold for every route of both parties (so a new route is described correctly without
 anyone remembering to):
 
-* every error is RFC 9457 problem+json (``Problem``), never FastAPI's validation JSON;
+* every error is RFC 9457 problem+json (``Problem``, or a route's declared extension of it), never
+  FastAPI's validation JSON;
 * an operation that needs the bearer key can answer 401, one with a path parameter 404, one with a
   JSON body 413 (the body limit), one with parameters or a body 422 (``invalid-request`` names each
   error; domain codes name the problem) — routes declare their own further codes (``errors(...)``);
@@ -91,6 +92,15 @@ def operation_id(route: APIRoute) -> str:
     return route.name
 
 
+def _problem_of(response: dict[str, Any], problem: dict[str, Any]) -> dict[str, Any]:
+    """An error answer's content: the problem schema a route declared (a ``Problem`` with further
+    members, e.g. ``responses={409: {"model": BudgetRefusal}}``), else ``Problem``."""
+    declared = response.get("content", {}).get("application/json", {}).get("schema", {})
+    if declared.get("$ref", "").endswith("/HTTPValidationError") or "$ref" not in declared:
+        return problem
+    return {PROBLEM: {"schema": declared}}
+
+
 def _complete(document: dict[str, Any]) -> dict[str, Any]:
     components = document.setdefault("components", {})
     schemas = components.setdefault("schemas", {})
@@ -112,7 +122,7 @@ def _complete(document: dict[str, Any]) -> dict[str, Any]:
                 responses.setdefault(str(status), {"description": GENERIC[status]})
             for status, response in responses.items():
                 if int(status) >= 400:
-                    response["content"] = problem
+                    response["content"] = _problem_of(response, problem)
                     if response.get("description") in ("Validation Error", "", None):
                         response["description"] = GENERIC.get(int(status), "error")
             for parameter in op.get("parameters", []):

@@ -83,6 +83,8 @@ def test_generated_clients_run_the_tour(tmp_path: Path) -> None:
     assert out["replay"] == [200, True]  # the same Idempotency-Key: the same release, nothing charged
     assert out["delivery"] == "delivered" and out["received"] == 2000 and out["in_both"] == 2000
     assert out["budget"] == 1.0 and out["ledger"] == ["budget_set", "charge"]
-    assert out["refused"] == "budget-exhausted"  # a declared 409 parses as the Problem model
+    # a declared 409 parses as its schema: the budget left to the typical and the worst example
+    left = 4 - out["budget"]
+    assert out["refused"] == {"type": "budget-exhausted", "left": {"typical": left, "worst": left}}
     assert out["job"] == "succeeded" and len(out["predictions"]) == 2 and out["models"]
     assert out["artifact_bytes"] > 10_000 and (tmp_path / "model.skops").exists()

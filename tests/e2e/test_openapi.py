@@ -58,6 +58,7 @@ def test_the_document_declares_auth_errors_bodies_and_headers(base: str) -> None
         "description": document["components"]["securitySchemes"]["bearer"]["description"],
     }
     assert "HTTPValidationError" not in document["components"]["schemas"]
+    problem = document["components"]["schemas"]["Problem"]
     ids = []
     for method, path, op in operations(document):
         ids.append(op["operationId"])
@@ -69,10 +70,10 @@ def test_the_document_declares_auth_errors_bodies_and_headers(base: str) -> None
         if "{" in path:
             assert "404" in op["responses"], (method, path)
         for status, response in op["responses"].items():
-            if int(status) >= 400:  # every error is problem+json, with its codes described
-                assert response["content"] == {
-                    "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
-                }, (method, path, status)
+            if int(status) >= 400:  # every error is problem+json (or an extension of it), codes described
+                assert set(response["content"]) == {"application/problem+json"}, (method, path, status)
+                schema = problem_schema(document, response)
+                assert set(problem["required"]) <= set(schema["properties"]), (method, path, status)
                 assert response["description"], (method, path, status)
         if (method, path) in UPLOADS:
             body = op["requestBody"]
@@ -87,6 +88,19 @@ def test_the_document_declares_auth_errors_bodies_and_headers(base: str) -> None
         assert create["operationId"] == "create_release"
         assert {"200", "201", "202", "400", "409"} <= set(create["responses"])
         assert any(p["name"] == "Idempotency-Key" for p in create["parameters"])
+        # a budget refusal documents what it tells: counts, the budget, and spent / left (typical, worst)
+        refusal = problem_schema(document, create["responses"]["409"])["properties"]
+        assert {"examples_lacking_budget", "per_example_budget", "per_user_budget", "spent", "left"} <= set(
+            refusal
+        )
+        assert "budget-exhausted" in create["responses"]["409"]["description"]
+
+
+def problem_schema(document: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
+    """The schema an error answer is documented with (``Problem`` or a route's extension of it)."""
+    ref: str = response["content"]["application/problem+json"]["schema"]["$ref"]
+    schema: dict[str, Any] = document["components"]["schemas"][ref.rsplit("/", 1)[-1]]
+    return schema
 
 
 def test_swagger_ui_and_redoc_load_only_local_assets(base: str) -> None:

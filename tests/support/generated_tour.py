@@ -29,7 +29,7 @@ from labels_client.api.delivery import deliver
 from labels_client.api.identity import get_identity as labels_identity
 from labels_client.api.recipients import register_recipient
 from labels_client.api.releases import audit_release, create_release, preview_release
-from labels_client.models import DatasetIn, PreviewIn, Problem, RecipientIn, ReleaseIn
+from labels_client.models import BudgetRefusal, DatasetIn, PreviewIn, RecipientIn, ReleaseIn
 from labels_client.types import File as LabelsFile
 
 from labeldp.samples import diamond_prices
@@ -88,7 +88,8 @@ def main(labels_url: str, labels_key: str, features_url: str, features_key: str,
     out["ledger"] = [e.kind for e in get_ledger.sync(client=a, limit=10).items]
     too_much = ReleaseIn.from_dict({"epsilon": 5.5, "recipient": publisher.party_id})
     refused = create_release.sync(dataset.id, client=a, body=too_much, idempotency_key="tour-2")
-    out["refused"] = refused.type_ if isinstance(refused, Problem) else None
+    if isinstance(refused, BudgetRefusal):  # the declared 409 schema: spent and left, typed
+        out["refused"] = {"type": refused.type_, "left": refused.to_dict()["left"]}
     # the publisher: the received release, features, the join, a training job, predictions, the model
     out["received"] = received_release.sync(release.id, client=f).example_count
     features = parquet(ds.features.slice(0, N).append_column("example_id", ids))
