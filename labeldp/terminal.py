@@ -19,6 +19,8 @@ import typer
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from labeldp.client import ApiError
+
 Answer = TypeVar("Answer")
 
 
@@ -77,6 +79,21 @@ def print_table(rows: Sequence[Mapping[str, object]], columns: Sequence[str], as
 def error(message: str) -> None:
     """A failure, for people, on stderr (stdout stays parseable)."""
     typer.echo(f"error: {message}", err=True)
+
+
+def problem(exc: ApiError, as_json: bool = False, name: Callable[[str], str] = str) -> None:
+    """An error answer: for people, on stderr, its status, code and message, then each reason an
+    invalid request was refused on its own line, its field as ``name`` calls it (the CLI: the option
+    that sent it); with ``as_json``, the problem itself on stdout too, for scripts."""
+    from labeldp.client import field_of
+
+    if as_json:  # a problem as the service answered it, or as the client made it (no answer)
+        made = {"type": exc.code, "title": exc.title, "status": exc.status, "detail": exc.detail}
+        print_json(exc.body if "type" in exc.body else made)
+    error(f"{exc.status} {exc.code}: {exc.detail}" if exc.status else f"{exc.code}: {exc.detail}")
+    for reason in exc.errors:
+        field = field_of(reason)
+        typer.echo(f"  {name(field)}: {reason['msg']}" if field else f"  {reason['msg']}", err=True)
 
 
 def stderr_console() -> Console:

@@ -143,6 +143,6 @@ def test_the_preview_prints_expected_error_and_attack_bounds_and_charges_nothing
     assert f"{published.worst_case_additive_advantage:.3f}" in out
     assert charges(c) == []  # previews are free
     code, _, err = run("labels", "preview", *common, "--epsilon", "-1")
-    assert code == 1 and "invalid" in err
+    assert code == 2 and "invalid" in err and "--epsilon" in err  # the caller's mistake
     code, _, err = run("labels", "preview", *common[:4], "--dataset", "nope", "--epsilon", "1")
     assert code == 1 and "not-found" in err

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from features_party.config import FeaturesSettings
 from labeldp.cli import app
+from labeldp.processes import free_port
 from labeldp.samples import diamond_prices
 from labels_party.config import LabelsSettings
 from labels_party.storage.db import sqlite_url
@@ -130,7 +131,7 @@ def test_upload_release_deliver_and_train_from_the_cli(tmp_path: Path, files: di
         bad = tmp_path / "bad.csv"
         bad.write_text("example_id,label\nx,1\nx,2\n")
         code, _, err = run("labels", "upload", str(bad), "--dataset", "prices", *L)
-        assert code == 1 and "422 duplicate-example-id" in err
+        assert code == 2 and "422 duplicate-example-id" in err  # the caller's data: a caller's mistake
         code, _, err = run(
             "labels",
             "upload",
@@ -164,7 +165,7 @@ def test_upload_release_deliver_and_train_from_the_cli(tmp_path: Path, files: di
             "--api-key",
             "k",
         )
-        assert code == 1 and "unreachable" in err
+        assert code == 3 and "unreachable" in err  # no answer: try again later
 
 
 def test_version_and_short_help() -> None:
@@ -274,3 +275,61 @@ def test_every_resource_has_a_command_with_json_and_exit_codes(
         assert code == 2 and "--ids or --rows" in err
         code, _, err = run("labels", "releases", "show", "nope", *L)
         assert code == 1 and "404" in err
+
+
+def test_an_invalid_request_names_the_option_and_its_bound_and_exits_2(tmp_path: Path) -> None:
+    """The service's reasons reach the terminal, each named by the option that sent the field and with
+    the bound the OpenAPI document declares; with --json the problem itself is on stdout. Exit codes say
+    whose move it is: 2 the caller's (the request must change), 1 refused as things stand, 3 the
+    service failed or was not reached."""
+    labels_dir = tmp_path / "labels"
+    labels_dir.mkdir()
+    _, key = tenant_key(sqlite_url(labels_dir), "acme", "1")
+    settings = LabelsSettings(
+        data_dir=labels_dir, database_url=sqlite_url(labels_dir), allow_plaintext=True, delivery_attempts=1
+    )
+    with labels_server_thread(settings) as base:
+        L = ("--url", base, "--api-key", key)
+        schemas = httpx.get(f"{base}/openapi.json").json()["components"]["schemas"]
+        least = schemas["ReleaseIn"]["properties"]["epsilon"]["anyOf"][0]["minimum"]
+        most = schemas["PreviewIn"]["properties"]["epsilon"]["anyOf"][0]["maximum"]
+        nobody = {"name": "publisher", "grpc_address": f"127.0.0.1:{free_port()}"}  # nothing listens there
+        httpx.post(
+            f"{base}/v1/recipients", json=nobody, headers={"Authorization": f"Bearer {key}"}
+        ).raise_for_status()
+        create = ("labels", "datasets", "create")
+        code, _, err = run(*create, "prices", "--label-type", "real", "--lo", "0", "--hi", "100",
+                           "--support", "uniform:11", *L)  # fmt: skip
+        assert code == 0, err
+        (tmp_path / "l.csv").write_text("example_id,label\n" + "".join(f"e{i},{i}\n" for i in range(50)))
+        code, _, err = run("labels", "upload", str(tmp_path / "l.csv"), "--dataset", "prices", *L)
+        assert code == 0, err
+
+        release = ("labels", "release", "--dataset", "prices", "--recipient", "publisher", *L)
+        for as_json in ((), ("--json",)):
+            code, out, err = run(*release, "--epsilon", "0", *as_json)
+            assert code == 2, err
+            assert f"--epsilon: Input should be greater than or equal to {least:g}" in err
+            if as_json:  # the problem as the service answered it, for scripts
+                answer = json.loads(out)
+                assert answer["type"] == "invalid-request"
+                assert [e["loc"] for e in answer["errors"]] == [["body", "epsilon"]]
+        code, _, err = run("labels", "preview", "--dataset", "prices", "--epsilon", str(most * 2), *L)
+        assert code == 2 and f"--epsilon: Input should be less than or equal to {most:g}" in err
+        code, _, err = run(*create, "p2", "--label-type", "reals", "--lo", "0", "--hi", "1", *L)
+        assert code == 2 and "--label-type: Input should be 'real'" in err
+        code, _, err = run(*create, "p3", "--label-type", "real", "--lo", "10", "--hi", "0", *L)
+        assert code == 2 and "--hi: must be greater than lo (10)" in err
+        code, _, err = run(*create, "p4", "--label-type", "real", "--lo", "0", "--hi", "1",
+                           "--support", "uniform:1", *L)  # fmt: skip
+        assert code == 2 and "--support (support.k): Input should be greater than or equal to 2" in err
+
+        code, _, err = run(*release, "--epsilon", "2")  # over the budget of 1: refused, not a mistake
+        assert code == 1 and "409 budget-exhausted" in err and "(1 left)" in err
+        code, out, err = run(*release, "--epsilon", "0.5", "-q")
+        assert code == 0, err
+        code, out, err = run("labels", "releases", "deliver", out.strip(), "--json", *L)
+        assert code == 3 and "502 delivery-failed" in err and json.loads(out)["status"] == 502
+        code, out, err = run("labels", "datasets", "list", "--url", "http://127.0.0.1:9", "--api-key", "k",
+                             "--json")  # fmt: skip
+        assert code == 3 and "unreachable" in err and json.loads(out)["type"] == "unreachable"
