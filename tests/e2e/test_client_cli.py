@@ -1,5 +1,6 @@
 """The CLI's client commands against real services over HTTP and gRPC: upload, release (+ delivery),
-feature upload, training; and their errors (server codes → exit 1, local mistakes → exit 2)."""
+feature upload, training; what they print; and their errors (a caller's mistake → exit 2, a refusal →
+exit 1, a failed or unreachable service → exit 3)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from features_party.config import FeaturesSettings
 from labeldp.cli import app
 from labeldp.processes import free_port
 from labeldp.samples import diamond_prices
+from labeldp.terminal import number, numbers
 from labels_party.config import LabelsSettings
 from labels_party.storage.db import sqlite_url
 from tests.support.servers import (
@@ -78,9 +80,10 @@ def test_upload_release_deliver_and_train_from_the_cli(tmp_path: Path, files: di
         L = ("--url", lbase, "--api-key", labels_key)
         F = ("--url", fbase, "--api-key", features_key)
 
-        code, out, _ = run("labels", "upload", str(files["labels"]), "--dataset", "prices", *L)
+        code, out, err = run("labels", "upload", str(files["labels"]), "--dataset", "prices", *L)
         assert code == 0, out
         assert f"{N:,} labels stored" in out
+        assert err == ""  # stderr is no terminal here: no progress bar, not even an empty line
         code, out, err = run(
             "labels", "release", "--dataset", "prices", "--epsilon", "1", "--recipient", "publisher",
             "--idempotency-key", "k1", "--deliver", "--json", *L,
@@ -114,12 +117,12 @@ def test_upload_release_deliver_and_train_from_the_cli(tmp_path: Path, files: di
         assert code == 2 and "--epsilon-user" in err
 
         code, out, err = run("features", "upload", str(files["features"]), "--table", "diamonds", *F)
-        assert code == 0, err
+        assert code == 0 and err == "", err
         assert f"{N:,} rows" in out
         code, out, err = run(
             "features", "train", "--release", release["id"], "--table", "diamonds", "--json", *F
         )
-        assert code == 0, err
+        assert code == 0 and err == "", err
         model = json.loads(out)
         assert model["status"] == "succeeded" and model["metrics"]["train_examples"] > 0
         prediction = f.post(f"/v1/models/{model['id']}/predictions", json={"example_ids": ["d1"]}).json()
@@ -218,12 +221,25 @@ def test_every_resource_has_a_command_with_json_and_exit_codes(
         assert shown["id"] == ds and shown["label_count"] == N and shown["support_size"] == 101
         listing = ok("labels", "datasets", "list", *L).splitlines()
         assert listing[0].split()[:2] == ["NAME", "ID"] and listing[1].startswith("prices")
+        preview = json.loads(ok("labels", "preview", "--dataset", "prices", "--epsilon", "1", "--json", *L))
+        shown = ok("labels", "preview", "--dataset", "prices", "--epsilon", "1", *L).splitlines()
+        # the bins as people read them: thousands separated, never mistaken for a list separator
+        assert f"bins ({preview['m']}): {numbers(preview['bin_values'])}" in shown
+        assert all("e+" not in line for line in shown)
         rel = ok("labels", "release", "--dataset", "prices", "--epsilon", "1", "--recipient", "publisher",
                  "--idempotency-key", "r1", "-q", *L).strip()  # fmt: skip
-        assert json.loads(ok("labels", "releases", "list", "--dataset", ds, "--json", *L))[0]["id"] == rel
+        released = json.loads(ok("labels", "releases", "list", "--dataset", ds, "--json", *L))[0]
+        assert released["id"] == rel
+        bins = f"bins ({len(released['bins'])}): {numbers(released['bins'])}"
         delivered = json.loads(ok("labels", "releases", "deliver", rel, "--json", *L))
         assert delivered["outcome"] == "delivered"
-        assert "deliveries: delivered" in ok("labels", "releases", "show", rel, *L)
+        show = ok("labels", "releases", "show", rel, *L).splitlines()  # the recipient by name, the bins
+        prior = number(released["epsilon_prior"], 3)
+        assert show[0].endswith(f"examples at ε = 1 (ε₁ = {prior}) to publisher")
+        assert show[1:] == [bins, show[2]] and show[2].startswith("deliveries: delivered")
+        [row] = ok("labels", "releases", "list", "--dataset", "prices", *L).splitlines()[1:]
+        assert row.split()[:5] == [rel, "complete", "1", f"{N:,}", "publisher"]
+        assert numbers(released["bins"]) in row
         ok("labels", "releases", "download", rel, "-o", str(tmp_path / "noisy.parquet"), *L)
         assert pq.read_table(tmp_path / "noisy.parquet").num_rows == N
         budget = json.loads(ok("labels", "budget", "--dataset", "prices", "--epsilon", "2", "--json", *L))
@@ -235,8 +251,10 @@ def test_every_resource_has_a_command_with_json_and_exit_codes(
         ]
 
         assert json.loads(ok("features", "releases", "list", "--json", *F))[0]["release_id"] == rel
-        assert f"{N:,} examples" in ok("features", "releases", "show", rel, *F)
-        ok("features", "upload", str(files["features"]), "--table", "diamonds", *F)
+        received = ok("features", "releases", "show", rel, *F)
+        assert received.rstrip().endswith(f"{N:,} examples at ε = 1")  # as the labels party writes ε
+        uploaded = ok("features", "upload", str(files["features"]), "--table", "diamonds", *F)
+        assert "columns carat (numeric), cut (categorical)" in uploaded and "{" not in uploaded
         assert json.loads(ok("features", "tables", "list", "--json", *F))[0]["name"] == "diamonds"
         assert f"{N:,} rows" in ok("features", "tables", "show", "diamonds", *F)
         assert f"{N:,} examples in both" in ok(
