@@ -55,7 +55,7 @@ def exit_code(exc: ApiError) -> int:
 
 
 def running_command() -> Any:
-    """The running command's click context (None outside one). typer ≥ 0.24 runs on its own copy of
+    """The running command's click context (None outside one). Recent typer runs on its own copy of
     click (``typer._click``), whose context stack is not ``click``'s; older typer runs on click."""
     for stack in ("typer._click.globals", "click"):
         with contextlib.suppress(ImportError):
@@ -69,7 +69,7 @@ def sent_by(field: str) -> str:
     ctx = running_command()
     head, _, rest = field.partition(".")
     for param in ctx.command.params if ctx is not None else []:
-        if param.name == head and param.name not in ("url", "api_key", "as_json", "quiet"):
+        if param.name == head:
             option = param.param_type_name == "option"
             name = max(param.opts, key=len) if option else param.human_readable_name
             return f"{name} ({field})" if rest else str(name)
@@ -98,7 +98,7 @@ def exit_on_errors(api_key: str, variable: str) -> Iterator[None]:
 
 @contextmanager
 def labels_client(url: str, api_key: str) -> Iterator[LabelsClient]:
-    """The labels party's client, with the CLI's error handling (exit 1 or 2) around its use."""
+    """The labels party's client, with the CLI's error handling (its exit codes) around its use."""
     from labeldp.client import LabelsClient
 
     with exit_on_errors(api_key, "LABELDP_API_KEY"), LabelsClient(url, api_key) as client:
@@ -107,7 +107,7 @@ def labels_client(url: str, api_key: str) -> Iterator[LabelsClient]:
 
 @contextmanager
 def features_client(url: str, api_key: str) -> Iterator[FeaturesClient]:
-    """The features party's client, with the CLI's error handling (exit 1 or 2) around its use."""
+    """The features party's client, with the CLI's error handling (its exit codes) around its use."""
     from labeldp.client import FeaturesClient
 
     with exit_on_errors(api_key, "LABELDP_FEATURES_API_KEY"), FeaturesClient(url, api_key) as client:
