@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from labeldp.terminal import error, print_json, print_table
+from labeldp.terminal import error, number, print_json, print_table
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -276,7 +276,7 @@ def labels_tenant_set_budget(
         if epsilon_per_example is not None:
             budget = to_micro_floor(epsilon_per_example, name="epsilon_per_example")
             set_budget(session, tenant_id, budget, api_key_id=None, note=why)
-            typer.echo(f"tenant {name}: per-example budget is now {epsilon_per_example:g}")
+            typer.echo(f"tenant {name}: per-example budget is now {number(epsilon_per_example)}")
         if epsilon_per_user is not None or no_per_user_limit:
             per_user = (
                 None
@@ -284,13 +284,13 @@ def labels_tenant_set_budget(
                 else to_micro_floor(epsilon_per_user or 0.0, name="epsilon_per_user")
             )
             set_user_budget(session, tenant_id, per_user, api_key_id=None, note=why)
-            shown = "not limited" if per_user is None else f"{epsilon_per_user:g}"
+            shown = "not limited" if per_user is None else number(epsilon_per_user or 0)
             typer.echo(f"tenant {name}: per-user budget is now {shown}")
         if delta is not None:
             set_delta_budget(
                 session, tenant_id, to_atto_floor(delta, name="delta"), api_key_id=None, note=why
             )
-            typer.echo(f"tenant {name}: δ budget is now {delta:g}")
+            typer.echo(f"tenant {name}: δ budget is now {number(delta)}")
 
 
 @features_tenants.command("create")
@@ -407,14 +407,14 @@ def keys_dev_ca(
         typer.echo(f"{out / 'ca.pem'} exists; keeping the existing certificates")
         return
     paths = dev_ca(out, tuple(host or ("localhost", "127.0.0.1")))
-    for label, p in (
+    written = (
         ("CA", paths.ca),
         ("features-party server cert", paths.server_cert),
         ("features-party server key", paths.server_key),
         ("labels-party client cert", paths.client_cert),
         ("labels-party client key", paths.client_key),
-    ):
-        typer.echo(f"{label:28} {p}")
+    )
+    print_table([{"file": what, "path": str(p)} for what, p in written], ("file", "path"))
 
 
 labels_app.add_typer(labels_tenants, name="tenant")

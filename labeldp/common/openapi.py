@@ -5,7 +5,8 @@ FastAPI derives most of the document from the routes; what it cannot know is add
 from rules that hold for every route of both parties (so a new route is described correctly without
 anyone remembering to):
 
-* every error is RFC 9457 problem+json (``Problem``), never FastAPI's validation JSON;
+* every error is RFC 9457 problem+json (``Problem``, or a route's declared extension of it), never
+  FastAPI's validation JSON;
 * an operation that needs the bearer key can answer 401, one with a path parameter 404, one with a
   JSON body 413 (the body limit), one with parameters or a body 422 (``invalid-request`` names each
   error; domain codes name the problem) — routes declare their own further codes (``errors(...)``);
@@ -161,9 +162,15 @@ def _first_sentence(text: str) -> str:
 
 
 def _problem_schema(status: int, response: dict[str, Any]) -> dict[str, Any]:
-    """The Problem schema, its ``type`` limited to the codes this answer may carry."""
+    """The problem schema a route declared (a ``Problem`` with further members, e.g.
+    ``responses={409: {"model": BudgetRefusal}}``), else ``Problem``; its ``type`` limited to the codes
+    this answer may carry."""
     codes = set(COMMON_CODES.get(status, ())) | set(CODE.findall(response.get("description", "")))
-    ref = {"$ref": "#/components/schemas/Problem"}
+    declared = response.get("content", {}).get("application/json", {}).get("schema", {})
+    own = declared.get("$ref", "")
+    if not own or own.endswith("/HTTPValidationError"):
+        own = "#/components/schemas/Problem"
+    ref = {"$ref": own}
     if not codes:
         return ref
     return {"allOf": [ref, {"properties": {"type": {"enum": sorted(codes)}}}]}

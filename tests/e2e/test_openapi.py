@@ -58,6 +58,7 @@ def test_the_document_declares_auth_errors_bodies_and_headers(base: str) -> None
         "description": document["components"]["securitySchemes"]["bearer"]["description"],
     }
     assert "HTTPValidationError" not in document["components"]["schemas"]
+    problem = document["components"]["schemas"]["Problem"]
     ids = []
     for method, path, op in operations(document):
         ids.append(op["operationId"])
@@ -69,10 +70,11 @@ def test_the_document_declares_auth_errors_bodies_and_headers(base: str) -> None
         if "{" in path:
             assert "404" in op["responses"], (method, path)
         for status, response in op["responses"].items():
-            if int(status) >= 400:  # every error is problem+json, its codes listed and described
-                schema = response["content"]["application/problem+json"]["schema"]
+            if int(status) >= 400:  # every error is problem+json (or an extension of it), codes described
                 assert list(response["content"]) == ["application/problem+json"], (method, path, status)
-                assert schema["allOf"][0] == {"$ref": "#/components/schemas/Problem"}, (method, path, status)
+                schema = response["content"]["application/problem+json"]["schema"]
+                base = problem_schema(document, schema["allOf"][0])
+                assert set(problem["required"]) <= set(base["properties"]), (method, path, status)
                 codes = schema["allOf"][1]["properties"]["type"]["enum"]
                 assert codes and all(
                     f"`{c}`" in response["description"] for c in codes if c != "invalid-text"
@@ -91,6 +93,20 @@ def test_the_document_declares_auth_errors_bodies_and_headers(base: str) -> None
         assert create["operationId"] == "create_release"
         assert {"200", "201", "202", "400", "409"} <= set(create["responses"])
         assert any(p["name"] == "Idempotency-Key" for p in create["parameters"])
+        # a budget refusal documents what it tells: counts, the budget, and spent / left (typical, worst)
+        conflict = create["responses"]["409"]["content"]["application/problem+json"]["schema"]
+        refusal = problem_schema(document, conflict["allOf"][0])["properties"]
+        assert {"examples_lacking_budget", "per_example_budget", "per_user_budget", "spent", "left"} <= set(
+            refusal
+        )
+        assert "budget-exhausted" in create["responses"]["409"]["description"]
+
+
+def problem_schema(document: dict[str, Any], reference: dict[str, Any]) -> dict[str, Any]:
+    """The schema an error answer is built on (``Problem`` or a route's extension of it)."""
+    ref: str = reference["$ref"]
+    schema: dict[str, Any] = document["components"]["schemas"][ref.rsplit("/", 1)[-1]]
+    return schema
 
 
 def test_swagger_ui_and_redoc_load_only_local_assets(base: str) -> None:

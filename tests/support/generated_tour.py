@@ -1,4 +1,4 @@
-"""The README tour with nothing but the clients openapi-python-client generated from the two live
+"""The tour (docs/tour.md) with nothing but the clients openapi-python-client generated from the two live
 OpenAPI documents (``labels_client``, ``features_client`` on ``sys.path``). Run by
 tests/e2e/test_generated_clients.py as ``python generated_tour.py LABELS_URL LABELS_KEY FEATURES_URL
 FEATURES_KEY CA_PEM WORKDIR``; prints a JSON summary of what each step answered."""
@@ -29,12 +29,13 @@ from labels_client.api.delivery import deliver_release
 from labels_client.api.identity import get_identity as labels_identity
 from labels_client.api.recipients import register_recipient
 from labels_client.api.releases import audit_release, create_release, preview_release
-from labels_client.models import DatasetIn, PreviewIn, Problem, RecipientIn, ReleaseIn
+from labels_client.models import DatasetIn, PreviewIn, RecipientIn, ReleaseIn
 from labels_client.types import File as LabelsFile
 
 from labeldp.samples import diamond_prices
 
 N = 2000
+EPSILON = 2  # the tour's release
 
 
 def parquet(table: pa.Table) -> io.BytesIO:
@@ -62,7 +63,7 @@ def main(labels_url: str, labels_key: str, features_url: str, features_key: str,
     )
     out["recipient"] = register_recipient.sync(client=a, body=recipient).name
     # the advertiser: public parameters, labels, a free preview, one release delivered
-    ds = diamond_prices()
+    ds = diamond_prices().sample(N, seed=31)  # the tour's sample
     ids = pa.array([f"click-{i}" for i in range(N)])
     spec = {
         "name": "prices",
@@ -72,13 +73,13 @@ def main(labels_url: str, labels_key: str, features_url: str, features_key: str,
         "support": {"kind": "uniform", "k": 201},
     }
     dataset = create_dataset.sync(client=a, body=DatasetIn.from_dict(spec))
-    labels = parquet(pa.table({"example_id": ids, "label": ds.labels[:N]}))
+    labels = parquet(pa.table({"example_id": ids, "label": ds.labels}))
     out["labels_stored"] = put_labels.sync(dataset.id, client=a, body=LabelsFile(payload=labels)).to_dict()
     preview = preview_release.sync(
-        dataset.id, client=a, body=PreviewIn.from_dict({"epsilon": 1, "recipient": publisher.party_id})
+        dataset.id, client=a, body=PreviewIn.from_dict({"epsilon": EPSILON, "recipient": publisher.party_id})
     )
     out["preview_expected_loss"] = preview.to_dict()["expected_loss"]
-    body = ReleaseIn.from_dict({"epsilon": 1, "recipient": publisher.party_id})
+    body = ReleaseIn.from_dict({"epsilon": EPSILON, "recipient": publisher.party_id})
     release = create_release.sync(dataset.id, client=a, body=body, idempotency_key="tour-1")
     again = create_release.sync_detailed(dataset.id, client=a, body=body, idempotency_key="tour-1")
     out["replay"] = [again.status_code.value, again.parsed.id == release.id]
@@ -88,10 +89,12 @@ def main(labels_url: str, labels_key: str, features_url: str, features_key: str,
     out["ledger"] = [e.kind for e in get_ledger.sync(client=a, limit=10).items]
     too_much = ReleaseIn.from_dict({"epsilon": 5.5, "recipient": publisher.party_id})
     refused = create_release.sync(dataset.id, client=a, body=too_much, idempotency_key="tour-2")
-    out["refused"] = refused.type_ if isinstance(refused, Problem) else None
+    # the declared 409 schema (BudgetRefusal, its type limited to the 409 codes): spent and left
+    problem = refused.to_dict() if refused is not None and hasattr(refused, "to_dict") else {}
+    out["refused"] = {"type": problem.get("type"), "left": problem.get("left")}
     # the publisher: the received release, features, the join, a training job, predictions, the model
     out["received"] = get_received_release.sync(release.id, client=f).example_count
-    features = parquet(ds.features.slice(0, N).append_column("example_id", ids))
+    features = parquet(ds.features.append_column("example_id", ids))
     put_feature_table.sync("diamonds", client=f, body=FeaturesFile(payload=features))
     join = report_join.sync(client=f, body=JoinIn(release_id=release.id, feature_table="diamonds"))
     out["in_both"] = join.in_both

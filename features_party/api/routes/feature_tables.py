@@ -36,8 +36,8 @@ TableName = Annotated[str, Path(min_length=1, max_length=MAX_NAME_CHARS, pattern
             "pages or footer than allowed, or it would decode to more than 4 × the upload limit",
             s415="`unsupported-media-type`: send CSV or Parquet",
             s422="the table, refused whole (nothing stored): `unparseable-upload` (not CSV or Parquet as "
-            "declared), `duplicate-column` (a column name twice), `wrong-column-type` (example_id not text or integers), `unsupported-encoding` (DELTA_BYTE_ARRAY "
-            "text), `missing-column`, `missing-example-id`, `invalid-example-id`, `example-id-too-long`, "
+            "declared), `duplicate-column` (a column name twice), `wrong-column-type` (example_id not text "
+            "or integers), `unsupported-encoding` (DELTA_BYTE_ARRAY text), `missing-column`, `missing-example-id`, `invalid-example-id`, `example-id-too-long`, "
             "`duplicate-example-id`, `unparseable-column` (a column's values), `no-features` (no column "
             "but example_id), `unknown-column` (a declared non-sensitive or overridden column the table "
             "lacks), `conflicting-overrides` (one column both categorical and numeric)",

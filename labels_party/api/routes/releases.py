@@ -9,6 +9,7 @@ from labeldp.common.errors import DomainError
 from labeldp.common.openapi import errors
 from labeldp.common.pages import Page, Paging
 from labels_party.api.deps import Caller, Releases
+from labels_party.api.schemas.budget import BudgetRefusal
 from labels_party.api.schemas.releases import AuditOut, PreviewIn, PreviewOut, ReleaseIn, ReleaseOut
 
 # what a release or a preview refuses in its request, before anything is charged
@@ -35,13 +36,17 @@ router = APIRouter(prefix="/v1", tags=["releases"])
         },
         **errors(
             s400="`idempotency-key-required`: send an Idempotency-Key header",
-            s409="`budget-exhausted`, `user-budget-exhausted`, `delta-budget-exhausted`: the charge would "
-            "overspend (nothing charged, no noise drawn)",
             s422=RELEASE_422 + "; `idempotency-key-reused`: the key was used with another body (nothing "
             "charged); `unknown-recipient`: no recipient of that name",
             s503="`cluster-unavailable`: the configured Dask cluster did not answer; `ledger-contention`: "
             "concurrent charges kept this one from committing — retry (nothing charged either way)",
         ),
+        409: {
+            "model": BudgetRefusal,
+            "description": "`budget-exhausted`, `user-budget-exhausted`, `delta-budget-exhausted`: the "
+            "charge would overspend (nothing charged, no noise drawn); what the release's examples "
+            "(users) have spent and have left, the typical and the worst, in `spent` and `left`",
+        },
     },
 )
 def create_release(
