@@ -37,10 +37,11 @@ TableName = Annotated[str, Path(min_length=1, max_length=MAX_NAME_CHARS, pattern
             s415="`unsupported-media-type`: send CSV or Parquet",
             s422="the table, refused whole (nothing stored): `unparseable-upload` (not CSV or Parquet as "
             "declared), `duplicate-column` (a column name twice), `wrong-column-type` (example_id not text "
-            "or integers), `unsupported-encoding` (DELTA_BYTE_ARRAY text), `missing-column`, `missing-example-id`, `invalid-example-id`, `example-id-too-long`, "
-            "`duplicate-example-id`, `unparseable-column` (a column's values), `no-features` (no column "
-            "but example_id), `unknown-column` (a declared non-sensitive or overridden column the table "
-            "lacks), `conflicting-overrides` (one column both categorical and numeric)",
+            "or integers), `unsupported-encoding` (DELTA_BYTE_ARRAY text), `missing-column`, "
+            "`missing-example-id`, `invalid-example-id`, `example-id-too-long`, `duplicate-example-id`, "
+            "`unparseable-column` (a column's values), `no-features` (no column but example_id), "
+            "`unknown-column` (a declared non-sensitive or overridden column the table lacks), "
+            "`conflicting-overrides` (one column both categorical and numeric)",
         ),
     },
     openapi_extra=upload_body(
