@@ -1,12 +1,15 @@
 # Every target sets up .venv itself, so each works on a fresh machine.
 PYTHON ?= python3
+# quiet the docs toolchain's notices about its own future, printed on every build
+export NO_MKDOCS_2_WARNING := 1
+export DISABLE_MKDOCS_2_WARNING := true
 VENV   := .venv
 BIN    := $(VENV)/bin
 HASH   := $(shell cat pyproject.toml | sha256sum | cut -c1-12)
 DEMO   := $(VENV)/.demo-$(HASH)
 DEV    := $(VENV)/.dev-$(HASH)
 
-.PHONY: demo test check lint typecheck imports unit fast bench proto clean
+.PHONY: demo test check lint typecheck imports unit fast docs bench proto clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +29,8 @@ $(DEV): pyproject.toml | $(BIN)/python
 demo: $(DEMO)
 	$(BIN)/labeldp demo
 
-## make test: ruff, mypy, the import contracts and the whole pytest suite (every tier); prints the slowest tests
+## make test: ruff, mypy, the import contracts and the whole pytest suite (every tier: the strict docs build and the
+## executable examples too, tests/project/test_docs.py); prints the slowest tests
 test: lint typecheck imports unit
 
 ## make check: the inner loop — the same lint, types and contracts, and the tests that start no Docker,
@@ -49,6 +53,11 @@ unit: $(DEV)
 fast: $(DEV)
 	$(BIN)/python -m pytest -q --durations=10 -m "not (docker or cluster or processes or postgresql or slow)"
 
+## make docs: the documentation site from docs/ (mkdocs.yml), built strict — a broken link, anchor or reference
+## fails — into site/ (git-ignored), offline
+docs: $(DEV)
+	$(BIN)/mkdocs build --strict
+
 ## make bench: every benchmark; results land in benchmarks/results/ and are summarized in BENCHMARKS.md
 bench: $(DEV)
 	PYTHON=$(BIN)/python $(BIN)/python -m benchmarks.run_all
@@ -58,4 +67,4 @@ proto: $(DEV)
 	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=. --pyi_out=. --grpc_python_out=. proto/labeldp/v1/*.proto
 
 clean:
-	rm -rf $(VENV) demo-output benchmarks/results .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) demo-output site benchmarks/results .mypy_cache .ruff_cache .pytest_cache

@@ -70,12 +70,12 @@ class ReleaseRequest:
     def resolved_objective(self, loss: str) -> Objective:
         """The objective asked for (or the loss's default), validated (a ``DomainError`` before
         anything is charged)."""
-        if self.model_capacity is not None and self.objective != "model":
-            raise DomainError("invalid-request", "model_capacity belongs to the objective model")
         try:
+            name = check_objective(self.objective or default_objective(loss))
+            if self.model_capacity is not None and name != "model":
+                raise DomainError("invalid-request", "model_capacity belongs to the objective model")
             return Objective(
-                check_objective(self.objective or default_objective(loss)),
-                DEFAULT_MODEL_CAPACITY if self.model_capacity is None else self.model_capacity,
+                name, DEFAULT_MODEL_CAPACITY if self.model_capacity is None else self.model_capacity
             )
         except ParameterError as exc:
             raise DomainError("invalid-request", str(exc)) from exc

@@ -23,7 +23,7 @@ def test_a_model_objective_release_publishes_its_objective(api: Api) -> None:
     ds = dataset(c)
     n = 4_000
     assert upload_weeks(c, ds, n)
-    label = release(c, ds, "label", epsilon=2.0)
+    label = release(c, ds, "label", epsilon=2.0, objective="label")
     model = release(c, ds, "model", epsilon=2.0, objective="model")
     small = release(c, ds, "small", epsilon=2.0, objective="model", model_capacity=10.0)
     for r in (label, model, small):
@@ -60,7 +60,7 @@ def test_bad_objectives_are_refused_and_charge_nothing(api: Api) -> None:
     for key, body in (
         ("o1", {"objective": "best"}),
         ("o2", {"objective": "label", "model_capacity": 100.0}),
-        ("o3", {"model_capacity": 100.0}),
+        ("o3", {"loss": "poisson", "model_capacity": 100.0}),  # Poisson's default objective: label
         ("o4", {"objective": "model", "model_capacity": 0.5}),
         ("o5", {"objective": "model", "model_capacity": "100"}),
         ("o6", {"objective": "model", "model_capacity": 1e13}),
@@ -68,6 +68,30 @@ def test_bad_objectives_are_refused_and_charge_nothing(api: Api) -> None:
     ):
         problem(release(c, ds, key, **body), 422, "invalid-request")
     assert charges(c) == [] and c.get(f"/v1/datasets/{ds}/releases").json()["items"] == []
+
+
+def test_the_default_objective_follows_the_loss(api: Api) -> None:
+    """No objective in the request: model for the squared loss (which may then state its capacity),
+    label for the others — what ``default_objective`` says and docs/math.md §12 measures."""
+    c = with_recipient(api.tenant("acme", "10.0"))
+    ds = dataset(c)
+    n = 4_000
+    assert upload_weeks(c, ds, n)
+    squared = release(c, ds, "squared", epsilon=2.0)
+    capacity = release(c, ds, "capacity", epsilon=2.0, model_capacity=10.0)
+    poisson = release(c, ds, "poisson", epsilon=2.0, loss="poisson")
+    for r in (squared, capacity, poisson):
+        assert r.status_code == 201, r.text
+    for r, cap in ((squared, DEFAULT_MODEL_CAPACITY), (capacity, 10.0)):
+        mech = r.json()["mechanism"]
+        assert mech["objective"] == "model"
+        assert math.isclose(
+            mech["objective_epsilon"],
+            expected_objective_epsilon(mech["epsilon_randomize"], n, cap),
+            rel_tol=1e-12,
+        )
+    assert poisson.json()["mechanism"]["objective"] == "label"
+    assert poisson.json()["mechanism"]["objective_epsilon"] is None
 
 
 def upload_weeks(c: httpx.Client, ds: str, n: int) -> bool:

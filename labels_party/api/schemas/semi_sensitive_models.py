@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Self
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictFloat, model_validator
 
-from labeldp.common.inputs import Name
+from labeldp.common.inputs import Name, WholeNumber
 from labels_party.budget.epsilon import as_delta, as_float
 from labels_party.releases.limits import (
     MAX_EPSILON,
@@ -18,6 +18,7 @@ from labels_party.storage.orm import SemiSensitiveModel
 
 class SemiSensitiveModelIn(BaseModel):
     model_config = ConfigDict(
+        extra="forbid",  # a misspelt field is an error, never silently ignored
         allow_inf_nan=False,
         json_schema_extra={
             "examples": [
@@ -51,7 +52,7 @@ class SemiSensitiveModelIn(BaseModel):
     epochs: StrictFloat = Field(
         3.0, gt=0, le=100, description="DP-SGD epochs (expected passes over the examples)"
     )
-    batch_size: StrictInt = Field(
+    batch_size: WholeNumber = Field(
         1024, ge=1, le=1 << 20, description="expected batch size (Poisson sampling)"
     )
     clip_norm: StrictFloat = Field(1.0, gt=0, le=1e4, description="per-example gradient norm bound C")
@@ -59,7 +60,7 @@ class SemiSensitiveModelIn(BaseModel):
     label_epochs: StrictFloat = Field(
         3.0, gt=0, le=100, description="epochs of the label phase (post-processing)"
     )
-    width: StrictInt = Field(32, ge=1, le=256, description="units per tower and in the head")
+    width: WholeNumber = Field(32, ge=1, le=256, description="units per tower and in the head")
 
     @model_validator(mode="after")
     def _one_source(self) -> Self:
@@ -121,7 +122,7 @@ class HybridPlanIn(BaseModel):
     epsilon: StrictFloat = Field(ge=MIN_EPSILON, le=MAX_EPSILON, description="the total ε of both phases")
     delta: StrictFloat = Field(gt=0, lt=1e-3, description="δ of the DP-SGD phase")
     epochs: StrictFloat = Field(3.0, gt=0, le=100, description="DP-SGD epochs, as the model will ask")
-    batch_size: StrictInt = Field(
+    batch_size: WholeNumber = Field(
         1024, ge=1, le=1 << 20, description="expected batch size, as the model will ask"
     )
 

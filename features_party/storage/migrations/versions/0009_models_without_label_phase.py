@@ -1,15 +1,15 @@
 """A received model may come from DP-SGD alone, without a label release.
 
-Revision ID: f0008
-Revises: f0007
+Revision ID: f0009
+Revises: f0008
 Create Date: 2026-11-25
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "f0008"
-down_revision = "f0007"
+revision = "f0009"
+down_revision = "f0008"
 branch_labels = None
 depends_on = None
 
