@@ -36,7 +36,14 @@ from labels_party.budget.charged_work import ChargedWork
 from labels_party.budget.epsilon import to_atto, to_micro
 from labels_party.budget.ledger import Charging, Ledger, UserCharge
 from labels_party.delivery.message import Signer
-from labels_party.semi_sensitive.plan import ModelPlan, SemiSensitiveRequest, labelled_examples, plan_model
+from labels_party.semi_sensitive.plan import (
+    MAX_STEPS,
+    MAX_TRAINING_EXAMPLES,
+    ModelPlan,
+    SemiSensitiveRequest,
+    labelled_examples,
+    plan_model,
+)
 from labels_party.semi_sensitive.train import train_and_sign
 from labels_party.storage.data_dir import DataDir
 from labels_party.storage.orm import SemiSensitiveModel
@@ -86,13 +93,17 @@ class SemiSensitiveService:
         whether the label phase pays for its ε (``labeldp.semi_sensitive.plan``). Free: it reads the
         dataset's declared columns and its number of labelled examples only, and draws nothing."""
         try:
-            from labeldp.semi_sensitive import plan_hybrid
+            from labeldp.semi_sensitive import DpSgdSchedule, plan_hybrid
         except ImportError as exc:  # the optional extra
             raise DomainError(
                 "dpsgd-unavailable", "training with semi-sensitive features needs labeldp[dpsgd]", status=501
             ) from exc
         n = labelled_examples(self.sessions, self.data_dir, tenant_id, dataset_id)
+        if n > MAX_TRAINING_EXAMPLES:  # the limits a model request has, so the plan is as cheap as one
+            raise DomainError("too-many-examples", f"at most {MAX_TRAINING_EXAMPLES} examples train here")
         try:
+            if DpSgdSchedule.of(n, batch_size, epochs).steps > MAX_STEPS:
+                raise ParameterError(f"at most {MAX_STEPS} DP-SGD steps", "epochs")
             return plan_hybrid(epsilon, delta, n, batch_size, epochs), n
         except ParameterError as exc:
             raise DomainError("invalid-parameter", str(exc)) from exc

@@ -77,7 +77,8 @@ async def create_semi_sensitive_model(
     response_model=HybridPlanOut,
     responses=errors(
         s422="`not-semi-sensitive`: the dataset needs binary labels and declared semi_sensitive and "
-        "non_sensitive columns; `invalid-parameter`: the schedule cannot be calibrated",
+        "non_sensitive columns; `too-many-examples`; `invalid-parameter`: the schedule is over the limits "
+        "a model request has, or cannot be calibrated",
         s501="`dpsgd-unavailable`: this installation lacks the dpsgd extra",
     ),
 )
