@@ -156,8 +156,13 @@ def test_published_objective_round_trips_and_validates() -> None:
     ):
         with pytest.raises(ValueError):
             PublishedMechanism(**{**fields, **changes})
-    label = release_labels(np.repeat(y, 50), y, 2.0, rng=SeededRandom(1)).published()
+    label = release_labels(np.repeat(y, 50), y, 2.0, objective="label", rng=SeededRandom(1)).published()
     assert label.objective == "label" and label.objective_epsilon is None
+    # no objective named: the loss's default (model for squared, label for Poisson)
+    by_default = release_labels(np.repeat(y, 50), y, 2.0, rng=SeededRandom(1)).published()
+    assert (by_default.objective, by_default.objective_epsilon) == ("model", published.objective_epsilon)
+    poisson = release_labels(np.repeat(y, 50), y, 2.0, "poisson", rng=SeededRandom(1)).published()
+    assert poisson.objective == "label" and poisson.objective_epsilon is None
 
 
 @pytest.mark.parametrize("kind", ["rr_on_bins", "rr_top_k"])
