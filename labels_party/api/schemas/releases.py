@@ -118,7 +118,7 @@ class ReleaseIn(BaseModel):
                 raise ValueError("a user-level release states epsilon_user, not epsilon")
             if self.epsilon_bound is not None and self.contribution_bound != "private":
                 raise ValueError("epsilon_bound is for contribution_bound private only")
-        if self.model_capacity is not None and self.objective != "model":
+        if self.model_capacity is not None and self.objective == "label":  # (a default: the service)
             raise ValueError("model_capacity belongs to the objective model")
         return self
 
