@@ -34,7 +34,10 @@ router = APIRouter(prefix="/v1", tags=["semi-sensitive models"])
             s400="`idempotency-key-required`: send an Idempotency-Key header",
             s422="`not-semi-sensitive`: the dataset needs binary labels and declared semi_sensitive and "
             "non_sensitive columns; `unusable-label-release`: the label release is not a complete binary "
-            "release of this dataset; `too-many-examples`; `invalid-parameter`; `user-delta-too-large`; "
+            "release of this dataset; `unknown-recipient`: without a release, the recipient is not "
+            "registered; `unusable-dataset`: without a release, a universe example has no label; "
+            "`empty-release`: no labelled examples; `too-many-examples`; `invalid-parameter`; "
+            "`user-delta-too-large`; "
             "`idempotency-key-reused`: the key was used with another body",
             s503="`ledger-contention`: concurrent charges kept this one from committing — retry",
             s501="`dpsgd-unavailable`: this installation lacks the dpsgd extra",
@@ -61,7 +64,8 @@ async def create_semi_sensitive_model(
 ) -> SemiSensitiveModelOut:
     """Charge (ε₂, δ) to every example of the label release, then train: the truncated model on the
     release's noisy labels and the non-sensitive columns, then DP-SGD on every column and the true
-    labels; answers when the signed model message is stored."""
+    labels; answers when the signed model message is stored. Without a release (where the plan skips
+    the label phase), DP-SGD alone on every labelled example, addressed to the named recipient."""
     if not idempotency_key:
         raise DomainError("idempotency-key-required", "send an Idempotency-Key header", status=400)
     model, created = await run_in_threadpool(
@@ -77,7 +81,8 @@ async def create_semi_sensitive_model(
     response_model=HybridPlanOut,
     responses=errors(
         s422="`not-semi-sensitive`: the dataset needs binary labels and declared semi_sensitive and "
-        "non_sensitive columns; `too-many-examples`; `invalid-parameter`: the schedule is over the limits "
+        "non_sensitive columns; `unusable-dataset`: a universe example has no label; `empty-release`: no "
+        "labelled examples; `too-many-examples`; `invalid-parameter`: the schedule is over the limits "
         "a model request has, or cannot be calibrated",
         s501="`dpsgd-unavailable`: this installation lacks the dpsgd extra",
     ),
