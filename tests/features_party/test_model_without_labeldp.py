@@ -11,6 +11,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -71,11 +72,14 @@ def _run(args: list[str], cwd: Path, timeout: float = 600) -> str:
 
 
 def build_wheel(out: Path) -> Path:
-    """``pip wheel --no-deps packages/labeldp-model`` (with the running setuptools when there is one:
-    no download of a build environment)."""
+    """``pip wheel --no-deps packages/labeldp-model``, from a copy (a build leaves ``build/`` and
+    ``*.egg-info`` beside the sources), with the running setuptools when there is one (no download of
+    a build environment)."""
+    source = out / "labeldp-model"
+    shutil.copytree(PACKAGE, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     isolation = [] if importlib.util.find_spec("setuptools") is None else ["--no-build-isolation"]
     _run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", *isolation, "-w", str(out), str(PACKAGE)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", *isolation, "-w", str(out), str(source)],
         cwd=out,
     )
     (wheel,) = out.glob("labeldp_model-*.whl")
