@@ -38,8 +38,7 @@ def encode(values: Keys) -> bytes:
 def by_shard(keys: Keys) -> tuple[Keys, npt.NDArray[np.intp]]:
     """Distinct keys ordered so that each shard's keys are contiguous and sorted, plus the shard
     boundaries. (The shard is the key's top byte; within one shard signed and unsigned order agree.)"""
-    unique = distinct(keys)
-    ordered = unique[np.argsort(unique.view(np.uint64), kind="stable")]
+    ordered = distinct(np.asarray(keys, dtype=np.int64).view(np.uint64)).view(np.int64)  # unsigned order
     shard = (ordered.view(np.uint64) >> np.uint64(56)).astype(np.int64)
     return ordered, np.searchsorted(shard, np.arange(SHARDS + 1))
 
