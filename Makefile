@@ -30,7 +30,7 @@ demo: $(DEMO)
 test: lint typecheck imports unit
 
 ## make check: the inner loop — the same lint, types and contracts, and the tests that start no Docker,
-## Dask cluster, separate service process or PostgreSQL, and are not marked slow (a few minutes)
+## Dask cluster, separate service process, PostgreSQL or browser, and are not marked slow (a few minutes)
 check: lint typecheck imports fast
 
 lint: $(DEV)
@@ -47,7 +47,7 @@ unit: $(DEV)
 	$(BIN)/python -m pytest -q --durations=20
 
 fast: $(DEV)
-	$(BIN)/python -m pytest -q --durations=10 -m "not (docker or cluster or processes or postgresql or slow)"
+	$(BIN)/python -m pytest -q --durations=10 -m "not (docker or cluster or processes or postgresql or slow or browser)"
 
 ## make bench: every benchmark; results land in benchmarks/results/ and are summarized in BENCHMARKS.md
 bench: $(DEV)

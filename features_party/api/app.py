@@ -24,6 +24,7 @@ from labeldp.common import logs
 from labeldp.common.identity import Identity
 from labeldp.common.instance import Instance, clean_atomic_leftovers, clean_spools
 from labeldp.common.service import service_app
+from labeldp.console import serve as console
 
 log = logging.getLogger("labeldp.features")
 
@@ -111,4 +112,5 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
     app.state.services = svc
     for router in ROUTERS:
         app.include_router(router)
+    console.install(app, "features")
     return app
