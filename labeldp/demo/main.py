@@ -74,19 +74,23 @@ def _keep_running(console: Console, conn: Connection, local: bool) -> None:
         "tenant's API key",
         soft_wrap=True,
     )
-    key = (lambda k: f"  API key {k}") if local else (lambda _: "  (your API key)")
-    console.print(
-        f"  labels party (advertiser):  {labels}{key(conn.labels_key)}", soft_wrap=True, highlight=False
-    )
-    console.print(
-        f"  features party (publisher): {features}{key(conn.features_key)}", soft_wrap=True, highlight=False
-    )
+    for party, url, key in (
+        ("labels party (advertiser): ", labels, conn.labels_key),
+        ("features party (publisher):", features, conn.features_key),
+    ):
+        shown = f"API key {key}" if local else "(your API key)"
+        console.print(f"  {party} {url}  {shown}", soft_wrap=True, highlight=False)
     console.print("press Ctrl-C to stop them", soft_wrap=True)
+    # a demo started in the background by a script inherits SIGINT ignored: Ctrl-C (or kill -INT)
+    # must stop it all the same
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         while True:
             time.sleep(1)
     except KeyboardInterrupt:
         console.print("stopping the services")
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def run_demo(
