@@ -22,9 +22,10 @@ $(DEV): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'
 	rm -f $(VENV)/.dev-* $(VENV)/.demo-* && touch $@ $(DEMO)
 
-## make demo: the two-party demo (both services on loopback, one release, training; writes demo-output/)
+## make demo: the two-party demo (both services on loopback, one release, training; writes demo-output/);
+## it prints both parties' web consoles, and with KEEP_RUNNING=1 leaves the services up until Ctrl-C
 demo: $(DEMO)
-	$(BIN)/labeldp demo
+	$(BIN)/labeldp demo $(if $(KEEP_RUNNING),--keep-running)
 
 ## make test: ruff, mypy, the import contracts and the whole pytest suite (every tier); prints the slowest tests
 test: lint typecheck imports unit
