@@ -25,7 +25,12 @@ export function binsOf(mechanism) {
   return bins;
 }
 
-function priorChart(mechanism) {
+const PUBLISHED = {
+  name: "noisy prior",
+  what: "How the published, differentially private prior spreads over the label support.",
+};
+
+function priorChart(mechanism, prior) {
   const k = mechanism.support.length;
   const group = Math.ceil(k / MAX_COLUMNS);
   const classes = mechanism.kind === "rr_top_k";
@@ -55,8 +60,8 @@ function priorChart(mechanism) {
     ? `Each column is a class; the ${bins.length} reported classes alternate in colour, the unreported ones are grey.`
     : `The support is cut into ${bins.length} bins (shaded bands, columns alternating in colour); a label in a bin is released as that bin's value.`;
   return columns({
-    caption: `The noisy prior over the ${count(k)} support points${group > 1 ? ` (drawn in groups of ${group})` : ""}`,
-    description: `How the published, differentially private prior spreads over the label support. ${what}`,
+    caption: `The ${prior.name} over the ${count(k)} support points${group > 1 ? ` (drawn in groups of ${group})` : ""}`,
+    description: `${prior.what} ${what}`,
     points,
     bands,
     xLabel: classes ? "class" : "label value (support point)",
@@ -103,8 +108,11 @@ function transition(mechanism, keep, move) {
   ];
 }
 
-/** The mechanism section of a release page. */
-export function mechanismView({ mechanism, keep_probability: keep, move_probability: move }) {
+/**
+ * The mechanism section of a release page; ``prior`` names the prior it carries when it is not the
+ * published noisy one (a preview's exact histogram).
+ */
+export function mechanismView({ mechanism, keep_probability: keep, move_probability: move }, prior = PUBLISHED) {
   const bins = binsOf(mechanism);
   const user = mechanism.privacy_unit === "user";
   return section(
@@ -120,7 +128,7 @@ export function mechanismView({ mechanism, keep_probability: keep, move_probabil
       user ? ["contribution bound τ", String(mechanism.contribution_bound)] : null,
       user ? ["most ε for one example", num(mechanism.epsilon_example)] : null,
     ]),
-    priorChart(mechanism),
+    priorChart(mechanism, prior),
     h("h3", {}, "Bins"),
     table({
       caption: `The ${bins.length} bins: what a label in each range is released as`,
@@ -129,7 +137,7 @@ export function mechanismView({ mechanism, keep_probability: keep, move_probabil
         { label: "labels from", value: (b) => num(b.lo), numeric: true },
         { label: "labels to", value: (b) => num(b.hi), numeric: true },
         { label: "released value", value: (b) => num(b.value), numeric: true },
-        { label: "noisy prior mass", value: (b) => num(b.mass), numeric: true },
+        { label: `${prior.name} mass`, value: (b) => num(b.mass), numeric: true },
       ],
       rows: bins.slice(0, 500),
     }),

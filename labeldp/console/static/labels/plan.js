@@ -66,7 +66,10 @@ function previewView(ds, body, preview, budget) {
         ? facts([[`users that could take ε = ${num(epsilon)}`, `${count(budget.users.can_take)} of ${count(budget.users.users)}`]])
         : null,
     ),
-    mechanismView(preview),
+    mechanismView(preview, {
+      name: "exact label histogram",
+      what: "The preview optimizes the bins for the labels' exact histogram (the release will use a noisy one, so its bins may differ a little).",
+    }),
   ];
 }
 
