@@ -23,6 +23,7 @@ from tests.support.browser import (
     axe_violations,
     chromium_path,
     demo_keep_running,
+    record_axe,
     screenshot,
     watch,
 )
@@ -92,6 +93,7 @@ def api(base: str, key: str) -> httpx.Client:
 
 def no_serious_violations(page: Any, where: str) -> list[dict[str, Any]]:
     found = axe_violations(page)
+    record_axe(where, found)
     serious = [v for v in found if v["impact"] in SERIOUS]
     assert serious == [], (where, serious)
     return found

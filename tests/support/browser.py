@@ -5,6 +5,7 @@ violation, script error and console error, axe-core for accessibility, and ``lab
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -104,6 +105,15 @@ def axe_violations(page: Any) -> list[dict[str, Any]]:
         }"""
     )
     return result
+
+
+def record_axe(where: str, violations: list[dict[str, Any]]) -> None:
+    """Keep every page's axe findings (all impacts) in axe.json beside the screenshots."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    report = SCREENSHOTS / "axe.json"
+    found = json.loads(report.read_text()) if report.exists() else {}
+    found[where] = violations
+    report.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n")
 
 
 def screenshot(page: Any, name: str) -> Path:
