@@ -6,7 +6,7 @@ HASH   := $(shell cat pyproject.toml | sha256sum | cut -c1-12)
 DEMO   := $(VENV)/.demo-$(HASH)
 DEV    := $(VENV)/.dev-$(HASH)
 
-.PHONY: demo test check lint typecheck imports unit fast bench proto clean
+.PHONY: demo test check lint typecheck imports unit fast docs-screenshots bench proto clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,12 @@ unit: $(DEV)
 
 fast: $(DEV)
 	$(BIN)/python -m pytest -q --durations=10 -m "not (docker or cluster or processes or postgresql or slow or browser)"
+
+## make docs-screenshots: the consoles' browser tests (headless Chromium), then the pictures docs/console.md
+## shows copied from their run into docs/console/ (64-colour palettes: small enough to commit)
+docs-screenshots: $(DEV)
+	$(BIN)/python -m pytest -q -m browser tests/e2e/test_console_browser.py
+	$(BIN)/python -m tests.support.docs_screenshots
 
 ## make bench: every benchmark; results land in benchmarks/results/ and are summarized in BENCHMARKS.md
 bench: $(DEV)
