@@ -1,12 +1,15 @@
 # Every target sets up .venv itself, so each works on a fresh machine.
 PYTHON ?= python3
+# quiet the docs toolchain's notices about its own future, printed on every build
+export NO_MKDOCS_2_WARNING := 1
+export DISABLE_MKDOCS_2_WARNING := true
 VENV   := .venv
 BIN    := $(VENV)/bin
 HASH   := $(shell cat pyproject.toml | sha256sum | cut -c1-12)
 DEMO   := $(VENV)/.demo-$(HASH)
 DEV    := $(VENV)/.dev-$(HASH)
 
-.PHONY: demo test check lint typecheck imports unit fast docs-screenshots bench proto clean
+.PHONY: demo test check lint typecheck imports unit fast docs docs-screenshots bench proto clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +30,8 @@ $(DEV): pyproject.toml | $(BIN)/python
 demo: $(DEMO)
 	$(BIN)/labeldp demo $(if $(KEEP_RUNNING),--keep-running)
 
-## make test: ruff, mypy, the import contracts and the whole pytest suite (every tier); prints the slowest tests
+## make test: ruff, mypy, the import contracts and the whole pytest suite (every tier: the strict docs build and the
+## executable examples too, tests/project/test_docs.py); prints the slowest tests
 test: lint typecheck imports unit
 
 ## make check: the inner loop — the same lint, types and contracts, and the tests that start no Docker,
@@ -56,6 +60,11 @@ docs-screenshots: $(DEV)
 	$(BIN)/python -m pytest -q -m browser tests/e2e/test_console_browser.py
 	$(BIN)/python -m tests.support.docs_screenshots
 
+## make docs: the documentation site from docs/ (mkdocs.yml), built strict — a broken link, anchor or reference
+## fails — into site/ (git-ignored), offline
+docs: $(DEV)
+	$(BIN)/mkdocs build --strict
+
 ## make bench: every benchmark; results land in benchmarks/results/ and are summarized in BENCHMARKS.md
 bench: $(DEV)
 	PYTHON=$(BIN)/python $(BIN)/python -m benchmarks.run_all
@@ -65,4 +74,4 @@ proto: $(DEV)
 	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=. --pyi_out=. --grpc_python_out=. proto/labeldp/v1/*.proto
 
 clean:
-	rm -rf $(VENV) demo-output benchmarks/results .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) demo-output site benchmarks/results .mypy_cache .ruff_cache .pytest_cache

@@ -26,12 +26,20 @@ class FeaturesSettings(BaseSettings):
     port: int = Field(8500, description="port of the REST API")
     grpc_host: str = Field("127.0.0.1", description="address the gRPC receiver binds")
     grpc_port: int = Field(8501, description="port of the gRPC receiver")
+    workers: int = Field(
+        1, ge=1, le=64, description="server processes `labeldp features serve` runs (REST and gRPC each)"
+    )
     tls_cert: Path | None = Field(None, description="server certificate (PEM); with tls_key and tls_ca: mTLS")
     tls_key: Path | None = Field(None, description="server private key (PEM)")
     tls_ca: Path | None = Field(None, description="CA that signs the senders' client certificates")
     allow_plaintext: bool = Field(False, description="serve gRPC without TLS (local development only)")
     max_release_bytes: int = Field(4 * 2**30, description="largest accepted release on the wire")
-    max_upload_bytes: int = Field(4 * 2**30, description="largest accepted feature-table upload body")
+    max_upload_bytes: int = Field(
+        4 * 2**30,
+        gt=0,
+        description="largest accepted feature-table upload body; what an upload may decode to is 4 times "
+        "this (a Parquet file's footer and page headers are read first, 413 table-too-large)",
+    )
     grpc_workers: int = Field(32, ge=2, le=1024, description="concurrent gRPC streams the receiver serves")
     stream_idle_seconds: float = Field(
         60.0, gt=0, description="a delivery stream sending nothing this long is cancelled"
@@ -39,6 +47,19 @@ class FeaturesSettings(BaseSettings):
     instance_name: str | None = Field(None, description="this process's host name in ownership tokens")
     training_lease_seconds: float = Field(
         60.0, gt=0, description="how long a training job's owner is trusted without a heartbeat"
+    )
+    max_queued_jobs_per_tenant: int = Field(
+        8,
+        ge=1,
+        le=10_000,
+        description="training jobs one tenant may have waiting in this process (the running one aside); "
+        "one more answers 429 too-many-jobs with Retry-After. Tenants are served in turn",
+    )
+    superseded_grace_seconds: float = Field(
+        3600.0,
+        ge=0,
+        description="a feature table's superseded version is deleted once superseded this long (and "
+        "no queued or running training job reads it)",
     )
     log_level: str = Field("info", description="debug, info, warning or error")
     dask_scheduler: str | None = Field(

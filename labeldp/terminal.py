@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable, Mapping, Sequence
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -18,16 +19,40 @@ import typer
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.progress import Progress, ProgressColumn
+    from rich.table import Table
+
+    from labeldp.client import ApiError
 
 Answer = TypeVar("Answer")
 
 
+def number(value: float, digits: int = 4, *, grouped: bool = True) -> str:
+    """A number as people read it: ``digits`` significant digits yet every digit of the integer part,
+    thousands separated (3,474; 11,022,600; 0.3167; 1 — never ``1e+07`` nor ``1.0``); only values below
+    0.0001 (a δ) in scientific form. ``grouped=False`` leaves out the separators (for ``cut`` and
+    ``awk``)."""
+    x = float(value)
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g}"
+    magnitude = math.floor(math.log10(abs(x)))
+    if magnitude < -4:
+        return f"{x:.{digits}g}"
+    text = f"{x:{',' if grouped else ''}.{max(digits - 1 - magnitude, 0)}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def numbers(values: Iterable[float]) -> str:
+    """Several numbers, separated so that a thousands separator cannot be read as one: ``3,474; 6,029``."""
+    return "; ".join(number(v) for v in values)
+
+
 def cell(value: object) -> str:
-    """A value as people read it: thousands separated, never ``1e+06``; ``-`` for none."""
+    """A value in a table: numbers as ``number`` writes them; ``-`` for none."""
     if value is None:
         return "-"
     if isinstance(value, float):
-        return f"{value:,.2f}".rstrip("0").rstrip(".") if abs(value) >= 1 else f"{value:.4g}"
+        return number(value)
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"
     return str(value)
@@ -45,38 +70,76 @@ def show(answer: object, as_json: bool, line: str) -> None:
         typer.echo(line)
 
 
-def print_table(rows: Sequence[Mapping[str, object]], columns: Sequence[str], as_json: bool = False) -> None:
-    """A list as a table of ``columns`` (or the rows as JSON), numbers right-aligned. In a terminal
-    rich draws it with a bold header; piped, it is plain text (no styles, no trailing spaces). Either
-    way it is as wide as it needs, never folded, so that IDs can be copied and ``awk`` reads one row
-    per line."""
+def _table(
+    rows: Sequence[Mapping[str, object]], columns: Sequence[str], headers: Sequence[str] | None
+) -> Table:
+    from rich.table import Table
+
+    titles = [c.upper() for c in columns] if headers is None else list(headers)
+    table = Table(box=None, pad_edge=False, header_style="bold", show_header=any(titles))
+    for column, title in zip(columns, titles, strict=True):
+        numbers = all(isinstance(r.get(column), int | float | None) for r in rows)  # right-aligned
+        table.add_column(title, justify="right" if numbers else "left", overflow="fold")
+    for row in rows:
+        table.add_row(*(cell(row.get(c)) for c in columns))
+    return table
+
+
+def table_lines(
+    rows: Sequence[Mapping[str, object]], columns: Sequence[str], headers: Sequence[str] | None = None
+) -> list[str]:
+    """A table as plain text lines: no styles, no trailing spaces, as wide as it needs (never folded,
+    so that IDs can be copied and ``awk`` reads one row per line)."""
+    from rich.console import Console
+
+    plain = Console(file=io.StringIO(), width=1 << 16, color_system=None, highlight=False)
+    with plain.capture() as captured:
+        plain.print(_table(rows, columns, headers))
+    return [line.rstrip() for line in captured.get().splitlines()]
+
+
+def print_table(
+    rows: Sequence[Mapping[str, object]],
+    columns: Sequence[str],
+    as_json: bool = False,
+    headers: Sequence[str] | None = None,
+) -> None:
+    """A list as a table of ``columns`` (headed by ``headers``, default the column names in capitals;
+    all empty: no header), numbers right-aligned; or the rows as JSON. In a terminal rich draws it
+    with a bold header; piped, it is ``table_lines``."""
     if as_json:
         print_json(list(rows))
         return
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in columns:
-        numbers = all(isinstance(r.get(column), int | float | None) for r in rows)  # right-aligned
-        table.add_column(column.upper(), justify="right" if numbers else "left", overflow="fold")
-    for row in rows:
-        table.add_row(*(cell(row.get(c)) for c in columns))
     console = Console()
     if console.is_terminal:  # as wide as the table needs: an ID is never folded or cut
+        table = _table(rows, columns, headers)
         needed = console.measure(table, options=console.options.update_width(1 << 16)).maximum
         Console(width=max(console.width, needed)).print(table)
         return
-    plain = Console(file=io.StringIO(), width=1 << 16, color_system=None, highlight=False)
-    with plain.capture() as captured:
-        plain.print(table)
-    for line in captured.get().splitlines():
-        typer.echo(line.rstrip())
+    for line in table_lines(rows, columns, headers):
+        typer.echo(line)
 
 
 def error(message: str) -> None:
     """A failure, for people, on stderr (stdout stays parseable)."""
     typer.echo(f"error: {message}", err=True)
+
+
+def problem(exc: ApiError, as_json: bool = False, name: Callable[[str], str] = str) -> None:
+    """An error answer: for people, on stderr, its status, code and message, then each reason an
+    invalid request was refused on its own line, its field as ``name`` calls it (the CLI: the option
+    that sent it); with ``as_json``, the problem itself on stdout too, for scripts."""
+    from labeldp.client import field_of
+
+    if as_json:  # a problem as the service answered it, or as the client made it (no answer)
+        made = {"type": exc.code, "title": exc.title, "status": exc.status, "detail": exc.detail}
+        print_json(exc.body if "type" in exc.body else made)
+    error(f"{exc.status} {exc.code}: {exc.detail}" if exc.status else f"{exc.code}: {exc.detail}")
+    for reason in exc.errors:
+        field = field_of(reason)
+        typer.echo(f"  {name(field)}: {reason['msg']}" if field else f"  {reason['msg']}", err=True)
 
 
 def stderr_console() -> Console:
@@ -85,14 +148,21 @@ def stderr_console() -> Console:
     return Console(stderr=True)
 
 
+def progress(console: Console, *columns: str | ProgressColumn) -> Progress:
+    """A progress bar on ``console`` that leaves nothing behind: removed when done, and never drawn
+    when the console is not a terminal (a log file, ``docker compose logs``), where it would leave an
+    empty line."""
+    from rich.progress import Progress
+
+    return Progress(*columns, console=console, transient=True, disable=not console.is_terminal)
+
+
 def upload_with_progress(
     console: Console, label: str, file: Path, send: Callable[[Path, Callable[[int], None]], Answer]
 ) -> Answer:
-    """Run ``send(file, on_bytes)`` under a byte progress bar (removed when done)."""
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+    """Run ``send(file, on_bytes)`` under a byte progress bar."""
+    from rich.progress import BarColumn, DownloadColumn, TextColumn, TimeElapsedColumn
 
-    with Progress(
-        TextColumn(label), BarColumn(), DownloadColumn(), TimeElapsedColumn(), console=console, transient=True
-    ) as bar:
+    with progress(console, TextColumn(label), BarColumn(), DownloadColumn(), TimeElapsedColumn()) as bar:
         task = bar.add_task(label, total=file.stat().st_size)
         return send(file, lambda n: bar.advance(task, n))

@@ -7,8 +7,9 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
 
 from features_party.api.deps import FeaturesServices
 from features_party.api.routes import ROUTERS
@@ -17,10 +18,13 @@ from features_party.metrics import FeaturesMetrics
 from features_party.receiver.server import build_server
 from features_party.receiver.service import Receiver
 from features_party.receiver.store import ReceivedModels, ReceivedReleases, SenderRegistry
-from features_party.storage.db import make_engine, migrate, session_factory
+from features_party.storage.db import migrate
 from features_party.tables.service import FeatureTables
+from features_party.training.queue import TooManyJobsError
 from features_party.training.service import TrainingService
 from labeldp.common import logs
+from labeldp.common.db import service_sessions
+from labeldp.common.errors import as_problem
 from labeldp.common.identity import Identity
 from labeldp.common.instance import Instance, clean_atomic_leftovers, clean_spools
 from labeldp.common.service import service_app
@@ -33,13 +37,14 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
     settings = settings or FeaturesSettings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     logs.configure(settings.log_level)
-    engine = make_engine(settings.resolved_database_url())
-    sessions = session_factory(engine)
+    sessions = service_sessions(settings.resolved_database_url())  # reads never wait for writers
     metrics = FeaturesMetrics()
     instance = Instance.current(settings.instance_name)
     data_dir = settings.paths()
     releases = ReceivedReleases(sessions)
-    tables = FeatureTables(sessions, data_dir, scheduler=settings.dask_scheduler)
+    tables = FeatureTables(
+        sessions, data_dir, scheduler=settings.dask_scheduler, max_upload_bytes=settings.max_upload_bytes
+    )
     svc = FeaturesServices(
         settings=settings,
         sessions=sessions,
@@ -58,18 +63,23 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
             instance,
             lease_seconds=settings.training_lease_seconds,
             scheduler=settings.dask_scheduler,
+            max_queued_per_tenant=settings.max_queued_jobs_per_tenant,
         ),
     )
 
+    def collect_versions() -> None:
+        svc.tables.collect_versions(svc.training.versions_in_use(), settings.superseded_grace_seconds)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        migrate(engine)
+        migrate(sessions.writer)
         interrupted = svc.training.recover()
         if interrupted:
             log.warning("marked interrupted training jobs as failed", extra={"examples": interrupted})
-        removed = clean_spools(data_dir.spools, instance) + clean_atomic_leftovers(settings.data_dir)
+        removed = clean_spools(data_dir.spools, instance) + clean_atomic_leftovers(data_dir.root, instance)
         if removed:
             log.info("removed files a crash left behind", extra={"examples": removed})
+        collect_versions()
         receiver = Receiver(
             sessions,
             data_dir,
@@ -84,11 +94,15 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
         log.info("features party started", extra={"path": str(settings.data_dir)})
 
         async def keep_recovering() -> None:
-            """Jobs of a process that died are failed once its lease expires (other hosts)."""
+            """Jobs of a process that died are failed once its lease expires (other hosts); superseded
+            feature-table versions are deleted once their grace period is over, and the temporary
+            files of writers that are gone (another worker killed mid-upload) at once."""
             while True:
                 await asyncio.sleep(settings.training_lease_seconds / 2)
                 try:
                     await run_in_threadpool(svc.training.recover)
+                    await run_in_threadpool(collect_versions)
+                    await run_in_threadpool(clean_atomic_leftovers, data_dir.root, instance)
                 except Exception:
                     log.exception("training recovery failed")
 
@@ -100,7 +114,7 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
             recovery.cancel()
             server.stop(grace=5).wait()
             svc.training.shutdown()
-            engine.dispose()
+            sessions.dispose()
 
     app = service_app(
         "labeldp features party",
@@ -110,6 +124,13 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
         metrics,
     )
     app.state.services = svc
+
+    @app.exception_handler(TooManyJobsError)
+    async def _too_many_jobs(_: Request, exc: TooManyJobsError) -> JSONResponse:
+        response = as_problem(exc)
+        response.headers["Retry-After"] = str(exc.retry_after_s)
+        return response
+
     for router in ROUTERS:
         app.include_router(router)
     console.install(app, "features")

@@ -23,6 +23,8 @@ class IdentityOut(BaseModel):
 
 
 class SenderIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, never silently ignored
+
     id: Name = Field(description="the labels party's party_id")
     public_key_pem: Pem = Field(description="its Ed25519 public key (its GET /v1/identity)")
 
@@ -102,9 +104,10 @@ class FeatureTableOut(BaseModel):
 
 class JoinIn(BaseModel):
     model_config = ConfigDict(
+        extra="forbid",  # a misspelt field is an error, never silently ignored
         json_schema_extra={
             "examples": [{"release_id": "0c65852a-c874-4cdc-ade5-053ad195b61d", "feature_table": "diamonds"}]
-        }
+        },
     )
 
     release_id: str = Field(max_length=64)
@@ -135,6 +138,7 @@ class JoinOut(BaseModel):
 
 class TrainingJobIn(BaseModel):
     model_config = ConfigDict(
+        extra="forbid",  # a misspelt field is an error, never silently ignored
         json_schema_extra={
             "examples": [
                 {
@@ -144,7 +148,7 @@ class TrainingJobIn(BaseModel):
                     "debias": "affine",
                 }
             ]
-        }
+        },
     )
 
     release_id: str = Field(max_length=64)
@@ -207,12 +211,13 @@ MAX_PREDICTIONS = 100_000  # per request; larger sets are a batch job, not a req
 
 class PredictIn(BaseModel):
     model_config = ConfigDict(
+        extra="forbid",  # a misspelt field is an error, never silently ignored
         json_schema_extra={
             "examples": [
                 {"example_ids": ["click-1", "click-2"]},
                 {"rows": [{"carat": 0.23, "cut": "Ideal", "color": "E", "clarity": "SI2", "depth": 61.5}]},
             ]
-        }
+        },
     )
 
     example_ids: list[ExampleId] | None = Field(

@@ -28,7 +28,13 @@ def build_server(receiver: Receiver, settings: FeaturesSettings) -> tuple[grpc.S
     limit = MAX_MESSAGE_BYTES + 2**20
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=settings.grpc_workers, thread_name_prefix="grpc"),
-        options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)],
+        options=[
+            ("grpc.max_receive_message_length", limit),
+            ("grpc.max_send_message_length", limit),
+            # several workers share the port (the kernel spreads connections over them); one process
+            # alone refuses a port another process holds rather than silently sharing its deliveries
+            ("grpc.so_reuseport", int(settings.workers > 1)),
+        ],
         maximum_concurrent_rpcs=settings.grpc_workers,  # more are refused (RESOURCE_EXHAUSTED), not queued
     )
     handler = grpc.method_handlers_generic_handler(

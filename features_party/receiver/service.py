@@ -4,16 +4,26 @@ a path.
 Order of checks for one ``DeliverRelease`` stream (frames arrive as raw bytes and are parsed here, so
 a malformed frame is INVALID_ARGUMENT, never INTERNAL):
 1. the first frame is the signed header; its release id is a UUID and its sender id plain text; its
-   signature verifies against the *pinned* key of the sender it names (UNAUTHENTICATED otherwise),
-   before any chunk is read;
-2. it is addressed to this party (PERMISSION_DENIED), not expired (FAILED_PRECONDITION), and states a
-   well-formed published mechanism (INVALID_ARGUMENT);
-3. a release id already stored answers with the same receipt if the same sender sent the same digest
-   (idempotent re-delivery) and ALREADY_EXISTS otherwise — a sender never touches another's release;
+   signature verifies against a *pinned* key of the sender it names (UNAUTHENTICATED otherwise),
+   before any chunk is read. Pins belong to tenants: the release belongs to the tenant whose pin the
+   signature verifies under (a legacy pin no tenant was credited with: to every tenant). When the
+   same key is pinned under that sender id by several tenants, the message cannot say which one it is
+   for and is refused (FAILED_PRECONDITION): nothing is ever filed for a tenant it may not be for;
+2. it is addressed to this party (PERMISSION_DENIED), not expired (FAILED_PRECONDITION), announces
+   counts an honest sender could (INVALID_ARGUMENT; RESOURCE_EXHAUSTED past the size limit) and states
+   a well-formed published mechanism whose sizes are bounded before anything is derived from them
+   (INVALID_ARGUMENT);
+3. a release id already stored answers with the same receipt if the same sender of the same tenant
+   sent the same digest (idempotent re-delivery) and ALREADY_EXISTS otherwise — a sender never
+   touches another's release;
 4. chunks are spooled to a file in this process's own spool folder while their digest is computed,
    in order and within the size limit (INVALID_ARGUMENT, RESOURCE_EXHAUSTED); a stream idle for longer
    than the idle timeout is cancelled; nothing is decoded before the digest matches;
-5. the decoded release is written to a temporary Parquet file and renamed to a storage name this
+5. each chunk's example IDs are decompressed only within the size an honest chunk of its examples
+   could have (RESOURCE_EXHAUSTED otherwise) and must follow the upload rules — valid UTF-8, present,
+   at most 256 bytes, no control characters — and be unique across the whole message (checked in
+   bounded memory: ``unique_ids``) (INVALID_ARGUMENT);
+6. the decoded release is written to a temporary Parquet file and renamed to a storage name this
    party chose (a fresh UUID), together with its row; any failure removes the file, so nothing
    partial is ever visible.
 """
@@ -42,6 +52,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from features_party.receiver.store import SenderRegistry
+from features_party.receiver.unique_ids import UniqueIds
 from features_party.storage.data_dir import DataDir
 from features_party.storage.orm import ReceivedModel, ReceivedRelease
 from labeldp.common.errors import DomainError
@@ -50,7 +61,7 @@ from labeldp.common.inputs import is_uuid
 from labeldp.common.instance import Instance
 from labeldp.common.model_message import ModelPayload, check_model
 from labeldp.common.wire.format import WireError
-from labeldp.common.wire.receiver import ChunkStream, check_header, decode_chunk
+from labeldp.common.wire.receiver import ChunkStream, check_fits, check_header, decode_chunk
 from labeldp.common.wire.records import read_records, write_records
 from labeldp.v1 import delivery_pb2 as pb
 
@@ -66,6 +77,20 @@ def summary_of(header: pb.ReleaseHeader) -> dict[str, Any]:
 
 def _ignore(outcome: str, examples: int) -> None:
     pass
+
+
+def owner_of(owners: tuple[str | None, ...], sender_id: str) -> str | None:
+    """The tenant a verified message belongs to: the one tenant whose pin its signature verifies under
+    (a tenant's pin over a legacy one); ``None`` for a legacy pin alone. Pins of one key by several
+    tenants leave the message without an owner: FAILED_PRECONDITION, nothing filed."""
+    tenants = {o for o in owners if o is not None}
+    if len(tenants) > 1:
+        raise WireError(
+            "failed_precondition",
+            f"sender {sender_id!r}'s key is pinned by several tenants of this party, so the message "
+            "cannot be filed for one; its operator must keep one pin",
+        )
+    return next(iter(tenants), None)
 
 
 def _frames(raw: Iterator[bytes]) -> Iterator[pb.ReleaseFrame]:
@@ -147,8 +172,10 @@ class Receiver:
     def DeliverModel(  # noqa: N802 - the gRPC method name
         self, request: bytes, context: grpc.ServicerContext
     ) -> pb.ModelReceipt:
-        """A signed model message: verified against the pinned sender key, addressed to this party and
-        unexpired before anything is stored; stored under a name this party chooses."""
+        """A signed model message: verified against a pinned sender key (its tenant's, as for a release),
+        addressed to this party, unexpired and every field within its public bounds (finite weights of
+        the shapes its columns and width imply: ``check_bounds``) before anything is stored; stored
+        under a name this party chooses."""
         try:
             receipt = self._deliver_model(request)
         except DomainError as exc:
@@ -162,16 +189,19 @@ class Receiver:
             envelope = pb.SignedModel.FromString(request).envelope
         except DecodeError as exc:
             raise WireError("invalid_argument", "the request is not a SignedModel") from exc
-        payload = check_model(envelope, self.senders.pinned_key, self.party_id, int(time.time() * 1000))
+        verified = check_model(envelope, self.senders.pins, self.party_id, int(time.time() * 1000))
+        payload = verified.payload
         if not is_uuid(payload.model_id):
             raise WireError("invalid_argument", "model_id must be a UUID (lowercase, 8-4-4-4-12)")
+        tenant = owner_of(verified.owners, payload.sender_id)
         digest = hashlib.sha256(envelope).hexdigest()
         existing = self._stored_model(payload.model_id)
         if existing is not None:
-            return self._model_replay(existing, payload, digest)
+            return self._model_replay(existing, payload, tenant, digest)
         final = self.data_dir.new_received_model()
         row = ReceivedModel(
             model_id=payload.model_id,
+            tenant_id=tenant,
             sender_id=payload.sender_id,
             sender_key_id=payload.sender_key_id,
             message_sha256=digest,
@@ -193,7 +223,7 @@ class Receiver:
             existing = self._stored_model(payload.model_id)
             if existing is None:
                 raise
-            return self._model_replay(existing, payload, digest)
+            return self._model_replay(existing, payload, tenant, digest)
         except BaseException:
             final.unlink(missing_ok=True)
             raise
@@ -206,8 +236,11 @@ class Receiver:
         with self.sessions() as session:
             return session.get(ReceivedModel, model_id)
 
-    def _model_replay(self, existing: ReceivedModel, payload: ModelPayload, digest: str) -> pb.ModelReceipt:
-        if existing.sender_id != payload.sender_id or existing.message_sha256 != digest:
+    def _model_replay(
+        self, existing: ReceivedModel, payload: ModelPayload, tenant: str | None, digest: str
+    ) -> pb.ModelReceipt:
+        same_sender = (existing.sender_id, existing.tenant_id) == (payload.sender_id, tenant)
+        if not same_sender or existing.message_sha256 != digest:
             raise WireError(
                 "already_exists", f"model {payload.model_id} was already received with other contents"
             )
@@ -221,10 +254,13 @@ class Receiver:
         first = next(frames, None)
         if first is None:
             raise WireError("invalid_argument", "empty stream")
-        header = check_header(first, self.senders.pinned_key, self.party_id, int(time.time() * 1000)).header
+        verified = check_header(first, self.senders.pins, self.party_id, int(time.time() * 1000))
+        header = verified.header
+        tenant = owner_of(verified.owners, header.sender_id)
         existing = self._stored(header.release_id)
         if existing is not None:
-            return self._replay(existing, header), "replayed"
+            return self._replay(existing, header, tenant), "replayed"
+        check_fits(header, self.max_release_bytes)
         self.spool_dir.mkdir(parents=True, exist_ok=True)
         fd, spool_name = tempfile.mkstemp(dir=self.spool_dir, suffix=".chunks")
         spool = Path(spool_name)
@@ -237,33 +273,53 @@ class Receiver:
                 raise WireError("invalid_argument", "the sender went away")
             digest = stream.finish()
             staged = self._decode(spool, header)
-            return self._commit(header, first.header, digest, staged)
+            return self._commit(header, tenant, first.header, digest, staged)
         finally:
             spool.unlink(missing_ok=True)
             if staged is not None:
                 staged.unlink(missing_ok=True)
 
     def _decode(self, spool: Path, header: pb.ReleaseHeader) -> Path:
-        """Decode the verified chunks into a temporary Parquet file (example_id, bin)."""
+        """Decode the verified chunks into a temporary Parquet file (example_id, bin), a chunk at a time;
+        refused (and removed) if any ID breaks the rules or repeats anywhere in the message."""
         staged = spool.with_suffix(".parquet")
         schema = pa.schema([("example_id", pa.string()), ("bin", pa.uint16())])
-        with pq.ParquetWriter(staged, schema) as writer:
-            for data in read_records(spool):
-                ids, bins = decode_chunk(data, header)
-                writer.write_table(
-                    pa.table({"example_id": ids, "bin": pa.array(bins, pa.uint16())}, schema=schema)
-                )
-        with open(staged, "rb") as fh:
-            os.fsync(fh.fileno())
+        seen = UniqueIds(header.example_count, self.spool_dir)
+        try:
+            with pq.ParquetWriter(staged, schema) as writer:
+                offset = 0
+                for data in read_records(spool):
+                    ids, bins = decode_chunk(data, header, offset)
+                    seen.add(ids)
+                    offset += len(ids)
+                    writer.write_table(
+                        pa.table({"example_id": ids, "bin": pa.array(bins, pa.uint16())}, schema=schema)
+                    )
+            repeats = seen.repeats()
+            if repeats:
+                raise WireError("invalid_argument", f"the message lists {repeats} example IDs more than once")
+            with open(staged, "rb") as fh:
+                os.fsync(fh.fileno())
+        except BaseException:
+            staged.unlink(missing_ok=True)
+            raise
+        finally:
+            seen.close()
         return staged
 
     def _commit(
-        self, header: pb.ReleaseHeader, signed: pb.SignedHeader, digest: bytes, staged: Path
+        self,
+        header: pb.ReleaseHeader,
+        tenant: str | None,
+        signed: pb.SignedHeader,
+        digest: bytes,
+        staged: Path,
     ) -> tuple[pb.DeliveryReceipt, str]:
         final = self.data_dir.new_release()
         final.parent.mkdir(parents=True, exist_ok=True)
         row = ReceivedRelease(
             release_id=header.release_id,
+            tenant_id=tenant,
             sender_id=header.sender_id,
             sender_key_id=header.sender_key_id,
             payload_sha256=digest.hex(),
@@ -283,7 +339,7 @@ class Receiver:
             existing = self._stored(header.release_id)
             if existing is None:
                 raise
-            return self._replay(existing, header), "replayed"
+            return self._replay(existing, header, tenant), "replayed"
         except BaseException:
             final.unlink(missing_ok=True)
             raise
@@ -296,8 +352,10 @@ class Receiver:
                 select(ReceivedRelease).where(ReceivedRelease.release_id == release_id)
             ).scalar_one_or_none()
 
-    def _replay(self, existing: ReceivedRelease, header: pb.ReleaseHeader) -> pb.DeliveryReceipt:
-        if existing.sender_id != header.sender_id:
+    def _replay(
+        self, existing: ReceivedRelease, header: pb.ReleaseHeader, tenant: str | None
+    ) -> pb.DeliveryReceipt:
+        if (existing.sender_id, existing.tenant_id) != (header.sender_id, tenant):
             raise WireError("already_exists", f"release {header.release_id} belongs to another sender")
         if existing.payload_sha256 != header.payload_sha256.hex():
             raise WireError(

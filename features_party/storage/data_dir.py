@@ -15,9 +15,12 @@ tables and trained models are named by ids it issued (UUIDs), and the rest are f
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+
+_VERSION = re.compile(r"^v([0-9]{1,9})\.parquet$")
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,20 @@ class DataDir:
 
     def table(self, table_id: str, version: int) -> Path:
         return self.root / "feature-tables" / table_id / f"v{version}.parquet"
+
+    @property
+    def tables(self) -> Path:
+        """One folder per feature table (named by its id), holding its versions."""
+        return self.root / "feature-tables"
+
+    def table_versions(self, folder: Path) -> dict[int, Path]:
+        """The versions stored in a table's folder (temporary files of a write in progress aside)."""
+        found = {}
+        for path in folder.iterdir():
+            match = _VERSION.fullmatch(path.name)
+            if match:
+                found[int(match.group(1))] = path
+        return found
 
     def model(self, job_id: str) -> Path:
         """A trained model's folder (the job's id is the model's)."""

@@ -3,6 +3,7 @@ models (the bulk data itself is Parquet and skops files under the data directory
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 
 from sqlalchemy import (
@@ -25,12 +26,24 @@ class Base(DeclarativeBase):
     pass
 
 
+def _new_id() -> str:
+    return str(uuid.uuid4())
+
+
 class Sender(Base):
-    """A labels party whose signed releases this party accepts, pinned by its public key."""
+    """A labels party whose signed releases this party accepts, pinned by a tenant with its public key.
+
+    A sender id is unique per tenant: two tenants may pin the same sender id, each with the key it
+    trusts, and what a message delivers belongs to the tenant whose pin its signature verifies under.
+    ``tenant_id`` is NULL only for pins made before pins had owners that no tenant can be credited
+    with (migration f0008): what those deliver is readable by every tenant, as it was then."""
 
     __tablename__ = "senders"
+    __table_args__ = (UniqueConstraint("tenant_id", "id", name="uq_senders_tenant_id_id"),)
 
-    id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    pin_id: Mapped[str] = mapped_column(String(36), primary_key=True, default=_new_id)
+    tenant_id: Mapped[str | None] = mapped_column(ForeignKey("tenants.id"), nullable=True, index=True)
+    id: Mapped[str] = mapped_column(String(200), index=True)
     key_id: Mapped[str] = mapped_column(String(80))
     public_key_pem: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
@@ -42,6 +55,8 @@ class ReceivedRelease(Base):
     __tablename__ = "received_releases"
 
     release_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    # the tenant whose pin the signature verified under; NULL: a legacy pin, readable by every tenant
+    tenant_id: Mapped[str | None] = mapped_column(ForeignKey("tenants.id"), nullable=True, index=True)
     sender_id: Mapped[str] = mapped_column(String(200))
     sender_key_id: Mapped[str] = mapped_column(String(80))
     payload_sha256: Mapped[str] = mapped_column(String(64))
@@ -61,6 +76,7 @@ class ReceivedModel(Base):
     __tablename__ = "received_models"
 
     model_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tenant_id: Mapped[str | None] = mapped_column(ForeignKey("tenants.id"), nullable=True, index=True)
     sender_id: Mapped[str] = mapped_column(String(200))
     sender_key_id: Mapped[str] = mapped_column(String(80))
     message_sha256: Mapped[str] = mapped_column(String(64))

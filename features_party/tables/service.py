@@ -1,10 +1,18 @@
 """Feature tables (validated uploads stored as versioned Parquet) and the join report — the only place
-releases and features meet (the counting itself: ``joins``)."""
+releases and features meet (the counting itself: ``joins``).
+
+Each upload is a new version file; the versions it supersedes are deleted once superseded for a grace
+period (``collect_versions``, run periodically), so that a reader that looked the table up just before
+an upload still finds the file it was told of — and never while a queued or running training job
+reads it (the job records its version)."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,7 +25,7 @@ from features_party.storage.data_dir import DataDir
 from features_party.storage.orm import FeatureTable, ReceivedRelease
 from features_party.tables import joins
 from features_party.tables.joins import JoinReport
-from features_party.tables.validation import ValidTable, read, validate
+from features_party.tables.validation import Limits, ValidTable, read, validate
 from labeldp.common.db import utcnow
 from labeldp.common.errors import DomainError, not_found
 from labeldp.common.files import write_parquet_atomic
@@ -31,11 +39,20 @@ def find_table(session: Session, tenant_id: str, name: str) -> FeatureTable | No
     ).scalar_one_or_none()
 
 
+log = logging.getLogger("labeldp.features")
+
+
 class FeatureTables:
     def __init__(
-        self, sessions: sessionmaker[Session], data_dir: DataDir, *, scheduler: str | None = None
+        self,
+        sessions: sessionmaker[Session],
+        data_dir: DataDir,
+        *,
+        scheduler: str | None = None,
+        max_upload_bytes: int = 4 * 2**30,
     ) -> None:
         self.sessions, self.data_dir, self.scheduler = sessions, data_dir, scheduler
+        self.limits = Limits.for_uploads_of(max_upload_bytes)
 
     def get(self, tenant_id: str, name: str) -> FeatureTable:
         """A tenant's table by name; another tenant's answers 404 like a missing one."""
@@ -73,7 +90,7 @@ class FeatureTables:
         """Validate completely, then store as a new version (replacing the table). Returns (row, created).
         ``non_sensitive`` names the columns this party may export for training with semi-sensitive
         features (public to an attacker by definition)."""
-        valid: ValidTable = validate(read(path, fmt), overrides)
+        valid: ValidTable = validate(read(path, fmt, self.limits), overrides)
         declared = [*dict.fromkeys(non_sensitive)]
         unknown = sorted(set(declared) - set(valid.schema))
         if unknown:
@@ -117,3 +134,37 @@ class FeatureTables:
     def join_report(self, release: ReceivedRelease, table: FeatureTable) -> JoinReport:
         """On the configured Dask cluster for large inputs, in this process otherwise (``joins``)."""
         return joins.report(Path(release.path), self.path(table), self.scheduler)
+
+    def collect_versions(self, in_use: Collection[tuple[str, int]], grace_s: float) -> int:
+        """Delete the version files no reader can still need: not a table's current version, not one a
+        queued or running job reads (``in_use``: (table id, version)), and superseded — by the next
+        version written, or for a file no committed row names, since it was written — more than
+        ``grace_s`` ago. Returns how many files were deleted."""
+        root = self.data_dir.tables
+        if not root.is_dir():
+            return 0
+        with self.sessions() as session:
+            found = session.execute(select(FeatureTable.id, FeatureTable.version)).all()
+        current = {table_id: version for table_id, version in found}
+        now, removed = time.time(), 0
+        for folder in root.iterdir():
+            if not folder.is_dir():
+                continue
+            versions = self.data_dir.table_versions(folder)
+            written = {v: p.stat().st_mtime for v, p in versions.items()}
+            latest = current.get(folder.name)
+            for version, path in sorted(versions.items()):
+                if version == latest or (folder.name, version) in in_use:
+                    continue
+                newer = [t for v, t in written.items() if v > version]
+                stale = latest is not None and version < latest and bool(newer)
+                since = min(newer) if stale else written[version]
+                if now - since > grace_s:
+                    path.unlink(missing_ok=True)
+                    removed += 1
+            if latest is None and not any(folder.iterdir()) and now - folder.stat().st_mtime > grace_s:
+                with contextlib.suppress(OSError):  # unless a new upload is writing into it
+                    folder.rmdir()  # a first upload that never committed
+        if removed:
+            log.info("removed superseded feature-table versions", extra={"examples": removed})
+        return removed

@@ -3,10 +3,19 @@
 Every column but ``example_id`` is numeric (float64) or categorical (dictionary-encoded strings).
 Types are inferred (numbers and booleans are numeric; text is categorical) and can be overridden per
 column; a column that cannot take its type is rejected with its first offending rows.
+
+Every upload is hostile until validated, and a small one can decode into a large table, so its size
+is bounded before it is decoded (``Limits``; 413 ``table-too-large``): a Parquet file's columns, rows,
+footer, pages and what decompressing its pages and decoding its rows takes (``parquet_bounds``); a
+CSV file's columns. Text is read dictionary-encoded and stays so (a repeated long string costs one
+copy, not one per row), and after reading, the text a table would decode to — for training, later —
+is bounded the same way. A name given to two columns is refused (422 ``duplicate-column``) before
+any data is read.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,11 +25,41 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from features_party.tables.parquet_bounds import DELTA_BYTE_ARRAY, page_sizes, read_footer
 from labeldp.common.errors import DomainError
 from labeldp.common.example_ids import example_ids, first_rows
 
 FORMATS = {"text/csv": "csv", "application/vnd.apache.parquet": "parquet", "application/x-parquet": "parquet"}
 _NUMBER = r"^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$"
+
+
+MAX_COLUMNS = 4096  # example_id included; a wider table is a matrix, not a feature table
+MAX_ROWS = 1_000_000_000  # a table is validated, and trained on, in one process's memory
+MAX_PAGES = 1_000_000  # page headers read before decoding (about 5 s)
+MAX_FOOTER_BYTES = 16 * 2**20  # a Parquet footer (about 200,000 column chunks)
+DECODED_PER_UPLOAD_BYTE = 4  # what a table may decode to, per byte of the upload limit
+CSV_HEADER_BLOCK = 4 * 2**20  # the CSV header (and first rows) read to learn the column names
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one upload may cost to decode: ``decoded_bytes`` is ``DECODED_PER_UPLOAD_BYTE`` times the
+    upload limit (a CSV at the upload limit decodes to about that: a number of 2 characters becomes 8
+    bytes); the rest are fixed."""
+
+    decoded_bytes: int
+    columns: int = MAX_COLUMNS
+    rows: int = MAX_ROWS
+    pages: int = MAX_PAGES
+    footer_bytes: int = MAX_FOOTER_BYTES
+
+    @classmethod
+    def for_uploads_of(cls, max_upload_bytes: int) -> Limits:
+        return cls(DECODED_PER_UPLOAD_BYTE * max_upload_bytes)
+
+
+def too_large(message: str) -> DomainError:
+    return DomainError("table-too-large", message, status=413)
 
 
 def table_error(
@@ -55,74 +94,203 @@ def _supported(kind: pa.DataType) -> bool:
     )
 
 
-def read(path: Path, fmt: str) -> pa.Table:
-    """Read an upload; Parquet columns of other types (lists, structs, binary, …) are refused from
-    the schema, before any data is decoded, and text must be valid UTF-8."""
-    try:
-        if fmt == "csv":
-            table = pacsv.read_csv(
-                path, convert_options=pacsv.ConvertOptions(column_types={"example_id": pa.string()})
-            )
-        else:
-            schema = pq.ParquetFile(path).schema_arrow
-            bad = [f.name for f in schema if not _supported(f.type)]
-            if bad:
+def _check_names(names: list[str], limits: Limits) -> None:
+    """Within the column bound, and no name twice (an Arrow table would keep both, and every later
+    lookup by name would fail)."""
+    if len(names) > limits.columns:
+        raise too_large(f"the table has {len(names)} columns; at most {limits.columns}")
+    twice = [name for name, n in Counter(names).items() if n > 1]
+    if twice:
+        raise table_error(
+            "duplicate-column", f"the upload has more than one {twice[0]!r} column", columns=twice[:10]
+        )
+
+
+def _is_text(kind: pa.DataType) -> bool:
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind)
+
+
+def _read_parquet(path: Path, limits: Limits) -> pa.Table:
+    """The footer and every page header first (``parquet_bounds``): columns, rows, pages and what
+    decoding takes within ``limits``; text read dictionary-encoded; only then the data."""
+    footer = read_footer(path, limits.footer_bytes)
+    file = pq.ParquetFile(path)
+    schema = file.schema_arrow
+    _check_names(schema.names, limits)
+    bad = [f.name for f in schema if not _supported(f.type)]
+    if bad:
+        raise table_error(
+            "unparseable-column", f"columns {bad} have types that are not numbers or text", columns=bad
+        )
+    rows, leaves = footer.rows, len(schema)
+    if rows > limits.rows or rows < 0:
+        raise too_large(f"the table has {rows} rows; at most {limits.rows}")
+    groups = footer.row_groups
+    if any(len(g.chunks) != leaves or g.rows < 0 for g in groups) or sum(g.rows for g in groups) != rows:
+        raise table_error("unparseable-upload", "the row groups do not match the file's schema and rows")
+    for group in groups:
+        for column, chunk in zip(schema, group.chunks, strict=True):
+            if _is_text(column.type) and DELTA_BYTE_ARRAY in chunk.encodings:
                 raise table_error(
-                    "unparseable-column",
-                    f"columns {bad} have types that are not numbers or text",
-                    columns=bad,
+                    "unsupported-encoding",
+                    f"column {column.name!r} is DELTA_BYTE_ARRAY-encoded, whose decoded size its pages do "
+                    "not bound; write it with dictionary or plain encoding",
+                    columns=[column.name],
                 )
-            table = pq.read_table(path)
+    pages = page_sizes(path, footer, limits.pages)
+    decoded = pages.uncompressed + 8 * rows * leaves
+    if decoded > limits.decoded_bytes:
+        raise too_large(
+            f"the table would decode to about {decoded} bytes; at most {limits.decoded_bytes} "
+            f"({DECODED_PER_UPLOAD_BYTE} × the upload limit)"
+        )
+    text = sorted(f.name for f in schema if _is_text(f.type))
+    return pq.ParquetFile(path, read_dictionary=text).read()
+
+
+def _read_csv(path: Path, limits: Limits) -> pa.Table:
+    options = pacsv.ConvertOptions(column_types={"example_id": pa.string()})
+    with pacsv.open_csv(
+        path, read_options=pacsv.ReadOptions(block_size=CSV_HEADER_BLOCK), convert_options=options
+    ) as head:
+        _check_names(head.schema.names, limits)
+    return pacsv.read_csv(path, convert_options=options)
+
+
+def text_bytes(col: pa.ChunkedArray) -> int:
+    """What a text column decodes to as plain strings: each row's bytes (a dictionary's values counted
+    once per row that uses them) — computed from the indices, without decoding."""
+    total = 0
+    for chunk in col.chunks:
+        if pa.types.is_dictionary(chunk.type):
+            lengths = pc.binary_length(chunk.dictionary).fill_null(0).to_numpy(zero_copy_only=False)
+            indices = chunk.indices.drop_null().to_numpy(zero_copy_only=False).astype(np.int64)
+            total += int(np.bincount(indices, minlength=len(lengths)) @ np.asarray(lengths, np.int64))
+        else:
+            total += int(pc.sum(pc.binary_length(chunk)).as_py() or 0)
+        total += 4 * len(chunk)
+    return total
+
+
+def read(path: Path, fmt: str, limits: Limits | None = None) -> pa.Table:
+    """Read an upload within ``limits``; Parquet columns of other types (lists, structs, binary, …)
+    are refused from the schema, before any data is decoded, and text must be valid UTF-8."""
+    limits = limits or Limits.for_uploads_of(4 * 2**30)
+    try:
+        table = _read_csv(path, limits) if fmt == "csv" else _read_parquet(path, limits)
         table.column_names  # noqa: B018 - names are decoded lazily; invalid UTF-8 surfaces here
     except (pa.ArrowException, UnicodeDecodeError, ValueError, OSError) as exc:
         raise table_error("unparseable-upload", f"could not parse the {fmt} body: {exc}"[:500]) from exc
-    for field in table.schema:
-        if pa.types.is_binary(field.type) or pa.types.is_large_binary(
-            field.type
-        ):  # CSV text that is not UTF-8
-            raise table_error(
+    for index, field in enumerate(table.schema):
+        if pa.types.is_binary(field.type) or pa.types.is_large_binary(field.type):
+            raise table_error(  # CSV text that is not UTF-8
                 "unparseable-upload",
                 f"column {field.name!r} holds text that is not valid UTF-8",
                 columns=[field.name],
             )
-        if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
-            try:
-                table.column(field.name).validate(full=True)
-            except pa.ArrowInvalid as exc:
-                raise table_error(
-                    "unparseable-column",
-                    f"column {field.name!r} holds text that is not valid UTF-8",
-                    columns=[field.name],
-                ) from exc
+        try:  # every column in full (a dictionary's indices and values too) before anything reads it
+            table.column(index).validate(full=True)
+        except pa.ArrowInvalid as exc:
+            text = _is_text(field.type) and "utf" in str(exc).lower()
+            raise table_error(
+                "unparseable-column" if text else "unparseable-upload",
+                f"column {field.name!r} holds text that is not valid UTF-8"
+                if text
+                else f"column {field.name!r} is malformed",
+                columns=[field.name],
+            ) from exc
+    decoded = sum(
+        text_bytes(table.column(i)) if _is_text(f.type) else 8 * table.num_rows
+        for i, f in enumerate(table.schema)
+    )
+    if decoded > limits.decoded_bytes:  # what training, which reads text as plain strings, would hold
+        raise too_large(
+            f"the table's columns decode to {decoded} bytes; at most {limits.decoded_bytes} "
+            f"({DECODED_PER_UPLOAD_BYTE} × the upload limit)"
+        )
     return table
+
+
+def _numbers(name: str, arr: pa.Array, rows_of: pa.Array | None = None) -> pa.Array:
+    """Text that must read as numbers, as float64; a failure names the first rows holding such text
+    (``rows_of``: which of ``arr``'s values each row holds, for a dictionary's values)."""
+    ok = np.asarray(
+        pc.fill_null(pc.match_substring_regex(arr, _NUMBER), True).to_numpy(zero_copy_only=False), dtype=bool
+    )
+    if rows_of is not None:
+        bad = np.flatnonzero(~ok)
+        used = pc.is_in(rows_of, value_set=pa.array(bad, rows_of.type))
+        if len(bad) and pc.any(used).as_py():
+            mask = np.asarray(pc.fill_null(used, False).to_numpy(zero_copy_only=False), dtype=bool)
+            raise table_error(
+                "unparseable-column", f"column {name!r} is not numeric", first_rows(mask), columns=[name]
+            )
+        arr = pc.if_else(pa.array(ok), arr, pa.scalar(None, arr.type))  # values no row holds
+    elif not ok.all():
+        raise table_error(
+            "unparseable-column", f"column {name!r} is not numeric", first_rows(~ok), columns=[name]
+        )
+    return pc.cast(pc.utf8_trim_whitespace(arr), pa.float64())
 
 
 def _as_numeric(name: str, col: pa.ChunkedArray) -> pa.Array:
     arr = col.combine_chunks()
-    if pa.types.is_dictionary(arr.type):
-        arr = arr.cast(arr.type.value_type)
+    if pa.types.is_dictionary(arr.type):  # the dictionary's values converted once, then one per row
+        values, kind = arr.dictionary, arr.type.value_type
+        if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+            converted = _numbers(name, values, arr.indices)
+        elif pa.types.is_boolean(kind) or pa.types.is_integer(kind) or pa.types.is_floating(kind):
+            converted = pc.cast(values, pa.float64(), safe=False)
+        else:
+            raise table_error(
+                "unparseable-column", f"column {name!r} has unsupported type {arr.type}", columns=[name]
+            )
+        return pc.take(converted, arr.indices)
     if pa.types.is_boolean(arr.type) or pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type):
         return pc.cast(arr, pa.float64(), safe=False)  # uint64 beyond 2^53 rounds, it does not fail
     if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
-        ok = np.asarray(
-            pc.fill_null(pc.match_substring_regex(arr, _NUMBER), True).to_numpy(zero_copy_only=False),
-            dtype=bool,
-        )
-        if not ok.all():
-            raise table_error(
-                "unparseable-column", f"column {name!r} is not numeric", first_rows(~ok), columns=[name]
-            )
-        return pc.cast(pc.utf8_trim_whitespace(arr), pa.float64())
+        return _numbers(name, arr)
     raise table_error(
         "unparseable-column", f"column {name!r} has unsupported type {arr.type}", columns=[name]
     )
 
 
 def _as_categorical(col: pa.ChunkedArray) -> pa.Array:
+    """Dictionary-encoded text: the distinct values in order of first appearance. A dictionary column
+    is re-encoded without decoding its rows (a repeated long value stays one copy)."""
     arr = col.combine_chunks()
-    if pa.types.is_dictionary(arr.type):
-        arr = arr.cast(arr.type.value_type)
-    return pc.cast(arr, pa.string()).dictionary_encode()
+    if not pa.types.is_dictionary(arr.type):
+        return pc.cast(arr, pa.string()).dictionary_encode()
+    values = pc.cast(arr.dictionary, pa.string())
+    used = pc.unique(arr.indices.drop_null())  # in order of first appearance
+    distinct = pc.unique(pc.take(values, used))
+    position = pc.cast(pc.index_in(values, value_set=distinct), pa.int32())
+    return pa.DictionaryArray.from_arrays(pc.take(position, arr.indices), distinct)
+
+
+def _repeated_dictionary_ids(col: pa.ChunkedArray) -> pa.Table | None:
+    """For a dictionary-encoded ``example_id`` column: its rows' indices checked for repeats first (a
+    repeated index is a repeated ID, refused without decoding; with none, decoding costs at most the
+    dictionary), then the column alone, under one dictionary, to decode. None for plain text."""
+    if not pa.types.is_dictionary(col.type):
+        return None
+    arr = col.combine_chunks()  # one dictionary for all the rows
+    counts = pc.value_counts(arr.indices.drop_null())
+    repeated = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
+    if len(repeated):
+        mask = np.asarray(
+            pc.fill_null(pc.is_in(arr.indices, value_set=repeated), False).to_numpy(zero_copy_only=False),
+            dtype=bool,
+        )
+        raise DomainError(
+            "duplicate-example-id",
+            f"{len(repeated)} example IDs appear more than once",
+            rows=first_rows(mask),
+            columns=["example_id"],
+        )
+    return pa.table({"example_id": arr})
 
 
 def infer_kind(col: pa.ChunkedArray) -> str:
@@ -145,7 +313,8 @@ def validate(table: pa.Table, overrides: dict[str, str]) -> ValidTable:
         raise table_error(
             "unknown-column", f"overrides name columns that do not exist: {unknown}", columns=unknown
         )
-    ids = example_ids(table)
+    encoded = _repeated_dictionary_ids(table.column("example_id"))
+    ids = example_ids(table if encoded is None else encoded)
     columns: dict[str, pa.Array] = {"example_id": ids}
     schema: dict[str, str] = {}
     for name in table.column_names:

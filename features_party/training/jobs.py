@@ -2,9 +2,10 @@
 
 A model is the fitted scikit-learn ``Pipeline`` saved with skops (never pickle) as ``model.skops`` —
 the exported artifact — plus a JSON file with what the API needs besides (the raw feature columns and
-which are categorical, the release's published mechanism, the metrics). Loading trusts scikit-learn's
-and numpy's types, ``functools.partial`` and labeldp's two debiasing wrappers, and only files this
-service wrote.
+which are categorical, the release's published mechanism, the metrics). Loading trusts, besides the
+types skops trusts by default, exactly the type names in ``MODEL_TYPES`` — never a prefix: a file
+that names any other type (``numpy.testing._private.utils.runstring`` executes code when skops
+reconstructs it) is refused before skops builds anything (409 ``model-not-loadable``).
 """
 
 from __future__ import annotations
@@ -27,13 +28,29 @@ from labeldp import __version__
 from labeldp.common.db import utcnow
 from labeldp.common.errors import DomainError
 from labeldp.mechanisms import BinsNoise, PublishedMechanism
-from labeldp.mechanisms.estimators import TRUSTED_TYPES
 from labeldp.scale import DaskEngine
 
-# HistGradientBoosting keeps its loss as a partial; the pipeline's last step is a debiasing wrapper;
-# models trained on a cluster are LightGBM boosters (training/distributed.py)
-LIGHTGBM_TYPES = {"lightgbm.basic.Booster", "lightgbm.sklearn.LGBMRegressor", "collections.OrderedDict"}
-TRUSTED_EXTRA = {"functools.partial", *TRUSTED_TYPES, *LIGHTGBM_TYPES}
+# The types the service's own pipelines contain that skops does not trust by default: exactly what
+# ``skops.io.get_untrusted_types`` reports for the artifacts of every model kind the service trains —
+# hgb and linear regressors (each loss, each debiasing), hgb and linear classifiers (binary and
+# multi-class), LightGBM on a cluster — over numeric, categorical and missing features
+# (scikit-learn 1.9, numpy 2.4, LightGBM 4.7, skops 0.16; tests/features_party/test_model_loading.py
+# trains them all and fails if this list misses one). HistGradientBoosting keeps a partial of
+# ``check_array`` and its trees; linear models' one-hot encoder keeps a dtype; the last step is one of
+# labeldp's debiasing wrappers (``labeldp.mechanisms.estimators``) holding the release's ``BinsNoise``;
+# LightGBM keeps its booster and an ordered dict. Names, never prefixes: anything else is refused.
+MODEL_TYPES: tuple[str, ...] = (
+    "collections.OrderedDict",
+    "functools.partial",
+    "labeldp.mechanisms.debias.BinsNoise",
+    "labeldp.mechanisms.estimators.AffineDebiasedRegressor",
+    "labeldp.mechanisms.estimators.ReleaseClassifier",
+    "lightgbm.basic.Booster",
+    "lightgbm.sklearn.LGBMRegressor",
+    "numpy.dtype",
+    "sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor",
+    "sklearn.utils.validation.check_array",
+)
 MODEL_FORMAT = 2  # 1: a bare estimator with the encoding in meta.json (before models were exportable)
 ARTIFACT = "model.skops"
 
@@ -78,11 +95,21 @@ def load(directory: Path) -> Trained:
         )
     path = directory / ARTIFACT
     sio = _skops()
-    untrusted = sio.get_untrusted_types(file=path)
-    foreign = [t for t in untrusted if not t.startswith(("sklearn.", "numpy.")) and t not in TRUSTED_EXTRA]
-    if foreign:
-        raise ValueError(f"refusing to load a model with foreign types: {foreign}")
-    model = sio.load(path, trusted=untrusted)
+    try:
+        foreign = sorted(set(sio.get_untrusted_types(file=path)) - set(MODEL_TYPES))
+        if foreign:
+            raise DomainError(
+                "model-not-loadable",
+                f"the model file names types this service never writes, so it is not loaded: {foreign[:5]}",
+                status=409,
+            )
+        model = sio.load(path, trusted=list(MODEL_TYPES))  # skops checks again, before building anything
+    except DomainError:
+        raise
+    except Exception as exc:  # a file skops cannot read (corrupt, or from an incompatible version)
+        raise DomainError(
+            "model-not-loadable", f"the model file cannot be loaded: {type(exc).__name__}", status=409
+        ) from exc
     noise = BinsNoise.of_published(PublishedMechanism.model_validate(meta["mechanism"]))
     kind = TrainedClassifier if meta.get("classifier") else Trained
     return kind(

@@ -1,10 +1,10 @@
 """Training jobs behind the API: the rules a request must satisfy (which follow from the release's
-published mechanism), a background worker, the models and their predictions."""
+published mechanism), a background worker that serves tenants in turn (``queue``), the models and
+their predictions."""
 
 from __future__ import annotations
 
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -24,6 +24,7 @@ from features_party.storage.orm import TrainingJob
 from features_party.tables.service import FeatureTables
 from features_party.training.fit import SKLEARN_LOSS, Trained, TrainedClassifier
 from features_party.training.jobs import ARTIFACT, is_classification, load, provenance, run
+from features_party.training.queue import FairQueue
 from labeldp.common.db import owned, utcnow
 from labeldp.common.errors import DomainError, not_found
 from labeldp.common.instance import Instance
@@ -55,6 +56,7 @@ class TrainingService:
         *,
         lease_seconds: float = 60.0,
         scheduler: str | None = None,
+        max_queued_per_tenant: int = 8,
     ) -> None:
         self.scheduler, self.instance = scheduler, instance
         self.lease = timedelta(seconds=lease_seconds)
@@ -65,7 +67,7 @@ class TrainingService:
             tables,
             metrics,
         )
-        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="training")
+        self.queue = FairQueue(max_queued_per_tenant, self._run)
         self._models: dict[str, Trained] = {}
 
     def recover(self) -> int:
@@ -103,11 +105,23 @@ class TrainingService:
         return heartbeat(self.lease.total_seconds() / 3, beat, "training-leases")
 
     def shutdown(self) -> None:
-        self.worker.shutdown(wait=True)
+        self.queue.shutdown()
+
+    def versions_in_use(self) -> set[tuple[str, int]]:
+        """(feature table id, version) of every queued or running job, in any process: what the
+        collection of superseded versions must keep."""
+        with self.sessions() as s:
+            rows = s.execute(
+                select(TrainingJob.provenance, TrainingJob.feature_table_version).where(
+                    TrainingJob.status.in_(UNFINISHED)
+                )
+            ).all()
+        return {(str(p.get("feature_table_id")), int(v)) for p, v in rows if isinstance(p, dict)}
 
     def start(self, tenant_id: str, request: TrainingRequest) -> TrainingJob:
-        """Check the request against the release's mechanism, then queue the job (202)."""
-        release = self.releases.get(request.release_id)
+        """Check the request against the release's mechanism and the tenant's place in the queue, then
+        queue the job (202); a tenant with ``max_queued_per_tenant`` jobs waiting is refused (429)."""
+        release = self.releases.get(tenant_id, request.release_id)
         table = self.tables.get(tenant_id, request.feature_table)
         mechanism = published_mechanism(release)
         if request.model == "lightgbm" and self.scheduler is None:
@@ -147,11 +161,16 @@ class TrainingService:
             metrics={},
             provenance=provenance(release, mechanism, table),
         )
-        with self.sessions.begin() as s:
-            s.add(job)
+        self.queue.reserve(tenant_id)  # 429 before anything is stored
+        try:
+            with self.sessions.begin() as s:
+                s.add(job)
+        except BaseException:
+            self.queue.cancel(tenant_id)
+            raise
         self.metrics.training_jobs.labels("started").inc()
         self.metrics.training_running.inc()
-        self.worker.submit(self._run, job.id)
+        self.queue.put(tenant_id, job.id)
         return job
 
     def _run(self, job_id: str) -> None:

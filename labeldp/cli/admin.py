@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from labeldp.terminal import error, print_json, print_table
+from labeldp.terminal import error, number, print_json, print_table
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -46,8 +46,8 @@ Workers = Annotated[
     typer.Option(
         min=1,
         max=64,
-        help="Server processes sharing the port (default LABELDP_WORKERS, 1); each uses the database "
-        "and data directory, never another's memory.",
+        help="Server processes sharing the port (default LABELDP_WORKERS or LABELDP_FEATURES_WORKERS, "
+        "1); they share the database and data directory, never memory.",
     ),
 ]
 
@@ -95,13 +95,32 @@ def features_serve(
     port: Annotated[
         int | None, typer.Option(help="REST port (default LABELDP_FEATURES_PORT or 8500).")
     ] = None,
+    workers: Workers = None,
 ) -> None:
-    """Run the features-party REST API and its gRPC receiver in one process."""
+    """Run the features-party REST API and its gRPC receiver (in each worker process)."""
     from features_party.config import FeaturesSettings
     from labeldp.common.serving import serve
 
     settings = FeaturesSettings()
-    serve("features_party.api.app:create_app", host or settings.host, port or settings.port, 1, lambda: None)
+    count = workers or settings.workers
+    if count > 1 and settings.grpc_port == 0:
+        error("--workers needs a fixed LABELDP_FEATURES_GRPC_PORT: each worker would pick another port")
+        raise typer.Exit(code=2)
+    os.environ["LABELDP_FEATURES_WORKERS"] = str(count)  # the workers' gRPC servers share the port
+
+    def prepare() -> None:
+        from features_party.storage.db import make_engine, migrate
+        from labeldp.common.identity import Identity
+
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        engine = make_engine(settings.resolved_database_url())
+        try:
+            migrate(engine)
+        finally:
+            engine.dispose()
+        Identity.load_or_create(settings.identity_path())
+
+    serve("features_party.api.app:create_app", host or settings.host, port or settings.port, count, prepare)
 
 
 # --- one transaction on a party's database ------------------------------------------------------------
@@ -257,7 +276,7 @@ def labels_tenant_set_budget(
         if epsilon_per_example is not None:
             budget = to_micro_floor(epsilon_per_example, name="epsilon_per_example")
             set_budget(session, tenant_id, budget, api_key_id=None, note=why)
-            typer.echo(f"tenant {name}: per-example budget is now {epsilon_per_example:g}")
+            typer.echo(f"tenant {name}: per-example budget is now {number(epsilon_per_example)}")
         if epsilon_per_user is not None or no_per_user_limit:
             per_user = (
                 None
@@ -265,13 +284,13 @@ def labels_tenant_set_budget(
                 else to_micro_floor(epsilon_per_user or 0.0, name="epsilon_per_user")
             )
             set_user_budget(session, tenant_id, per_user, api_key_id=None, note=why)
-            shown = "not limited" if per_user is None else f"{epsilon_per_user:g}"
+            shown = "not limited" if per_user is None else number(epsilon_per_user or 0)
             typer.echo(f"tenant {name}: per-user budget is now {shown}")
         if delta is not None:
             set_delta_budget(
                 session, tenant_id, to_atto_floor(delta, name="delta"), api_key_id=None, note=why
             )
-            typer.echo(f"tenant {name}: δ budget is now {delta:g}")
+            typer.echo(f"tenant {name}: δ budget is now {number(delta)}")
 
 
 @features_tenants.command("create")
@@ -388,14 +407,14 @@ def keys_dev_ca(
         typer.echo(f"{out / 'ca.pem'} exists; keeping the existing certificates")
         return
     paths = dev_ca(out, tuple(host or ("localhost", "127.0.0.1")))
-    for label, p in (
+    written = (
         ("CA", paths.ca),
         ("features-party server cert", paths.server_cert),
         ("features-party server key", paths.server_key),
         ("labels-party client cert", paths.client_cert),
         ("labels-party client key", paths.client_key),
-    ):
-        typer.echo(f"{label:28} {p}")
+    )
+    print_table([{"file": what, "path": str(p)} for what, p in written], ("file", "path"))
 
 
 labels_app.add_typer(labels_tenants, name="tenant")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from labeldp.cli.options import LABELS_URL, AsJson, LabelsKey, LabelsUrl, labels_client
-from labeldp.terminal import error, show
+from labeldp.terminal import error, show, table_lines
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -94,21 +94,29 @@ def audit_attack(
         "max_multiplicative_advantage": mechanism.max_multiplicative_advantage,
     }
     target = "bin" if mechanism.kind == "rr_on_bins" else "class"
-    line = (
-        f"{int(m['examples']):,} examples attacked (the label's {target} is the target)\n"
-        f"  guessing from the features alone:       {m['accuracy_without_release']:.2%} right\n"
-        f"  with each example's released {target}:    {m['accuracy_with_release']:.2%} right\n"
-        f"  measured additive advantage:            {m['additive_advantage']:+.4f} "
-        f"[{m['additive_advantage_low']:+.4f}, {m['additive_advantage_high']:+.4f}] at {1 - alpha:.0%}\n"
-        f"  exact expected advantage (mean, p99):   {e['additive_mean']:.4f}, {e['additive_p99']:.4f}\n"
-        f"  worst case over all priors:             {mechanism.worst_case_additive_advantage:.4f}\n"
-        f"  multiplicative advantage (max):         {e['multiplicative_max']:.4f} "
-        f"(implemented ε {mechanism.implemented_epsilon:.4f})\n"
-        f"  trusting the noisy label is optimal for {e['share_trusting_noisy_label']:.1%} of examples"
-    )
+    rows = [
+        ("guessing from the features alone", f"{m['accuracy_without_release']:.2%} right"),
+        (f"with each example's released {target}", f"{m['accuracy_with_release']:.2%} right"),
+        (
+            "measured additive advantage",
+            f"{m['additive_advantage']:+.4f} [{m['additive_advantage_low']:+.4f}, "
+            f"{m['additive_advantage_high']:+.4f}] at {1 - alpha:.0%}",
+        ),
+        ("exact expected advantage (mean, p99)", f"{e['additive_mean']:.4f}, {e['additive_p99']:.4f}"),
+        ("worst case over all priors", f"{mechanism.worst_case_additive_advantage:.4f}"),
+        (
+            "multiplicative advantage (max)",
+            f"{e['multiplicative_max']:.4f} (implemented ε {mechanism.implemented_epsilon:.4f})",
+        ),
+        ("examples trusting their noisy label is optimal for", f"{e['share_trusting_noisy_label']:.1%}"),
+    ]
     if "mse_reduction_share" in e:
-        share = e["mse_reduction_share"]
-        line += f"\n  share of the squared error in the label value the release removes: {share:.2%}"
+        rows.append(("share of the squared error the release removes", f"{e['mse_reduction_share']:.2%}"))
+    table = table_lines([{"what": w, "value": v} for w, v in rows], ("what", "value"), headers=("", ""))
+    line = "\n".join(
+        [f"{int(m['examples']):,} examples attacked (the label's {target} is the target)"]
+        + [f"  {row}" for row in table]
+    )
     show(summary, as_json, line)
 
 

@@ -1,8 +1,9 @@
 """``labeldp demo``: the two-party demo (``labeldp.demo``), or the mechanism alone.
 
 The demo's modules (both parties, numpy, pyarrow, matplotlib) are imported when the command runs.
-Exit codes: 2 for a bad option or input, 1 when a service refused or failed (its logs are named),
-130 on Ctrl-C — the demo's services are stopped in every case.
+Exit codes: 2 for a bad option or input, 1 when a service refused or the demo failed (its logs are
+named), 3 when a service failed or could not be reached (as every client command), 130 on Ctrl-C — the
+demo's services are stopped in every case.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from typing import Annotated
 
 import typer
 
-from labeldp.terminal import error
+from labeldp.cli.options import exit_code
+from labeldp.terminal import error, problem
 
 app = typer.Typer()  # merged into the root (main.py): `labeldp demo`
 
@@ -136,8 +138,8 @@ def demo(
         error(str(exc))
         raise typer.Exit(code=2) from exc
     except ApiError as exc:
-        error(str(exc))
-        raise typer.Exit(code=1) from exc
+        problem(exc)
+        raise typer.Exit(code=exit_code(exc)) from exc
     except (RuntimeError, TimeoutError) as exc:
         error(f"{exc} (service logs: {out / 'logs'})")
         raise typer.Exit(code=1) from exc

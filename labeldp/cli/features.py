@@ -24,10 +24,19 @@ from labeldp.cli.options import (
     features_client,
     read_identity,
 )
-from labeldp.terminal import cell, print_json, print_table, show, stderr_console, upload_with_progress
+from labeldp.terminal import (
+    cell,
+    number,
+    print_json,
+    print_table,
+    progress,
+    show,
+    stderr_console,
+    upload_with_progress,
+)
 
 if TYPE_CHECKING:
-    from labeldp.client_types import Job
+    from labeldp.client_types import FeatureTable, Job
 
 app = typer.Typer()  # merged into `labeldp features` (main.py)
 senders = typer.Typer(help="Labels parties whose signed releases are accepted.", no_args_is_help=True)
@@ -100,7 +109,7 @@ def releases_show(
         rel = client.received_release(release)
     line = (
         f"release {rel['release_id']} from {rel['sender_id']}: {rel['example_count']:,} examples at "
-        f"ε = {rel['header'].get('epsilon_total')}"
+        f"ε = {number(float(rel['header'].get('epsilon_total', 0)))}"
     )
     show(rel, as_json, line)
 
@@ -134,9 +143,12 @@ def upload(
             file,
             lambda f, on_bytes: client.upload_table(table, f, on_bytes, declared),
         )
-    show(
-        out, as_json, f"feature table {table} v{out['version']}: {out['rows']:,} rows, schema {out['schema']}"
-    )
+    show(out, as_json, f"feature table {table} v{out['version']}: {out['rows']:,} rows; {_columns(out)}")
+
+
+def _columns(table: FeatureTable) -> str:
+    """``columns carat (numeric), cut (categorical), …``: how the model will read each column."""
+    return "columns " + ", ".join(f"{name} ({kind})" for name, kind in table["schema"].items())
 
 
 @tables.command("list")
@@ -157,7 +169,7 @@ def tables_show(
     """One feature table: version, rows and schema."""
     with features_client(url, api_key) as client:
         t = client.table(name)
-    show(t, as_json, f"feature table {t['name']} v{t['version']}: {t['rows']:,} rows, schema {t['schema']}")
+    show(t, as_json, f"feature table {t['name']} v{t['version']}: {t['rows']:,} rows; {_columns(t)}")
 
 
 @app.command("join")
@@ -194,20 +206,19 @@ def train(
     as_json: AsJson = False,
 ) -> None:
     """Start a training job on a release joined with a feature table; prints the model id."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 
     with features_client(url, api_key) as client:
         job = client.train(release, table, model, debias)
         if not wait:
             show(job, as_json, f"job {job['id']} {job['status']}")
             return
-        with Progress(
+        with progress(
+            stderr_console(),
             TextColumn("training"),
             BarColumn(),
             TextColumn("{task.fields[stage]}"),
             TimeElapsedColumn(),
-            console=stderr_console(),
-            transient=True,
         ) as bar:
             task = bar.add_task("train", total=None, stage="queued")
 
@@ -285,7 +296,7 @@ def predict(
         return
     names = wanted if wanted is not None else [f"row {i + 1}" for i in range(len(out["predictions"]))]
     for name, value in zip(names, out["predictions"], strict=True):
-        typer.echo(f"{name}\t{value:.6g}")  # tab-separated: `cut -f2` reads the values
+        typer.echo(f"{name}\t{number(value, 6, grouped=False)}")  # tab-separated: `cut -f2` reads them
 
 
 # --- models trained with semi-sensitive features, received --------------------------------------------
@@ -310,8 +321,8 @@ def semi_sensitive_models_show(
         m = client.received_model(model)
     g = m["guarantee"]
     line = (
-        f"model {m['model_id']} from {m['sender_id']}: ε₁ = {g['epsilon_labels']:g} (labels), "
-        f"ε₂ = {g['epsilon_dpsgd']:g}, δ = {g['delta']:g} (DP-SGD), {g['adjacency']}"
+        f"model {m['model_id']} from {m['sender_id']}: ε₁ = {number(g['epsilon_labels'])} (labels), "
+        f"ε₂ = {number(g['epsilon_dpsgd'])}, δ = {number(g['delta'])} (DP-SGD), {g['adjacency']}"
     )
     show(m, as_json, line)
 

@@ -13,12 +13,23 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from labeldp.cli.options import LABELS_URL, AsJson, LabelsKey, LabelsUrl, Quiet, labels_client, read_identity
-from labeldp.terminal import print_table, show, stderr_console, upload_with_progress
+from labeldp.terminal import (
+    number,
+    numbers,
+    print_json,
+    print_table,
+    show,
+    stderr_console,
+    upload_with_progress,
+)
+
+if TYPE_CHECKING:
+    from labeldp.client import LabelsClient
 
 app = typer.Typer()  # merged into `labeldp labels` (main.py)
 datasets = typer.Typer(help="Datasets: public parameters, labels, universe.", no_args_is_help=True)
@@ -265,20 +276,24 @@ def preview(
         p = client.preview(client.dataset_id(dataset), epsilon, loss, epsilon_prior, prior_release)
     mechanism = PublishedMechanism.model_validate(p["mechanism"])
     error = p["expected_loss"]
-    rms = f" (root: {error**0.5:,.4g})" if loss == "squared" else ""
-    bins = ", ".join(f"{v:,.4g}" for v in p["bin_values"])
+    rms = f" (root: {number(error**0.5)})" if loss == "squared" else ""
     source = {"labels": "the exact label histogram", "release": "that release's noisy prior"}.get(
         p["prior_source"], "the given prior"
     )
     show(
         p,
         as_json,
-        f"ε = {p['epsilon']:g} (ε₁ = {p['epsilon_prior']:.3g}) over {p['examples']:,} examples: "
-        f"{p['m']} bins [{bins}]\n"
-        f"expected {loss} error per label under {source}: {error:,.6g}{rms}\n"
+        f"ε = {number(p['epsilon'])} (ε₁ = {number(p['epsilon_prior'], 3)}) over {p['examples']:,} "
+        f"examples\n{_bins(p['bin_values'])}\n"
+        f"expected {loss} error per label under {source}: {number(error, 6)}{rms}\n"
         f"an attacker guessing a label's bin gains at most {mechanism.worst_case_additive_advantage:.3f} "
         f"(any prior); one released bin moves its odds by at most e^{mechanism.implemented_epsilon:.3f}",
     )
+
+
+def _bins(values: list[float] | None) -> str:
+    """``bins (2): 3,474; 6,029`` — the values a release's bins stand for."""
+    return f"bins ({len(values or [])}): {numbers(values or []) or 'none yet'}"
 
 
 @app.command("release")
@@ -331,15 +346,14 @@ def release(
     if quiet:
         typer.echo(rel["id"])
         return
-    bins = ", ".join(f"{b:g}" for b in rel["bins"] or [])
     line = (
-        f"release {rel['id']}: {rel['examples']:,} examples at ε = {rel['epsilon']:g} "
-        f"(ε₁ = {rel['epsilon_prior']:.3g}), bins [{bins}] (idempotency key {key})"
+        f"release {rel['id']}: {rel['examples']:,} examples at ε = {number(rel['epsilon'])} "
+        f"(ε₁ = {number(rel['epsilon_prior'], 3)}), idempotency key {key}\n{_bins(rel['bins'])}"
     )
     if rel["privacy_unit"] == "user":
         mechanism = rel["mechanism"] or {}
         line += (
-            f"\nuser-level: ε = {rel['epsilon_user']:g} per user over {rel['users']:,} users, "
+            f"\nuser-level: ε = {number(rel['epsilon_user'] or 0)} per user over {rel['users']:,} users, "
             f"τ = {mechanism.get('contribution_bound')} ({rel['contribution_bound']}), "
             f"{rel['examples_capped'] or 0:,} examples over the bound carry no label information"
         )
@@ -375,10 +389,23 @@ def _positive_int(text: str) -> int:
 def releases_list(
     dataset: Dataset, url: LabelsUrl = LABELS_URL, api_key: LabelsKey = "", as_json: AsJson = False
 ) -> None:
-    """A dataset's releases, oldest first."""
+    """A dataset's releases, oldest first: status, ε, examples, recipient and bins."""
     with labels_client(url, api_key) as client:
         rows = client.releases(client.dataset_id(dataset))
-    print_table(rows, ("id", "status", "epsilon", "examples", "recipient_id", "created_at"), as_json)
+        names = _recipient_names(client) if rows and not as_json else {}
+    if as_json:
+        print_json(rows)
+        return
+    shown = [
+        {**r, "recipient": names.get(r["recipient_id"], r["recipient_id"]), "bins": numbers(r["bins"] or [])}
+        for r in rows
+    ]
+    print_table(shown, ("id", "status", "epsilon", "examples", "recipient", "bins", "created_at"))
+
+
+def _recipient_names(client: LabelsClient) -> dict[str, str]:
+    """Recipients' names by id: a release names its recipient by id, people by name."""
+    return {r["id"]: r["name"] for r in client.recipients()}
 
 
 @releases.command("show")
@@ -388,14 +415,16 @@ def releases_show(
     api_key: LabelsKey = "",
     as_json: AsJson = False,
 ) -> None:
-    """One release: its status, ε, mechanism and deliveries."""
+    """One release: its status, ε, recipient, bins and deliveries."""
     with labels_client(url, api_key) as client:
         rel = client.get_release(release)
         deliveries = client.deliveries(release)
+        recipient = _recipient_names(client).get(rel["recipient_id"], rel["recipient_id"])
     sent = ", ".join(f"{d['outcome']} {d['started_at']}" for d in deliveries) or "none"
     line = (
-        f"release {rel['id']} {rel['status']}: {rel['examples']:,} examples at ε = {rel['epsilon']:g} "
-        f"to {rel['recipient_id']}; {len(rel['bins'] or [])} bins; deliveries: {sent}"
+        f"release {rel['id']} {rel['status']}: {rel['examples']:,} examples at "
+        f"ε = {number(rel['epsilon'])} (ε₁ = {number(rel['epsilon_prior'], 3)}) to {recipient}\n"
+        f"{_bins(rel['bins'])}\ndeliveries: {sent}"
     )
     show({**rel, "deliveries": deliveries}, as_json, line)
 
@@ -443,8 +472,8 @@ def budget(
     with labels_client(url, api_key) as client:
         b = client.budget(client.dataset_id(dataset), epsilon, epsilon_user)
     line = (
-        f"budget ε = {b['per_example_budget']:g} per example; most spent {b['max_spent']:g}; "
-        f"{b['can_take']:,} of {b['examples']:,} examples can take ε = {epsilon:g} more"
+        f"budget ε = {number(b['per_example_budget'])} per example; most spent {number(b['max_spent'])}; "
+        f"{b['can_take']:,} of {b['examples']:,} examples can take ε = {number(epsilon)} more"
     )
     show(b, as_json, line)
 
@@ -499,7 +528,7 @@ def semi_sensitive_models_create(
         return
     line = (
         f"model {model['id']} {model['status']}: {model['examples']:,} examples, "
-        f"ε₂ = {model['epsilon_dpsgd']:g}, δ = {model['delta']:g}, "
+        f"ε₂ = {number(model['epsilon_dpsgd'])}, δ = {number(model['delta'])}, "
         f"σ = {model['noise_multiplier']:.3f}, {model['steps']} steps"
     )
     show(model, as_json, line)
@@ -515,7 +544,8 @@ def semi_sensitive_models_show(
     """One model: status, DP-SGD parameters, the SHA-256 of its signed message."""
     with labels_client(url, api_key) as client:
         m = client.model(model)
-    show(m, as_json, f"model {m['id']} {m['status']}: ε₂ = {m['epsilon_dpsgd']:g}, δ = {m['delta']:g}")
+    line = f"model {m['id']} {m['status']}: ε₂ = {number(m['epsilon_dpsgd'])}, δ = {number(m['delta'])}"
+    show(m, as_json, line)
 
 
 @semi_sensitive_models.command("deliver")

@@ -20,6 +20,7 @@ from labeldp.cli import admin, audit, demo, features, labels
 app = typer.Typer(
     help="labeldp: feature-oblivious label differential privacy.",
     no_args_is_help=True,
+    rich_markup_mode="markdown",  # help paragraphs reflow: a docstring's line breaks are not the terminal's
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 

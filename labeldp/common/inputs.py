@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import StringConstraints
+from pydantic import BeforeValidator, StrictInt, StringConstraints
 
 MAX_NAME_CHARS = 200
 MAX_EXAMPLE_ID_BYTES = 256  # UTF-8; keeps every message chunk far below the gRPC frame limit
@@ -24,6 +24,21 @@ Name = Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME_CHARS,
 
 # PEM text (certificates, public keys): bounded, no NUL.
 Pem = Annotated[str, StringConstraints(min_length=1, max_length=MAX_PEM_CHARS, pattern=r"^[^\x00]+$")]
+
+
+def _integral(value: object) -> object:
+    """``3.0`` is the integer 3 to JSON Schema (and so to every generated client): take it as 3."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+# A count from JSON: an integer, or a number with no fractional part (``3.0``) — never a string or a
+# boolean (strict: ``"3"`` and ``true`` are refused, as for every privacy parameter). Bounds go on the
+# field (``Field(ge=…)``), or before ``Integral`` inside a union's ``Annotated``, so that the document
+# states them as minimum and maximum.
+Integral = BeforeValidator(_integral)
+WholeNumber = Annotated[StrictInt, Integral]
 
 ExampleId = Annotated[
     str, StringConstraints(min_length=1, max_length=MAX_EXAMPLE_ID_BYTES, pattern=_NO_CONTROL)

@@ -5,14 +5,21 @@ FastAPI derives most of the document from the routes; what it cannot know is add
 from rules that hold for every route of both parties (so a new route is described correctly without
 anyone remembering to):
 
-* every error is RFC 9457 problem+json (``Problem``), never FastAPI's validation JSON;
+* every error is RFC 9457 problem+json (``Problem``, or a route's declared extension of it), never
+  FastAPI's validation JSON;
 * an operation that needs the bearer key can answer 401, one with a path parameter 404, one with a
   JSON body 413 (the body limit), one with parameters or a body 422 (``invalid-request`` names each
   error; domain codes name the problem) — routes declare their own further codes (``errors(...)``);
 * a header the server requires is required in the document (``Idempotency-Key``), and the optional
   ``X-Request-ID`` every request may carry (echoed back, logged) is declared on every operation;
 * operation IDs are the route functions' names (``list_datasets``), stable and readable for
-  generated clients.
+  generated clients; an operation's summary is the first sentence of its docstring (its description);
+* every error answer's schema names the codes it may carry: ``type`` is one of the codes its
+  description lists in backticks plus the common ones of that status, so a check of the answers
+  against the document (schemathesis's response-schema conformance) notices a code the document
+  does not declare;
+* a download declares its body (``format: binary``); generic pages are named ``DatasetPage``, not
+  ``Page_DatasetOut_``.
 
 Swagger UI and ReDoc load their scripts from assets installed with the service (the fastapi-offline
 package's copies), so ``/docs`` works on a machine without internet.
@@ -20,6 +27,8 @@ package's copies), so ``/docs`` works on a machine without internet.
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +62,19 @@ GENERIC = {
     409: "the resource's state forbids it",
     413: "`payload-too-large`: the body is over the limit",
     415: "`unsupported-media-type`: send one of the declared content types",
-    422: "`invalid-request` (each validation error in `errors`) or a domain code naming the problem",
+    422: "`invalid-request` (each validation error listed in its errors member), `invalid-text` (a string "
+    "with a lone surrogate escape), or a domain code naming the problem",
 }
+# the codes any operation may answer with a status, whatever its own declarations say
+COMMON_CODES = {
+    401: ("unauthenticated",),
+    404: ("not-found",),
+    413: ("payload-too-large",),
+    415: ("unsupported-media-type",),
+    422: ("invalid-request", "invalid-text"),
+}
+CODE = re.compile(r"`([a-z0-9]+(?:-[a-z0-9]+)+)`")  # kebab-case in backticks: `budget-exhausted`
+BINARY = {"type": "string", "format": "binary"}
 
 
 class Problem(BaseModel):
@@ -95,9 +115,10 @@ def _complete(document: dict[str, Any]) -> dict[str, Any]:
     components = document.setdefault("components", {})
     schemas = components.setdefault("schemas", {})
     schemas["Problem"] = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
-    problem = {PROBLEM: {"schema": {"$ref": "#/components/schemas/Problem"}}}
     for path, operations in document.get("paths", {}).items():
         for method, op in operations.items():
+            if op.get("description"):
+                op["summary"] = _first_sentence(op["description"])
             responses = op.setdefault("responses", {})
             implied = set()
             if op.get("security"):
@@ -112,17 +133,76 @@ def _complete(document: dict[str, Any]) -> dict[str, Any]:
                 responses.setdefault(str(status), {"description": GENERIC[status]})
             for status, response in responses.items():
                 if int(status) >= 400:
-                    response["content"] = problem
-                    if response.get("description") in ("Validation Error", "", None):
+                    own = response.get("description")
+                    if own in ("Validation Error", "", None):
                         response["description"] = GENERIC.get(int(status), "error")
+                    elif int(status) in COMMON_CODES and not set(CODE.findall(own)) & set(
+                        COMMON_CODES[int(status)]
+                    ):
+                        response["description"] = f"{own}; or {GENERIC[int(status)]}"
+                    response["content"] = {PROBLEM: {"schema": _problem_schema(int(status), response)}}
+                for content in response.get("content", {}).values():
+                    if not content.get("schema"):
+                        content["schema"] = dict(BINARY)
             for parameter in op.get("parameters", []):
                 if parameter.get("in") == "header" and parameter.get("name") in REQUIRED_HEADERS:
                     parameter["required"] = True
+                    parameter["schema"] = _not_null(parameter["schema"])
             if path.startswith("/v1/"):
                 op.setdefault("parameters", []).append(dict(REQUEST_ID))
     for unused in ("HTTPValidationError", "ValidationError"):
         schemas.pop(unused, None)
-    return document
+    return _rename_pages(document)
+
+
+def _first_sentence(text: str) -> str:
+    first = " ".join(text.split("\n\n", maxsplit=1)[0].split())
+    end = re.search(r"(?<!e\.g)(?<!i\.e)\.(\s|$)", first)
+    return (first[: end.start()] if end else first).strip()
+
+
+def _problem_schema(status: int, response: dict[str, Any]) -> dict[str, Any]:
+    """The problem schema a route declared (a ``Problem`` with further members, e.g.
+    ``responses={409: {"model": BudgetRefusal}}``), else ``Problem``; its ``type`` limited to the codes
+    this answer may carry."""
+    codes = set(COMMON_CODES.get(status, ())) | set(CODE.findall(response.get("description", "")))
+    declared = response.get("content", {}).get("application/json", {}).get("schema", {})
+    own = declared.get("$ref", "")
+    if not own or own.endswith("/HTTPValidationError"):
+        own = "#/components/schemas/Problem"
+    ref = {"$ref": own}
+    if not codes:
+        return ref
+    return {"allOf": [ref, {"properties": {"type": {"enum": sorted(codes)}}}]}
+
+
+def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """A required header's schema without FastAPI's ``anyOf [..., null]`` (it is never absent)."""
+    options = [s for s in schema.get("anyOf", []) if s.get("type") != "null"]
+    if len(options) != 1:
+        return schema
+    rest = {k: v for k, v in schema.items() if k != "anyOf"}
+    return {**rest, **options[0]}
+
+
+def _rename_pages(document: dict[str, Any]) -> dict[str, Any]:
+    """``Page_DatasetOut_`` (pydantic's name for ``Page[DatasetOut]``) → ``DatasetPage``, refs too."""
+    schemas = document["components"]["schemas"]
+    renames = {
+        name: re.sub(r"(Out)?$", "", name[len("Page_") : -1]) + "Page"
+        for name in schemas
+        if name.startswith("Page_") and name.endswith("_")
+    }
+    if not renames:
+        return document
+    for old, new in renames.items():
+        schemas[new] = schemas.pop(old)
+        schemas[new]["title"] = new
+    text = json.dumps(document)
+    for old, new in renames.items():
+        text = text.replace(f'"#/components/schemas/{old}"', f'"#/components/schemas/{new}"')
+    renamed: dict[str, Any] = json.loads(text)
+    return renamed
 
 
 def install(app: FastAPI) -> None:

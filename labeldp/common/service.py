@@ -42,7 +42,7 @@ def install_error_handlers(app: FastAPI, logger: logging.Logger) -> None:
         errors = [
             {
                 "loc": [str(x) for x in e.get("loc", ())],
-                "msg": str(e.get("msg", "")),
+                "msg": str(e.get("msg", "")).removeprefix("Value error, "),  # pydantic's, for our own
                 "type": str(e.get("type", "")),
             }
             for e in exc.errors()
@@ -216,6 +216,7 @@ def service_app(
 
     @app.get("/healthz", tags=["operations"])
     def healthz() -> dict[str, str]:
+        """The process answers (no authentication; for load balancers and orchestrators)."""
         return {"status": "ok"}
 
     return app

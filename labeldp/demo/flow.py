@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from features_party.training.fit import Encoder, regressor
@@ -34,7 +34,7 @@ from labeldp.demo.world import World
 from labeldp.mechanisms import PublishedMechanism
 from labeldp.mechanisms.advantage import Advantages, channel_advantages, targets_of
 from labeldp.mechanisms.baselines import laplace_channel
-from labeldp.terminal import upload_with_progress
+from labeldp.terminal import numbers, progress, upload_with_progress
 
 T = TypeVar("T")
 LOSS = "squared"  # the release's loss: the models are scored by (root) mean squared error
@@ -169,8 +169,7 @@ def run_flow(
             mech = PublishedMechanism.model_validate(rel["mechanism"])
             steps.say(
                 f"{rel['examples']:,} examples, ε₁ = {rel['epsilon_prior']:.3f} for the private prior, "
-                f"ε₂ = {mech.epsilon_randomize:.3f} for randomization; {len(bins)} bins: "
-                + ", ".join(f"{b:,.1f}" for b in bins)
+                f"ε₂ = {mech.epsilon_randomize:.3f} for randomization; {len(bins)} bins: {numbers(bins)}"
             )
             if user_level:
                 steps.say(
@@ -198,13 +197,12 @@ def run_flow(
 
         with steps.step("train", "training the publisher's model (gradient boosting, debiased)"):
             job = features.train(rel["id"], table)
-            with Progress(
+            with progress(
+                console,
                 TextColumn("      boosting"),
                 BarColumn(),
                 TextColumn("{task.completed:.0f}/{task.total:.0f} iterations"),
                 TimeElapsedColumn(),
-                console=console,
-                transient=True,
             ) as bar:
                 task = bar.add_task("train", total=200)
                 done = features.wait_for_job(
@@ -358,7 +356,7 @@ def print_report(console: Console, report: Report) -> None:
             f"{p['epsilon_per_example']:.3f} per example; {p['examples_capped']:,} clicks over the bound; "
             f"per-user spend p50 {u['spent'].get('p50', 0):g}, max {u['spent'].get('max', 0):g}"
         )
-    console.print(f"bins chosen ({len(v['bins'])}): " + ", ".join(f"{x:,.1f}" for x in v["bins"]))
+    console.print(f"bins chosen ({len(v['bins'])}): {numbers(v['bins'])}")
     table = Table(title=f"test error against the true labels ({v['test_examples']:,} held-out examples)")
     table.add_column("model")
     table.add_column(f"RMSE ({units})", justify="right")

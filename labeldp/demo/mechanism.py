@@ -21,6 +21,7 @@ from labeldp.mechanisms import (
     release_labels,
 )
 from labeldp.samples import LabelDataset
+from labeldp.terminal import number, numbers, table_lines
 
 
 def laplace_labels(ds: LabelDataset, eps: float, y: np.ndarray | None = None) -> np.ndarray:
@@ -32,8 +33,7 @@ def laplace_labels(ds: LabelDataset, eps: float, y: np.ndarray | None = None) ->
 
 
 def _fmt_bins(values: np.ndarray, limit: int = 8) -> str:
-    shown = ", ".join(f"{v:,.1f}" for v in values[:limit])
-    return f"[{shown}{', …' if values.size > limit else ''}]"
+    return numbers(values[:limit]) + ("; …" if values.size > limit else "")
 
 
 def mechanism_rows(
@@ -62,20 +62,26 @@ def print_mechanism_table(
     ``mechanism_rows``' rows and releases (``labeldp.demo.main`` draws them)."""
     sup = ds.support
     echo(f"Dataset: {ds.description}")
-    echo(f"Public support: {sup.k} points on [{ds.lo:g}, {ds.hi:g}]; loss: squared\n")
-    columns = (
-        ("ε", 5),
-        ("ε prior", 7),
-        ("m", 3),
-        ("RR-on-Bins MSE", 15),
-        ("known-prior MSE", 15),
-        ("Laplace MSE", 13),
-    )
-    echo("  ".join(f"{name:>{width}}" for name, width in columns) + "  bins")
+    echo(f"Public support: {sup.k} points on [{number(ds.lo)}, {number(ds.hi)}]; loss: squared\n")
     rows, releases = mechanism_rows(ds, epsilons)
-    for row in rows:
-        rel = releases[row["epsilon"]]
-        head = f"{row['epsilon']:>5g}  {rel.epsilon_prior:>7.3f}  {rel.mechanism.m:>3}"
-        losses = f"{row['rr_on_bins']:>15,.1f}  {row['known_prior']:>15,.1f}  {row['laplace']:>13,.1f}"
-        echo(f"{head}  {losses}  {_fmt_bins(rel.mechanism.bin_values)}")
+    shown = [
+        {
+            **row,
+            "epsilon_prior": releases[row["epsilon"]].epsilon_prior,
+            "m": releases[row["epsilon"]].mechanism.m,
+            "bins": _fmt_bins(releases[row["epsilon"]].mechanism.bin_values),
+        }
+        for row in rows
+    ]
+    columns = {
+        "epsilon": "ε",
+        "epsilon_prior": "ε prior",
+        "m": "m",
+        "rr_on_bins": "RR-on-Bins MSE",
+        "known_prior": "known-prior MSE",
+        "laplace": "Laplace MSE",
+        "bins": "bins",
+    }
+    for line in table_lines(shown, list(columns), headers=list(columns.values())):
+        echo(line)
     return rows, releases

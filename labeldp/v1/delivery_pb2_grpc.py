@@ -26,7 +26,8 @@ if _version_not_supported:
 
 
 class FeaturesPartyStub:
-    """Missing associated documentation comment in .proto file."""
+    """The features party's receiver (mutual TLS; one process serves it beside the REST API).
+    """
 
     def __init__(self, channel):
         """Constructor.
@@ -47,10 +48,14 @@ class FeaturesPartyStub:
 
 
 class FeaturesPartyServicer:
-    """Missing associated documentation comment in .proto file."""
+    """The features party's receiver (mutual TLS; one process serves it beside the REST API).
+    """
 
     def DeliverRelease(self, request_iterator, context):
-        """Missing associated documentation comment in .proto file."""
+        """One release: the signed header first, then its chunks in order. The receiver verifies the
+        signature against the sender's pinned key before reading any chunk, stores nothing unless every
+        check passes, and answers the same receipt again for a repeated delivery of the same release.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -84,7 +89,8 @@ def add_FeaturesPartyServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class FeaturesParty:
-    """Missing associated documentation comment in .proto file."""
+    """The features party's receiver (mutual TLS; one process serves it beside the REST API).
+    """
 
     @staticmethod
     def DeliverRelease(request_iterator,

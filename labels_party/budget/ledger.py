@@ -32,13 +32,15 @@ from labels_party.budget.epsilon import ATTO
 from labels_party.budget.errors import (
     BudgetExhaustedError,
     DeltaBudgetExhaustedError,
+    Spent,
     UnknownTenantError,
     UserBudgetExhaustedError,
     UserDeltaTooLargeError,
 )
 from labels_party.budget.ledger_keys import Keys
 from labels_party.budget.segments import SegmentStore
-from labels_party.budget.shards import Shard, added, load_shards, save_shards
+from labels_party.budget.shards import EMPTY, Shard, added, load_shards, save_shards
+from labels_party.budget.summaries import SpendHistogram
 from labels_party.storage.orm import ExampleSpendShard, LedgerEntry, Tenant, UserSpendShard
 
 
@@ -86,6 +88,11 @@ def _aligned(users: UserCharge) -> Callable[[Shard], Keys]:
     order = np.argsort(users.keys)
     keys, amounts = users.keys[order], users.amounts[order]
     return lambda sh: amounts[np.searchsorted(keys, sh.query)]
+
+
+def _spent(shards: list[Shard]) -> Spent:
+    """What the keys of a refused charge have spent, as the refusal tells it (aggregates only)."""
+    return SpendHistogram.of(np.concatenate([sh.current for sh in shards]) if shards else EMPTY).spent()
 
 
 # -- ledger operations ---------------------------------------------------------------------------
@@ -144,7 +151,7 @@ def charge(
     limit = tenant.budget_micro - epsilon_micro  # an example may be charged iff spent <= limit
     lacking = requested if limit < 0 else sum(int(np.count_nonzero(sh.current > limit)) for sh in shards)
     if lacking:
-        raise BudgetExhaustedError(lacking, requested, epsilon_micro, tenant.budget_micro)
+        raise BudgetExhaustedError(lacking, requested, epsilon_micro, tenant.budget_micro, _spent(shards))
     user_changes: list[tuple[Shard, Keys, Keys]] = []
     most = None
     if users is not None and users.keys.size:
@@ -157,7 +164,9 @@ def charge(
                 for sh in user_shards
             )
             if over:
-                raise UserBudgetExhaustedError(over, int(users.keys.size), most, tenant.user_budget_micro)
+                raise UserBudgetExhaustedError(
+                    over, int(users.keys.size), most, tenant.user_budget_micro, _spent(user_shards)
+                )
         user_changes = added(user_shards, amount_of)
     _changed(tenant)
     tenant.delta_spent_atto += delta_atto

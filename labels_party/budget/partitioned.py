@@ -37,12 +37,15 @@ from labeldp.scale import Engine
 from labels_party.budget.errors import (
     BudgetExhaustedError,
     LedgerContentionError,
+    Spent,
     UnknownTenantError,
     UserBudgetExhaustedError,
 )
 from labels_party.budget.ledger import Ledger, append_entry
+from labels_party.budget.ledger_keys import Keys
 from labels_party.budget.segments import SegmentStore, segment_name, write_segment
-from labels_party.budget.shards import SHARDS, StoredShard, added, shard_state, stored_shards
+from labels_party.budget.shards import SHARDS, Shard, StoredShard, added, shard_state, stored_shards
+from labels_party.budget.summaries import SpendHistogram
 from labels_party.storage.orm import ExampleSpendShard, LedgerEntry, SpendShard, Tenant, UserSpendShard
 
 KEY_COLUMN = "key"
@@ -101,19 +104,11 @@ class Merged:
     sha256: str | None
 
 
-def merge_shard(
-    shard: int,
-    stored: StoredShard | None,
-    out: str,
-    *,
-    parts: list[SortedKeys],
-    amount: int,
-    per_occurrence: bool,
-    limit: int | None,
-) -> Merged:
-    """Step 3 on a worker. Each distinct key is charged ``amount`` (examples), or ``amount`` times
-    its occurrences (users: ε per example of the user); a key may take it iff its spend plus the
-    charge stays within ``limit`` (None: no limit). The new segment is written only if all can."""
+def _shard_charge(
+    shard: int, stored: StoredShard | None, parts: list[SortedKeys], amount: int, per_occurrence: bool
+) -> tuple[Shard, Keys]:
+    """A shard's state for the release's keys in it, and the amount each is charged: ``amount`` per
+    distinct key (examples), or ``amount`` times its occurrences (users: ε per example of the user)."""
     pieces = [np.load(p.path, mmap_mode="r")[p.bounds[shard] : p.bounds[shard + 1]] for p in parts]
     # within one shard the top byte is fixed, so unsigned and signed order agree
     query = np.sort(np.concatenate(pieces)).view(np.int64) if pieces else _EMPTY
@@ -124,15 +119,48 @@ def merge_shard(
         query = np.unique(query)
         amounts = np.full(query.size, amount, dtype=np.int64)
     keys, spent = stored.arrays() if stored is not None else (_EMPTY, _EMPTY)
-    state = shard_state(shard, keys, spent, stored is not None, query)
+    return shard_state(shard, keys, spent, stored is not None, query), amounts
+
+
+def merge_shard(
+    shard: int,
+    stored: StoredShard | None,
+    out: str,
+    *,
+    parts: list[SortedKeys],
+    amount: int,
+    per_occurrence: bool,
+    limit: int | None,
+) -> Merged:
+    """Step 3 on a worker. A key may take its charge iff its spend plus the charge stays within
+    ``limit`` (None: no limit). The new segment is written only if all can."""
+    state, amounts = _shard_charge(shard, stored, parts, amount, per_occurrence)
     most = int(amounts.max()) if amounts.size else 0
     lacking = 0 if limit is None else int(np.count_nonzero(state.current + amounts > limit))
-    if lacking or not query.size:
-        return Merged(shard, int(query.size), lacking, most, None, None)
+    if lacking or not state.query.size:
+        return Merged(shard, int(state.query.size), lacking, most, None, None)
     ((_, new_keys, new_spent),) = added([state], lambda _: amounts)
     return Merged(
-        shard, int(query.size), 0, most, Path(out).name, write_segment(Path(out), new_keys, new_spent)
+        shard, int(state.query.size), 0, most, Path(out).name, write_segment(Path(out), new_keys, new_spent)
     )
+
+
+def spent_in_shard(
+    shard: int, stored: StoredShard | None, *, parts: list[SortedKeys], per_occurrence: bool
+) -> SpendHistogram:
+    """After a refusal, on a worker: what the release's keys in one shard have spent."""
+    state, _ = _shard_charge(shard, stored, parts, 0, per_occurrence)
+    return SpendHistogram.of(state.current)
+
+
+def _spent(
+    engine: Engine, shards: list[int], stored: dict[int, StoredShard], parts: list[SortedKeys], users: bool
+) -> Spent:
+    """What a refused charge's examples (users) have spent, as the refusal tells it."""
+    histograms = engine.map(
+        spent_in_shard, shards, [stored.get(s) for s in shards], parts=parts, per_occurrence=users
+    )
+    return SpendHistogram.merged(histograms).spent()
 
 
 def _merge(
@@ -222,7 +250,8 @@ def charge_partitioned(
             requested = sum(m.requested for m in examples)
             lacking = sum(m.lacking for m in examples)
             if lacking:
-                raise BudgetExhaustedError(lacking, requested, epsilon_micro, budget)
+                spent = _spent(engine, example_shards, stored_examples, staged.examples, users=False)
+                raise BudgetExhaustedError(lacking, requested, epsilon_micro, budget, spent)
             users = _merge(
                 engine, store, tenant_id, "user", user_shards, stored_users, written,
                 parts=staged.users, amount=epsilon_micro, per_occurrence=True, limit=user_budget,
@@ -231,7 +260,8 @@ def charge_partitioned(
             most = max((m.most for m in users), default=0)
             if over:
                 assert user_budget is not None
-                raise UserBudgetExhaustedError(over, user_count, most, user_budget)
+                spent = _spent(engine, user_shards, stored_users, staged.users, users=True)
+                raise UserBudgetExhaustedError(over, user_count, most, user_budget, spent)
             with sessions.begin() as session:
                 result: CursorResult[object] = session.execute(  # type: ignore[assignment]
                     update(Tenant)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from sqlalchemy.orm import Session
 
-from labels_party.budget.errors import UnknownTenantError
+from labels_party.budget.errors import Spent, UnknownTenantError
 from labels_party.budget.ledger_keys import Keys
 from labels_party.budget.segments import SegmentStore
 from labels_party.budget.shards import EMPTY, load_shards, stored_shards
@@ -36,6 +36,15 @@ class SpendHistogram:
         values, counts = np.unique(np.asarray(spent, dtype=np.int64), return_counts=True)
         return SpendHistogram(values.astype(np.int64), counts.astype(np.int64))
 
+    @staticmethod
+    def merged(parts: list[SpendHistogram]) -> SpendHistogram:
+        """One histogram of several disjoint sets (a partitioned charge's shards)."""
+        if not parts:
+            return SpendHistogram.of(EMPTY)
+        values, where = np.unique(np.concatenate([p.values for p in parts]), return_inverse=True)
+        counts = np.bincount(where, weights=np.concatenate([p.counts for p in parts]))
+        return SpendHistogram(values.astype(np.int64), counts.astype(np.int64))
+
     @property
     def total(self) -> int:
         return int(self.counts.sum())
@@ -48,6 +57,12 @@ class SpendHistogram:
         """``np.quantile(spent, q, method="higher")``, from the counts."""
         rank = int(np.ceil((self.total - 1) * q))
         return int(self.values[int(np.searchsorted(np.cumsum(self.counts), rank, side="right"))])
+
+    def spent(self) -> Spent:
+        """The typical (median) and the worst (most) amount: what a budget refusal tells."""
+        if not self.total:
+            return Spent(0, 0)
+        return Spent(self.quantile(0.5), int(self.values[-1]))
 
     def buckets(self, most: int = MAX_BUCKETS) -> list[tuple[int, int, int]]:
         """The distribution as ``(lowest, highest, how many)`` micro-ε buckets: each distinct amount

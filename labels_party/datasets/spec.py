@@ -10,7 +10,7 @@ import math
 from typing import Annotated, Literal, Self
 
 import pyarrow as pa
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
 from labeldp.common.errors import DomainError
 from labeldp.mechanisms import (
@@ -88,8 +88,8 @@ class FeatureColumn(BaseModel):
 
 class DatasetSpec(BaseModel):
     label_type: LabelType
-    lo: float
-    hi: float
+    lo: float = Field(allow_inf_nan=False, description="public lower bound of the labels")
+    hi: float = Field(allow_inf_nan=False, description="public upper bound of the labels (above lo)")
     support: SupportSpec | None = Field(
         None, description="default: the integer grid lo..hi (not for real labels)"
     )
@@ -108,10 +108,17 @@ class DatasetSpec(BaseModel):
         description="the features party's columns, uploaded for the DP-SGD phase (public to an attacker)",
     )
 
+    @field_validator("hi")
+    @classmethod
+    def _above_lo(cls, hi: float, info: ValidationInfo) -> float:
+        """Named by its field, so that a caller learns which value to change."""
+        lo = info.data.get("lo")
+        if lo is not None and hi <= lo:
+            raise ValueError(f"must be greater than lo ({lo:g})")
+        return hi
+
     @model_validator(mode="after")
     def _check(self) -> Self:
-        if not (math.isfinite(self.lo) and math.isfinite(self.hi)) or self.lo >= self.hi:
-            raise ValueError("bounds must be finite with lo < hi")
         if self.label_type == "binary" and (self.lo, self.hi) != (0, 1):
             raise ValueError("binary labels have bounds [0, 1]")
         if self.label_type in ("count", "binary", "categorical"):

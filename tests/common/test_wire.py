@@ -197,3 +197,80 @@ def test_a_streamed_message_with_a_bad_piece_leaves_nothing(tmp_path: Path) -> N
             tmp_path / "bad.frames", header, iter([(pa.array(["a", "b"]), rel.bins)]), Identity.generate()
         )
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_signature_picks_among_several_pins_and_names_their_owners() -> None:
+    """Pins of one sender id by several tenants: the header verifies under the pins whose key signed
+    it, and the receiver learns their owners; under none, it is refused."""
+    from labeldp.common.model_message import Pin
+
+    me, other = Identity.generate(), Identity.generate()
+    frames = build_frames(release([f"e{i}" for i in range(10)]), me)
+    pins = [Pin(other.public_key, "tenant-b"), Pin(me.public_key, "tenant-a")]
+    now = int(time.time() * 1000)
+    assert check_header(frames[0], lambda s, k: pins, RECEIVER, now).owners == ("tenant-a",)
+    both = [*pins, Pin(me.public_key, "tenant-c")]
+    assert check_header(frames[0], lambda s, k: both, RECEIVER, now).owners == ("tenant-a", "tenant-c")
+    assert check_header(frames[0], pinned(me), RECEIVER, now).owners == (None,)
+    assert code_of(lambda: check_header(frames[0], lambda s, k: pins[:1], RECEIVER, now)) == "unauthenticated"
+    assert code_of(lambda: check_header(frames[0], lambda s, k: [], RECEIVER, now)) == "unauthenticated"
+
+
+def test_the_largest_honest_chunks_decode_within_the_bound() -> None:
+    """IDs of the largest allowed size fill chunks to ``CHUNK_MAX_ID_BYTES``; short IDs fill them to
+    ``CHUNK_MAX_EXAMPLES``: both decode, and a chunk stating more than its examples can take does not."""
+    from labeldp.common.wire.format import CHUNK_MAX_EXAMPLES, CHUNK_MAX_ID_BYTES
+    from labeldp.common.wire.receiver import id_bytes_bound
+    from labeldp.common.wire.sender import _encode_ids
+
+    me = Identity.generate()
+    longest = [f"{i:08d}".ljust(256, "x") for i in range(20_000)]
+    frames = build_frames(release(longest), me)
+    assert max(len(f.chunk.example_ids) for f in frames[1:]) > 0
+    assert receive(frames, me)[0] == longest
+    assert sum(f.chunk.examples for f in frames[1:2]) * 256 == CHUNK_MAX_ID_BYTES
+    shortest = [f"{i:x}" for i in range(CHUNK_MAX_EXAMPLES + 5)]
+    assert receive(build_frames(release(shortest), me), me)[0] == shortest
+    assert id_bytes_bound(CHUNK_MAX_EXAMPLES) < 4 * 2**20
+    header = pb.ReleaseHeader.FromString(frames[0].header.header)
+    wide = _encode_ids(pa.array(["y" * 2000, "z" * 2000]))  # 4,000 bytes where 2 IDs take at most 512
+    chunk = pb.Chunk(index=0, examples=2, example_ids=wide, bins=b"\x00\x00")
+    assert code_of(lambda: decode_chunk(chunk.SerializeToString(), header)) == "resource_exhausted"
+    more = pb.Chunk(index=0, examples=2, example_ids=frames[1].chunk.example_ids, bins=b"\x00\x00")
+    assert code_of(lambda: decode_chunk(more.SerializeToString(), header)) == "invalid_argument"
+
+
+def test_malformed_id_streams_from_a_pinned_sender_only_ever_raise_wire_errors() -> None:
+    """A pinned sender signs whatever it likes: 3,000 chunks with bytes of their ID stream (metadata
+    and body, compressed or not, with nulls) changed are refused with a status or decode to IDs that
+    follow the rules — never another exception, never a crash of the receiving process."""
+    me = Identity.generate()
+    frames = build_frames(release([f"e{i}" for i in range(300)]), me)
+    header = pb.ReleaseHeader.FromString(frames[0].header.header)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, pa.schema([("example_id", pa.string())])) as writer:  # uncompressed
+        writer.write_batch(pa.record_batch([pa.array([f"e{i}" for i in range(300)])], names=["example_id"]))
+    nulls = pa.array([None if i % 7 == 0 else f"e{i}" for i in range(300)])
+    from labeldp.common.wire.sender import _encode_ids
+
+    sources = [frames[1].chunk.example_ids, sink.getvalue().to_pybytes(), _encode_ids(nulls)]
+    rng = np.random.default_rng(3)
+    outcomes: dict[str, int] = {}
+    for trial in range(3000):
+        mutated = bytearray(sources[trial % 3])
+        reach = 400 if trial % 2 else len(mutated)  # the metadata, or anywhere
+        for _ in range(int(rng.integers(1, 6))):
+            mutated[int(rng.integers(0, min(reach, len(mutated))))] = int(rng.integers(0, 256))
+        chunk = pb.Chunk(index=0, examples=300, example_ids=bytes(mutated), bins=bytes(300))
+        try:
+            ids, _ = decode_chunk(chunk.SerializeToString(), header)
+            assert len(ids) == 300 and ids.null_count == 0
+            outcome = "decoded"
+        except WireError as exc:
+            outcome = exc.code
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    assert outcomes.get("invalid_argument", 0) > 2000 and set(outcomes) <= {
+        "decoded",
+        "invalid_argument",
+        "resource_exhausted",
+    }

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from labeldp.cli import app
 from labeldp.mechanisms import PublishedMechanism, optimal_mechanism, sampler_of
 from labeldp.samples import load
+from labeldp.terminal import number, numbers
 from tests.support.labels_api import Api, charges, with_recipient
 
 N = 30_000
@@ -139,10 +140,11 @@ def test_the_preview_prints_expected_error_and_attack_bounds_and_charges_nothing
     assert sampler_of(published).expected_loss(published.support, preview["mechanism"]["prior"]) >= 0
     code, out, err = run("labels", "preview", *common, "--epsilon", "2")
     assert code == 0, err
-    assert f"{preview['expected_loss']:,.6g}" in out and "root:" in out
+    assert f"{number(preview['expected_loss'], 6)} (root: {number(preview['expected_loss'] ** 0.5)})" in out
+    assert f"bins ({preview['m']}): {numbers(preview['bin_values'])}" in out
     assert f"{published.worst_case_additive_advantage:.3f}" in out
     assert charges(c) == []  # previews are free
     code, _, err = run("labels", "preview", *common, "--epsilon", "-1")
-    assert code == 1 and "invalid" in err
+    assert code == 2 and "invalid" in err and "--epsilon" in err  # the caller's mistake
     code, _, err = run("labels", "preview", *common[:4], "--dataset", "nope", "--epsilon", "1")
     assert code == 1 and "not-found" in err

@@ -131,7 +131,7 @@ def test_every_response_schema_has_its_typed_dict_with_the_same_keys_and_types(
 @pytest.mark.parametrize("party", ["labels", "features"])
 def test_pages_and_problems_have_the_servers_members(documents: dict[str, Document], party: str) -> None:
     components = schemas(documents[party])
-    pages = [name for name in components if name.startswith("Page_")]
+    pages = [name for name in components if name.endswith("Page")]
     assert pages
     for name in pages:
         assert set(get_type_hints(t.Page)) == set(components[name]["properties"]), name
@@ -187,7 +187,8 @@ def test_every_client_method_is_typed_by_the_schema_of_its_route(
             getattr(client, method_name)(*args)
         assert calls, method_name
         route = _route_schema(documents[party], *calls[0])
-        allowed = {f"Page_{names[item]}_"} if item is not answer else {names[item], f"Page_{names[item]}_"}
+        page = re.sub(r"(Out)?$", "", names[item]) + "Page"
+        allowed = {page} if item is not answer else {names[item], page}
         assert route in allowed, (method_name, calls[0], route, answer)
         seen.add(item)
     # only ever parts of another answer: a UserBudget and its SpendBuckets of a Budget, the bound of an Audit

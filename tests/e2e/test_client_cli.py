@@ -1,5 +1,6 @@
 """The CLI's client commands against real services over HTTP and gRPC: upload, release (+ delivery),
-feature upload, training; and their errors (server codes → exit 1, local mistakes → exit 2)."""
+feature upload, training; what they print; and their errors (a caller's mistake → exit 2, a refusal →
+exit 1, a failed or unreachable service → exit 3)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from typer.testing import CliRunner
 
 from features_party.config import FeaturesSettings
 from labeldp.cli import app
+from labeldp.processes import free_port
 from labeldp.samples import diamond_prices
+from labeldp.terminal import number, numbers
 from labels_party.config import LabelsSettings
 from labels_party.storage.db import sqlite_url
 from tests.support.servers import (
@@ -77,9 +80,10 @@ def test_upload_release_deliver_and_train_from_the_cli(tmp_path: Path, files: di
         L = ("--url", lbase, "--api-key", labels_key)
         F = ("--url", fbase, "--api-key", features_key)
 
-        code, out, _ = run("labels", "upload", str(files["labels"]), "--dataset", "prices", *L)
+        code, out, err = run("labels", "upload", str(files["labels"]), "--dataset", "prices", *L)
         assert code == 0, out
         assert f"{N:,} labels stored" in out
+        assert err == ""  # stderr is no terminal here: no progress bar, not even an empty line
         code, out, err = run(
             "labels", "release", "--dataset", "prices", "--epsilon", "1", "--recipient", "publisher",
             "--idempotency-key", "k1", "--deliver", "--json", *L,
@@ -113,12 +117,12 @@ def test_upload_release_deliver_and_train_from_the_cli(tmp_path: Path, files: di
         assert code == 2 and "--epsilon-user" in err
 
         code, out, err = run("features", "upload", str(files["features"]), "--table", "diamonds", *F)
-        assert code == 0, err
+        assert code == 0 and err == "", err
         assert f"{N:,} rows" in out
         code, out, err = run(
             "features", "train", "--release", release["id"], "--table", "diamonds", "--json", *F
         )
-        assert code == 0, err
+        assert code == 0 and err == "", err
         model = json.loads(out)
         assert model["status"] == "succeeded" and model["metrics"]["train_examples"] > 0
         prediction = f.post(f"/v1/models/{model['id']}/predictions", json={"example_ids": ["d1"]}).json()
@@ -130,7 +134,7 @@ def test_upload_release_deliver_and_train_from_the_cli(tmp_path: Path, files: di
         bad = tmp_path / "bad.csv"
         bad.write_text("example_id,label\nx,1\nx,2\n")
         code, _, err = run("labels", "upload", str(bad), "--dataset", "prices", *L)
-        assert code == 1 and "422 duplicate-example-id" in err
+        assert code == 2 and "422 duplicate-example-id" in err  # the caller's data: a caller's mistake
         code, _, err = run(
             "labels",
             "upload",
@@ -164,7 +168,7 @@ def test_upload_release_deliver_and_train_from_the_cli(tmp_path: Path, files: di
             "--api-key",
             "k",
         )
-        assert code == 1 and "unreachable" in err
+        assert code == 3 and "unreachable" in err  # no answer: try again later
 
 
 def test_version_and_short_help() -> None:
@@ -217,12 +221,25 @@ def test_every_resource_has_a_command_with_json_and_exit_codes(
         assert shown["id"] == ds and shown["label_count"] == N and shown["support_size"] == 101
         listing = ok("labels", "datasets", "list", *L).splitlines()
         assert listing[0].split()[:2] == ["NAME", "ID"] and listing[1].startswith("prices")
+        preview = json.loads(ok("labels", "preview", "--dataset", "prices", "--epsilon", "1", "--json", *L))
+        shown = ok("labels", "preview", "--dataset", "prices", "--epsilon", "1", *L).splitlines()
+        # the bins as people read them: thousands separated, never mistaken for a list separator
+        assert f"bins ({preview['m']}): {numbers(preview['bin_values'])}" in shown
+        assert all("e+" not in line for line in shown)
         rel = ok("labels", "release", "--dataset", "prices", "--epsilon", "1", "--recipient", "publisher",
                  "--idempotency-key", "r1", "-q", *L).strip()  # fmt: skip
-        assert json.loads(ok("labels", "releases", "list", "--dataset", ds, "--json", *L))[0]["id"] == rel
+        released = json.loads(ok("labels", "releases", "list", "--dataset", ds, "--json", *L))[0]
+        assert released["id"] == rel
+        bins = f"bins ({len(released['bins'])}): {numbers(released['bins'])}"
         delivered = json.loads(ok("labels", "releases", "deliver", rel, "--json", *L))
         assert delivered["outcome"] == "delivered"
-        assert "deliveries: delivered" in ok("labels", "releases", "show", rel, *L)
+        show = ok("labels", "releases", "show", rel, *L).splitlines()  # the recipient by name, the bins
+        prior = number(released["epsilon_prior"], 3)
+        assert show[0].endswith(f"examples at ε = 1 (ε₁ = {prior}) to publisher")
+        assert show[1:] == [bins, show[2]] and show[2].startswith("deliveries: delivered")
+        [row] = ok("labels", "releases", "list", "--dataset", "prices", *L).splitlines()[1:]
+        assert row.split()[:5] == [rel, "complete", "1", f"{N:,}", "publisher"]
+        assert numbers(released["bins"]) in row
         ok("labels", "releases", "download", rel, "-o", str(tmp_path / "noisy.parquet"), *L)
         assert pq.read_table(tmp_path / "noisy.parquet").num_rows == N
         budget = json.loads(ok("labels", "budget", "--dataset", "prices", "--epsilon", "2", "--json", *L))
@@ -234,8 +251,10 @@ def test_every_resource_has_a_command_with_json_and_exit_codes(
         ]
 
         assert json.loads(ok("features", "releases", "list", "--json", *F))[0]["release_id"] == rel
-        assert f"{N:,} examples" in ok("features", "releases", "show", rel, *F)
-        ok("features", "upload", str(files["features"]), "--table", "diamonds", *F)
+        received = ok("features", "releases", "show", rel, *F)
+        assert received.rstrip().endswith(f"{N:,} examples at ε = 1")  # as the labels party writes ε
+        uploaded = ok("features", "upload", str(files["features"]), "--table", "diamonds", *F)
+        assert "columns carat (numeric), cut (categorical)" in uploaded and "{" not in uploaded
         assert json.loads(ok("features", "tables", "list", "--json", *F))[0]["name"] == "diamonds"
         assert f"{N:,} rows" in ok("features", "tables", "show", "diamonds", *F)
         assert f"{N:,} examples in both" in ok(
@@ -274,3 +293,61 @@ def test_every_resource_has_a_command_with_json_and_exit_codes(
         assert code == 2 and "--ids or --rows" in err
         code, _, err = run("labels", "releases", "show", "nope", *L)
         assert code == 1 and "404" in err
+
+
+def test_an_invalid_request_names_the_option_and_its_bound_and_exits_2(tmp_path: Path) -> None:
+    """The service's reasons reach the terminal, each named by the option that sent the field and with
+    the bound the OpenAPI document declares; with --json the problem itself is on stdout. Exit codes say
+    whose move it is: 2 the caller's (the request must change), 1 refused as things stand, 3 the
+    service failed or was not reached."""
+    labels_dir = tmp_path / "labels"
+    labels_dir.mkdir()
+    _, key = tenant_key(sqlite_url(labels_dir), "acme", "1")
+    settings = LabelsSettings(
+        data_dir=labels_dir, database_url=sqlite_url(labels_dir), allow_plaintext=True, delivery_attempts=1
+    )
+    with labels_server_thread(settings) as base:
+        L = ("--url", base, "--api-key", key)
+        schemas = httpx.get(f"{base}/openapi.json").json()["components"]["schemas"]
+        least = schemas["ReleaseIn"]["properties"]["epsilon"]["anyOf"][0]["minimum"]
+        most = schemas["PreviewIn"]["properties"]["epsilon"]["anyOf"][0]["maximum"]
+        nobody = {"name": "publisher", "grpc_address": f"127.0.0.1:{free_port()}"}  # nothing listens there
+        httpx.post(
+            f"{base}/v1/recipients", json=nobody, headers={"Authorization": f"Bearer {key}"}
+        ).raise_for_status()
+        create = ("labels", "datasets", "create")
+        code, _, err = run(*create, "prices", "--label-type", "real", "--lo", "0", "--hi", "100",
+                           "--support", "uniform:11", *L)  # fmt: skip
+        assert code == 0, err
+        (tmp_path / "l.csv").write_text("example_id,label\n" + "".join(f"e{i},{i}\n" for i in range(50)))
+        code, _, err = run("labels", "upload", str(tmp_path / "l.csv"), "--dataset", "prices", *L)
+        assert code == 0, err
+
+        release = ("labels", "release", "--dataset", "prices", "--recipient", "publisher", *L)
+        for as_json in ((), ("--json",)):
+            code, out, err = run(*release, "--epsilon", "0", *as_json)
+            assert code == 2, err
+            assert f"--epsilon: Input should be greater than or equal to {least:g}" in err
+            if as_json:  # the problem as the service answered it, for scripts
+                answer = json.loads(out)
+                assert answer["type"] == "invalid-request"
+                assert [e["loc"] for e in answer["errors"]] == [["body", "epsilon"]]
+        code, _, err = run("labels", "preview", "--dataset", "prices", "--epsilon", str(most * 2), *L)
+        assert code == 2 and f"--epsilon: Input should be less than or equal to {most:g}" in err
+        code, _, err = run(*create, "p2", "--label-type", "reals", "--lo", "0", "--hi", "1", *L)
+        assert code == 2 and "--label-type: Input should be 'real'" in err
+        code, _, err = run(*create, "p3", "--label-type", "real", "--lo", "10", "--hi", "0", *L)
+        assert code == 2 and "--hi: must be greater than lo (10)" in err
+        code, _, err = run(*create, "p4", "--label-type", "real", "--lo", "0", "--hi", "1",
+                           "--support", "uniform:1", *L)  # fmt: skip
+        assert code == 2 and "--support (support.k): Input should be greater than or equal to 2" in err
+
+        code, _, err = run(*release, "--epsilon", "2")  # over the budget of 1: refused, not a mistake
+        assert code == 1 and "409 budget-exhausted" in err and "(1 left)" in err
+        code, out, err = run(*release, "--epsilon", "0.5", "-q")
+        assert code == 0, err
+        code, out, err = run("labels", "releases", "deliver", out.strip(), "--json", *L)
+        assert code == 3 and "502 delivery-failed" in err and json.loads(out)["status"] == 502
+        code, out, err = run("labels", "datasets", "list", "--url", "http://127.0.0.1:9", "--api-key", "k",
+                             "--json")  # fmt: skip
+        assert code == 3 and "unreachable" in err and json.loads(out)["type"] == "unreachable"

@@ -43,10 +43,12 @@ def _unavailable(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
-def _docker_env() -> dict[str, str]:
+def _docker_env() -> tuple[dict[str, str], bool]:
+    """The environment reaching a Docker engine, and whether this test run started it (and so must
+    stop it)."""
     env = dict(os.environ)
     if _engine_answers(env):
-        return env
+        return env, False
     if not OFFLINE_DOCKER.exists():
         _unavailable(f"no Docker engine answers and {OFFLINE_DOCKER} is not there to start one")
     if os.geteuid() != 0:
@@ -60,12 +62,12 @@ def _docker_env() -> dict[str, str]:
         env[name] = value
     if not _engine_answers(env):
         _unavailable("offline-docker.sh ran but the engine does not answer")
-    return env
+    return env, True
 
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[tuple[dict[str, str], list[str], dict[str, int]]]:
-    env = _docker_env()
+    env, started = _docker_env()
     ports = {"LABELS_PORT": free_port(), "FEATURES_PORT": free_port(), "FEATURES_GRPC_PORT": free_port()}
     env.update({k: str(v) for k, v in ports.items()})
     env["LABELDP_DASK_SCHEDULER"] = "tcp://dask-scheduler:8786"  # the demo's release runs on the cluster
@@ -83,14 +85,17 @@ def stack() -> Iterator[tuple[dict[str, str], list[str], dict[str, int]]]:
         assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
         yield env, compose, ports
     finally:
-        subprocess.run(
-            [*compose, "down", "-v", "--remove-orphans"],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            timeout=300,
-            check=False,
-        )
+        # leave nothing behind: containers, network, volumes, the images built here and their
+        # dangling layers, and the engine itself when this run started it
+        for cleanup in (
+            [*compose, "down", "-v", "--remove-orphans", "--rmi", "local"],
+            ["docker", "image", "prune", "-f"],
+        ):
+            subprocess.run(cleanup, cwd=ROOT, env=env, capture_output=True, timeout=300, check=False)
+        if started:
+            subprocess.run(
+                ["bash", str(OFFLINE_DOCKER), "down"], capture_output=True, timeout=120, check=False
+            )
 
 
 def _run(env: dict[str, str], *cmd: str, timeout: float = 300) -> str:

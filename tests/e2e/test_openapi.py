@@ -58,6 +58,7 @@ def test_the_document_declares_auth_errors_bodies_and_headers(base: str) -> None
         "description": document["components"]["securitySchemes"]["bearer"]["description"],
     }
     assert "HTTPValidationError" not in document["components"]["schemas"]
+    problem = document["components"]["schemas"]["Problem"]
     ids = []
     for method, path, op in operations(document):
         ids.append(op["operationId"])
@@ -69,10 +70,15 @@ def test_the_document_declares_auth_errors_bodies_and_headers(base: str) -> None
         if "{" in path:
             assert "404" in op["responses"], (method, path)
         for status, response in op["responses"].items():
-            if int(status) >= 400:  # every error is problem+json, with its codes described
-                assert response["content"] == {
-                    "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
-                }, (method, path, status)
+            if int(status) >= 400:  # every error is problem+json (or an extension of it), codes described
+                assert list(response["content"]) == ["application/problem+json"], (method, path, status)
+                schema = response["content"]["application/problem+json"]["schema"]
+                base = problem_schema(document, schema["allOf"][0])
+                assert set(problem["required"]) <= set(base["properties"]), (method, path, status)
+                codes = schema["allOf"][1]["properties"]["type"]["enum"]
+                assert codes and all(
+                    f"`{c}`" in response["description"] for c in codes if c != "invalid-text"
+                )
                 assert response["description"], (method, path, status)
         if (method, path) in UPLOADS:
             body = op["requestBody"]
@@ -87,6 +93,20 @@ def test_the_document_declares_auth_errors_bodies_and_headers(base: str) -> None
         assert create["operationId"] == "create_release"
         assert {"200", "201", "202", "400", "409"} <= set(create["responses"])
         assert any(p["name"] == "Idempotency-Key" for p in create["parameters"])
+        # a budget refusal documents what it tells: counts, the budget, and spent / left (typical, worst)
+        conflict = create["responses"]["409"]["content"]["application/problem+json"]["schema"]
+        refusal = problem_schema(document, conflict["allOf"][0])["properties"]
+        assert {"examples_lacking_budget", "per_example_budget", "per_user_budget", "spent", "left"} <= set(
+            refusal
+        )
+        assert "budget-exhausted" in create["responses"]["409"]["description"]
+
+
+def problem_schema(document: dict[str, Any], reference: dict[str, Any]) -> dict[str, Any]:
+    """The schema an error answer is built on (``Problem`` or a route's extension of it)."""
+    ref: str = reference["$ref"]
+    schema: dict[str, Any] = document["components"]["schemas"][ref.rsplit("/", 1)[-1]]
+    return schema
 
 
 def test_swagger_ui_and_redoc_load_only_local_assets(base: str) -> None:
@@ -100,3 +120,88 @@ def test_swagger_ui_and_redoc_load_only_local_assets(base: str) -> None:
             assert r.status_code == 200 and len(r.content) > 1000, asset
     assert "SwaggerUIBundle" in httpx.get(f"{base}/docs").text
     assert httpx.get(f"{base}/docs-assets/../openapi.json").status_code in (200, 404)  # never a file outside
+
+
+def documents() -> dict[str, dict[str, Any]]:
+    """Both parties' documents, from their apps (no server needed to read a document)."""
+    import tempfile
+    from pathlib import Path
+
+    from features_party.api.app import create_app as features_app
+    from labels_party.api.app import create_app as labels_app
+
+    folder = Path(tempfile.mkdtemp(prefix="labeldp-openapi-"))
+    labels = labels_app(LabelsSettings(data_dir=folder / "l", database_url=sqlite_url(folder / "l")))
+    features = features_app(FeaturesSettings(data_dir=folder / "f", grpc_port=0, allow_plaintext=True))
+    return {"labels": labels.openapi(), "features": features.openapi()}
+
+
+def declared_codes(document: dict[str, Any]) -> set[str]:
+    found: set[str] = set()
+    for _, _, op in operations(document):
+        for status, response in op["responses"].items():
+            if int(status) >= 400:
+                schema = response["content"]["application/problem+json"]["schema"]
+                found |= set(schema["allOf"][1]["properties"]["type"]["enum"]) if "allOf" in schema else set()
+    return found
+
+
+# codes answered by every route alike, not by one operation: 405 on an undeclared method, the generic
+# answer to an unexpected error (never a detail), and Starlette's other HTTP errors
+UNDECLARED_BY_DESIGN = {"method-not-allowed", "internal-error", "http-error"}
+
+
+def raised_codes(*packages: str) -> set[str]:
+    """Every error code a party's code can raise: the kebab-case strings handed to ``DomainError`` (or
+    to a subclass's ``super().__init__``) and the module constants that name one."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    pattern = re.compile(
+        r'(?:DomainError\(\s*|super\(\)\.__init__\(\s*|^[A-Z_]+ = )"([a-z0-9]+(?:-[a-z0-9]+)+)"', re.M
+    )
+    found: set[str] = set()
+    for package in packages:
+        for path in (root / package).rglob("*.py"):
+            found |= set(pattern.findall(path.read_text()))
+    return found
+
+
+def test_every_code_the_code_can_raise_is_declared_by_an_operation() -> None:
+    docs = documents()
+    shared = raised_codes("labeldp/common", "labeldp/mechanisms")
+    for party, packages in (("labels", ("labels_party",)), ("features", ("features_party",))):
+        missing = (raised_codes(*packages) | shared) - declared_codes(docs[party]) - UNDECLARED_BY_DESIGN
+        # a shared code only one party can answer (the other has no route that reaches it)
+        missing -= {"invalid-model-message"}  # a gRPC status (the receiver's), answered by no route
+        missing -= {"user-id-conflict", "invalid-loss"} if party == "features" else set()
+        assert not missing, f"{party} raises codes no operation declares: {sorted(missing)}"
+
+
+def test_operations_are_named_summarized_and_described() -> None:
+    docs = documents()
+    seen: dict[str, tuple[str, str]] = {}
+    for party, document in docs.items():
+        for method, path, op in operations(document):
+            assert op.get("description"), f"{party} {method} {path} has no description"
+            summary = op["summary"]
+            generated = " ".join(w.capitalize() for w in op["operationId"].split("_"))
+            assert summary != generated and len(summary) > 10, f"{party} {method} {path}: {summary!r}"
+            # an operation ID names one operation in both documents (the same path and method) or one
+            if op["operationId"] in seen:
+                assert seen[op["operationId"]] == (method, path), f"{op['operationId']} names two operations"
+            seen[op["operationId"]] = (method, path)
+        assert not [s for s in document["components"]["schemas"] if "_" in s or "[" in s]
+
+
+def test_headers_and_downloads_declare_their_schemas() -> None:
+    for document in documents().values():
+        for method, path, op in operations(document):
+            for parameter in op.get("parameters", []):
+                if parameter.get("required"):
+                    assert "anyOf" not in parameter["schema"], (method, path, parameter)
+            for status, response in op["responses"].items():
+                for media, content in response.get("content", {}).items():
+                    assert content.get("schema"), (method, path, status, media)
+            if "idempotency" in str(op.get("responses", {})).lower():
+                assert "idempotency-key-reused" not in str(op["responses"].get("409", {}))

@@ -199,6 +199,29 @@ def test_exhausted_budget_is_409_and_reuploading_ids_does_not_reset_it(api: Api)
     assert release(c, ds2, "r4", epsilon=0.5, example_ids=["d"]).status_code == 201  # parallel composition
 
 
+def test_a_budget_refusal_says_what_the_typical_and_the_worst_example_have_spent_and_left(
+    api: Api,
+) -> None:
+    """Machine-readable spent / left over the release's examples (the median and the most spent, never
+    one example's by key), the same numbers in words, and nothing charged."""
+    c = with_recipient(api.tenant("acme", "1.0"))
+    ds = dataset(c)
+    upload(c, ds, csv([(e, 1) for e in "abcde"]))
+    assert release(c, ds, "one", epsilon=0.75, example_ids=["a"]).status_code == 201
+    body = problem(release(c, ds, "all", epsilon=0.5), 409, "budget-exhausted")
+    budget = c.get(f"/v1/datasets/{ds}/budget", params={"epsilon": 0.5}).json()
+    assert (body["examples_lacking_budget"], body["examples_requested"]) == (1, 5)
+    assert (body["epsilon_requested"], body["per_example_budget"]) == (0.5, budget["per_example_budget"])
+    assert body["spent"] == {"typical": 0.0, "worst": budget["max_spent"]}  # four of five spent nothing
+    assert body["left"] == {"typical": 1.0, "worst": 1.0 - budget["max_spent"]}
+    assert body["detail"] == (
+        "1 of 5 examples lack budget for ε = 0.5: of the per-example budget 1, the typical example has "
+        "spent 0 (1 left), the worst 0.75 (0.25 left)"
+    )
+    assert len(charges(c)) == 1  # nothing charged by the refusal
+    assert c.get(f"/v1/datasets/{ds}/budget", params={"epsilon": 0.5}).json() == budget
+
+
 def test_universe_lists_every_id_and_missing_labels_take_the_default(api: Api) -> None:
     c = with_recipient(api.tenant("acme"))
     ds = dataset(c, **WEEKS, default_label=0)

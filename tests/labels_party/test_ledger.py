@@ -12,7 +12,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import Engine, func, select
 
 from labels_party.budget.epsilon import to_micro, to_micro_floor
-from labels_party.budget.errors import BudgetExhaustedError
+from labels_party.budget.errors import BudgetExhaustedError, Spent
 from labels_party.budget.ledger import charge, set_budget
 from labels_party.budget.ledger_keys import example_keys
 from labels_party.budget.summaries import spend_of_tenant, spend_summary, total_spent
@@ -76,6 +76,10 @@ def test_exhaustion_changes_nothing_and_counts_the_examples_lacking_budget(engin
             store=SEGMENTS,
         )
     assert info.value.lacking == 2 and info.value.requested == 5
+    # spend in aggregate only: the typical (median) and the worst example of the five
+    assert info.value.spent == Spent(typical=0, worst=800_000)
+    assert info.value.extra["spent"] == {"typical": 0.0, "worst": 0.8}
+    assert info.value.extra["left"] == {"typical": 1.0, "worst": 0.2}
     assert spend_rows(engine, t) == before
     with session_factory(engine)() as s:
         assert (

@@ -17,7 +17,7 @@ from sqlalchemy import Engine, select
 from labeldp.common.files import write_parquet_atomic
 from labeldp.scale import InProcess
 from labels_party.budget.epsilon import to_micro
-from labels_party.budget.errors import BudgetExhaustedError, UserBudgetExhaustedError
+from labels_party.budget.errors import BudgetExhaustedError, Spent, UserBudgetExhaustedError
 from labels_party.budget.ledger import Ledger, UserCharge, charge, set_budget, set_user_budget
 from labels_party.budget.ledger_keys import example_keys, user_keys
 from labels_party.budget.partitioned import (
@@ -145,11 +145,20 @@ def test_refusal_counts_like_the_in_process_charge_and_leaves_nothing(engine: En
         partitioned(engine, store, t, stage(tmp_path, ids("x", 500) + ids("z", 100)), 0.3)
     assert (info.value.lacking, info.value.requested) == (500, 600)
     assert spend(engine, t, store) == before and files(store) == kept
+    # what the refusal tells (the typical and the worst example's spend) is what the in-process one tells
+    mixed = ids("x", 100) + ids("z", 300)
+    with pytest.raises(BudgetExhaustedError) as cluster:
+        partitioned(engine, store, t, stage(tmp_path, mixed), 0.3)
+    with pytest.raises(BudgetExhaustedError) as here, session_factory(engine).begin() as s:
+        charge(s, t, example_keys(mixed), to_micro(0.3), release_id=None, api_key_id=None, store=store)
+    assert cluster.value.spent == here.value.spent == Spent(typical=0, worst=800_000)
+    assert spend(engine, t, store) == before and files(store) == kept
     with session_factory(engine).begin() as s:
         set_user_budget(s, t, to_micro(1.0), api_key_id=None)
     with pytest.raises(UserBudgetExhaustedError) as user_info:  # 6 examples of one user at 0.2 each
         partitioned(engine, store, t, stage(tmp_path, ids("w", 6), ["same"] * 6), 0.2)
     assert (user_info.value.lacking, user_info.value.requested) == (1, 1)
+    assert user_info.value.spent == Spent(typical=0, worst=0)  # the user had spent nothing
     assert spend(engine, t, store) == before and files(store) == kept
     with session_factory(engine)() as s:
         assert s.execute(select(LedgerEntry.kind).where(LedgerEntry.kind == "charge")).scalars().all() == [

@@ -126,7 +126,10 @@ def test_the_charge_runs_on_the_cluster_exactly_once_and_refuses_leaving_nothing
         segments = {p.name for p in ledger.iterdir()}
         assert segments and all(p.startswith(("example-", "user-")) for p in segments)
 
-        problem(release(c, ds, "over", epsilon=0.6), 409, "budget-exhausted")
+        over = problem(release(c, ds, "over", epsilon=0.6), 409, "budget-exhausted")
+        assert {"spent_in_shard"} <= task_prefixes(scheduler.client)  # what is left, told by the workers
+        assert over["spent"] == {"typical": 0.6, "worst": 0.6}
+        assert over["left"] == {"typical": 0.4, "worst": 0.4}
         assert [e["examples"] for e in charges(c)] == [3000]
         assert not any((api.data_dir / "partitions").glob("*"))
         assert {p.name for p in ledger.iterdir()} == segments

@@ -154,6 +154,11 @@ def test_example_level_releases_charge_users_by_group_privacy(api: Api) -> None:
     assert len(charges(c)) == 1
     spent = c.get(f"/v1/datasets/{ds}/budget", params={"epsilon_user": 0.4}).json()["users"]
     assert spent["per_user_budget"] == 1.0 and spent["spent"]["max"] == 0.7
+    # the refusal tells the users' spend as the budget route does: the median and the most, and left
+    assert body["per_user_budget"] == 1.0 and body["epsilon_user_requested"] == 1.4  # 7 examples × 0.2
+    assert body["spent"] == {"typical": spent["spent"]["p50"], "worst": 0.7}
+    assert body["left"] == {"typical": 1.0 - spent["spent"]["p50"], "worst": 0.3}
+    assert "users lack budget" in body["detail"] and "the worst 0.7 (0.3 left)" in body["detail"]
     assert spent["can_take"] == 19 - 2  # the two users with 7 examples are at 0.7: 1.1 would be over
 
 

@@ -1,11 +1,15 @@
 """Setting up a features party over its real interfaces: pin the test sender and deliver a release over
-gRPC; upload a feature table as Parquet over REST."""
+gRPC; upload a feature table as Parquet over REST; and how much memory a request made this process
+take at its peak."""
 
 from __future__ import annotations
 
 import io
 import time
-from dataclasses import replace
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -66,3 +70,27 @@ def wait(c: httpx.Client, job: str, timeout: float = 180) -> dict[str, Any]:
             return state
         time.sleep(0.1)
     raise TimeoutError(job)
+
+
+def _status_mib(field: str) -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+@dataclass
+class PeakGrowth:
+    baseline_mib: float
+    mib: float = 0.0  # how far the peak resident set rose above the baseline inside the block
+
+
+@contextmanager
+def peak_rss_growth() -> Iterator[PeakGrowth]:
+    """Measure the peak resident set of this process (the services under test run in its threads)
+    inside the block: the kernel's high-water mark (VmHWM) is reset first (``/proc/self/clear_refs``),
+    so the growth is the block's own, whatever ran before."""
+    Path("/proc/self/clear_refs").write_text("5")
+    growth = PeakGrowth(_status_mib("VmRSS"))
+    yield growth
+    growth.mib = _status_mib("VmHWM") - growth.baseline_mib

@@ -32,8 +32,16 @@ TableName = Annotated[str, Path(min_length=1, max_length=MAX_NAME_CHARS, pattern
     responses={
         201: {"model": FeatureTableOut, "description": "a new table (200: a new version of one)"},
         **errors(
-            s413="`payload-too-large`: over the upload limit",
+            s413="`payload-too-large`: over the upload limit; `table-too-large`: more columns, rows, "
+            "pages or footer than allowed, or it would decode to more than 4 × the upload limit",
             s415="`unsupported-media-type`: send CSV or Parquet",
+            s422="the table, refused whole (nothing stored): `unparseable-upload` (not CSV or Parquet as "
+            "declared), `duplicate-column` (a column name twice), `wrong-column-type` (example_id not text "
+            "or integers), `unsupported-encoding` (DELTA_BYTE_ARRAY text), `missing-column`, "
+            "`missing-example-id`, `invalid-example-id`, `example-id-too-long`, `duplicate-example-id`, "
+            "`unparseable-column` (a column's values), `no-features` (no column but example_id), "
+            "`unknown-column` (a declared non-sensitive or overridden column the table lacks), "
+            "`conflicting-overrides` (one column both categorical and numeric)",
         ),
     },
     openapi_extra=upload_body(
@@ -82,6 +90,7 @@ async def put_feature_table(
 def list_feature_tables(
     caller: Caller, tables: Tables, paging: Paging, request: Request
 ) -> Page[FeatureTableOut]:
+    """This tenant's feature tables (a page): rows, columns, version."""
     return Page[FeatureTableOut].of(
         tables.list(caller.tenant_id, paging), paging, request, FeatureTableOut.of
     )
@@ -89,6 +98,7 @@ def list_feature_tables(
 
 @router.get("/feature-tables/{name}", response_model=FeatureTableOut)
 def get_feature_table(name: TableName, caller: Caller, tables: Tables) -> FeatureTableOut:
+    """One feature table: rows, columns and their kinds, version."""
     return FeatureTableOut.of(tables.get(caller.tenant_id, name))
 
 
@@ -110,7 +120,7 @@ def get_non_sensitive_rows(
     """The table's declared non-sensitive columns for the release's examples (Parquet), to hand to the
     labels party for training with semi-sensitive features; no other column ever leaves."""
     table = tables.get(caller.tenant_id, name)
-    rows = tables.non_sensitive_rows(table, releases.get(release_id))
+    rows = tables.non_sensitive_rows(table, releases.get(caller.tenant_id, release_id))
     sink = io.BytesIO()
     pq.write_table(rows, sink)
     return Response(sink.getvalue(), media_type="application/vnd.apache.parquet")

@@ -11,6 +11,8 @@ router = APIRouter(prefix="/v1", tags=["identity"])
 
 @router.get("/identity", response_model=IdentityOut)
 def get_identity(_: Caller, svc: Services) -> IdentityOut:
+    """This features party's id, gRPC receiver port and signing-key fingerprint: what a labels
+    party registers as a recipient."""
     return IdentityOut(
         party_id=svc.settings.party_id,
         key_id=svc.identity.key_id,

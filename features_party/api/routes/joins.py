@@ -17,9 +17,9 @@ router = APIRouter(prefix="/v1", tags=["features"])
         s503="`cluster-unavailable`: the join is large and the configured Dask cluster did not answer",
     ),
 )
-def post_join(body: JoinIn, caller: Caller, releases: Releases, tables: Tables) -> JoinOut:
+def report_join(body: JoinIn, caller: Caller, releases: Releases, tables: Tables) -> JoinOut:
     """How a received release and a feature table match by example ID (on the configured Dask cluster
     when both hold 20M rows together)."""
-    release = releases.get(body.release_id)
+    release = releases.get(caller.tenant_id, body.release_id)
     table = tables.get(caller.tenant_id, body.feature_table)
     return JoinOut.of(body, tables.join_report(release, table))

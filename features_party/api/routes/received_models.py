@@ -12,15 +12,18 @@ router = APIRouter(prefix="/v1", tags=["semi-sensitive models"])
 
 @router.get("/semi-sensitive-models", response_model=Page[ReceivedModelOut])
 def list_received_models(
-    _: Caller, models: ReceivedModelStore, paging: Paging, request: Request
+    caller: Caller, models: ReceivedModelStore, paging: Paging, request: Request
 ) -> Page[ReceivedModelOut]:
-    """Models received and verified, with their signed guarantee."""
-    return Page[ReceivedModelOut].of(models.list(paging), paging, request, ReceivedModelOut.of)
+    """Models received and verified from this tenant's pinned senders, with their signed guarantee."""
+    return Page[ReceivedModelOut].of(
+        models.list(caller.tenant_id, paging), paging, request, ReceivedModelOut.of
+    )
 
 
 @router.get("/semi-sensitive-models/{model_id}", response_model=ReceivedModelOut)
-def get_received_model(model_id: str, _: Caller, models: ReceivedModelStore) -> ReceivedModelOut:
-    return ReceivedModelOut.of(models.get(model_id))
+def get_received_model(model_id: str, caller: Caller, models: ReceivedModelStore) -> ReceivedModelOut:
+    """One received semi-sensitive model: its sender, columns and signed guarantee."""
+    return ReceivedModelOut.of(models.get(caller.tenant_id, model_id))
 
 
 @router.get(
@@ -28,7 +31,7 @@ def get_received_model(model_id: str, _: Caller, models: ReceivedModelStore) -> 
     response_class=Response,
     responses={200: {"content": {"application/json": {}}, "description": "the signed model message"}},
 )
-def get_received_model_artifact(model_id: str, _: Caller, models: ReceivedModelStore) -> Response:
+def get_received_model_artifact(model_id: str, caller: Caller, models: ReceivedModelStore) -> Response:
     """The model as one artifact: the signed message exactly as received. Serving it needs the
     semi-sensitive columns, which only the labels party holds (docs/semi-sensitive.md)."""
-    return Response(models.artifact(model_id), media_type="application/json")
+    return Response(models.artifact(caller.tenant_id, model_id), media_type="application/json")

@@ -14,13 +14,19 @@ router = APIRouter(prefix="/v1", tags=["senders"])
     "/senders",
     status_code=201,
     response_model=SenderOut,
-    responses=errors(s409="`sender-exists`: pinned already with another key"),
+    responses=errors(
+        s409="`sender-exists`: this tenant pinned that sender id already",
+        s422="`invalid-public-key`: public_key_pem is not an Ed25519 public key in PEM",
+    ),
 )
-def pin_sender(body: SenderIn, _: Caller, senders: Senders) -> SenderOut:
-    """Pin a labels party's public key: only messages it signed with this key are accepted."""
-    return SenderOut.of(senders.pin(body.id, body.public_key_pem))
+def pin_sender(body: SenderIn, caller: Caller, senders: Senders) -> SenderOut:
+    """Pin a labels party's public key for this tenant: messages it signed with this key are accepted,
+    and what they deliver is this tenant's alone. Other tenants may pin the same sender id with the key
+    they trust; a key pinned by several tenants under one sender id delivers to none of them."""
+    return SenderOut.of(senders.pin(caller.tenant_id, body.id, body.public_key_pem))
 
 
 @router.get("/senders", response_model=Page[SenderOut])
-def list_senders(_: Caller, senders: Senders, paging: Paging, request: Request) -> Page[SenderOut]:
-    return Page[SenderOut].of(senders.list(paging), paging, request, SenderOut.of)
+def list_senders(caller: Caller, senders: Senders, paging: Paging, request: Request) -> Page[SenderOut]:
+    """This tenant's pins (and any pin from before pins had owners)."""
+    return Page[SenderOut].of(senders.list(caller.tenant_id, paging), paging, request, SenderOut.of)

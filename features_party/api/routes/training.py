@@ -11,7 +11,8 @@ from labeldp.common.openapi import errors
 from labeldp.common.pages import Page, Paging
 
 MODEL_NOT_READY = errors(
-    s409="`model-not-ready`: the job has not succeeded; `model-needs-retraining`: saved by an older version"
+    s409="`model-not-ready`: the job has not succeeded; `model-needs-retraining`: saved by an older version; "
+    "`model-not-loadable`: the model file names types this service never writes (it is not loaded)"
 )
 router = APIRouter(prefix="/v1", tags=["models"])
 
@@ -24,26 +25,31 @@ router = APIRouter(prefix="/v1", tags=["models"])
         s404="`not-found`: no such received release or feature table",
         s422="`cluster-not-configured`: `lightgbm` needs LABELDP_FEATURES_DASK_SCHEDULER; "
         "`unsupported-model`, `invalid-debias`, `unsupported-release`: no such model for this release",
+        s429="`too-many-jobs`: this tenant has LABELDP_FEATURES_MAX_QUEUED_JOBS_PER_TENANT jobs waiting; "
+        "retry after `Retry-After` seconds",
     ),
 )
 def start_training(body: TrainingJobIn, caller: Caller, training: Training) -> JobOut:
     """Start a training job on a received release joined to a feature table; poll ``GET /v1/jobs/{id}``.
-    The model and its debiasing follow the release's published mechanism."""
+    The model and its debiasing follow the release's published mechanism. Tenants' jobs run in turn."""
     return JobOut.of(training.start(caller.tenant_id, body.request()))
 
 
 @router.get("/jobs/{job_id}", response_model=JobOut)
 def get_job(job_id: str, caller: Caller, training: Training) -> JobOut:
+    """A training job: status, progress while it runs, metrics and error once done."""
     return JobOut.of(training.job(caller.tenant_id, job_id))
 
 
 @router.get("/models", response_model=Page[ModelOut])
 def list_models(caller: Caller, training: Training, paging: Paging, request: Request) -> Page[ModelOut]:
+    """This tenant's training jobs and their models, newest first (a page)."""
     return Page[ModelOut].of(training.jobs(caller.tenant_id, paging), paging, request, ModelOut.of)
 
 
 @router.get("/models/{model_id}", response_model=ModelOut)
 def get_model(model_id: str, caller: Caller, training: Training) -> ModelOut:
+    """A trained model (the job that trained it): validation metrics, features, release, status."""
     return ModelOut.of(training.job(caller.tenant_id, model_id))
 
 
@@ -65,7 +71,17 @@ def download_model(model_id: str, caller: Caller, training: Training) -> FileRes
     )
 
 
-@router.post("/models/{model_id}/predictions", responses=MODEL_NOT_READY)
+@router.post(
+    "/models/{model_id}/predictions",
+    responses={
+        **MODEL_NOT_READY,
+        **errors(
+            s404="`not-found`: no such model, or no such feature table",
+            s422="`missing-features`: rows lack some of the model's columns; `invalid-feature-value`: a "
+            "value of the wrong kind; `unknown-example-ids`: IDs the feature table lacks",
+        ),
+    },
+)
 def predict(model_id: str, body: PredictIn, caller: Caller, training: Training) -> dict[str, Any]:
     """Predictions for example IDs of a feature table, or for feature rows given in the body."""
     return training.predict(

@@ -17,6 +17,12 @@ UPLOAD_TYPES = ("text/csv", "application/x-ndjson", "application/vnd.apache.parq
 UPLOAD_ERRORS = errors(
     s413="`payload-too-large`: over the upload limit",
     s415="`unsupported-media-type`: send CSV, NDJSON or Parquet",
+    s422="the file, refused whole (nothing stored): `unparseable-upload` (not CSV, NDJSON or Parquet as "
+    "declared), `row-too-long`, `missing-column`, `duplicate-column`, `wrong-column-type`, "
+    "`missing-example-id`, `invalid-example-id`, `example-id-too-long`, `duplicate-example-id`, "
+    "`invalid-label`, `wrong-label-type`, `out-of-bounds` (a label outside the declared bounds), "
+    "`invalid-user-id`, `user-id-conflict` (an example's user differs from the universe's), "
+    "`invalid-non-sensitive`, `invalid-semi-sensitive` (a declared column's value)",
 )
 router = APIRouter(prefix="/v1", tags=["datasets"])
 
@@ -25,7 +31,11 @@ router = APIRouter(prefix="/v1", tags=["datasets"])
     "/datasets",
     status_code=201,
     response_model=DatasetOut,
-    responses=errors(s409="`dataset-exists`: the tenant has a dataset of that name"),
+    responses=errors(
+        s409="`dataset-exists`: the tenant has a dataset of that name",
+        s422="`invalid-loss`: a loss the label type does not take; `invalid-parameter`: a grid or bound "
+        "the mechanisms refuse (e.g. more than 10,000 support points)",
+    ),
 )
 def create_dataset(body: DatasetIn, caller: Caller, datasets: Datasets) -> DatasetOut:
     """Declare a dataset's public parameters: label type, bounds, support grid, policies."""
@@ -35,6 +45,7 @@ def create_dataset(body: DatasetIn, caller: Caller, datasets: Datasets) -> Datas
 
 @router.get("/datasets", response_model=Page[DatasetOut])
 def list_datasets(caller: Caller, datasets: Datasets, paging: Paging, request: Request) -> Page[DatasetOut]:
+    """This tenant's datasets with their public parameters and counts (a page)."""
     return Page[DatasetOut].of(datasets.list(caller.tenant_id, paging), paging, request, DatasetOut.of)
 
 
@@ -120,7 +131,10 @@ async def put_non_sensitive(dataset_id: str, caller: Caller, request: Request, s
 @router.put(
     "/datasets/{dataset_id}/universe",
     response_model=UploadOut,
-    responses=UPLOAD_ERRORS,
+    responses={
+        **UPLOAD_ERRORS,
+        **errors(s409="`user-id-conflict`: the universe gives a stored label row's example another user"),
+    },
     openapi_extra=upload_body(
         "text/csv",
         "application/x-ndjson",

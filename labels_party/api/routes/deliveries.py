@@ -19,7 +19,7 @@ router = APIRouter(prefix="/v1", tags=["delivery"])
         s502="`delivery-failed` (or the recipient's refusal): its gRPC status and details",
     ),
 )
-def deliver(release_id: str, caller: Caller, deliveries: Deliveries) -> DeliveryOut:
+def deliver_release(release_id: str, caller: Caller, deliveries: Deliveries) -> DeliveryOut:
     """Stream the release's stored signed message to its recipient over gRPC. Re-delivery sends the
     same bytes and spends nothing. A recipient that refuses it answers 502 with its gRPC status."""
     return DeliveryOut.of(deliveries.deliver(caller.tenant_id, release_id))
@@ -29,5 +29,6 @@ def deliver(release_id: str, caller: Caller, deliveries: Deliveries) -> Delivery
 def list_deliveries(
     release_id: str, caller: Caller, deliveries: Deliveries, paging: Paging, request: Request
 ) -> Page[DeliveryOut]:
+    """Every attempt to deliver the release, oldest first (a page), with its outcome."""
     rows = deliveries.of_release(caller.tenant_id, release_id, paging)
     return Page[DeliveryOut].of(rows, paging, request, DeliveryOut.of)

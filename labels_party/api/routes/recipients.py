@@ -14,7 +14,12 @@ router = APIRouter(prefix="/v1", tags=["recipients"])
     "/recipients",
     status_code=201,
     response_model=RecipientOut,
-    responses=errors(s409="`recipient-exists`"),
+    responses=errors(
+        s409="`recipient-exists`: the tenant has a recipient of that name",
+        s422="`invalid-certificate`: tls_ca_pem is not a PEM certificate; `invalid-recipient-address`: "
+        "grpc_address is not host:port (port 1-65535), or names a link-local address; "
+        "`recipient-address-not-allowed`: the host is outside the operator's LABELDP_RECIPIENT_HOSTS",
+    ),
 )
 def register_recipient(body: RecipientIn, caller: Caller, recipients: Recipients) -> RecipientOut:
     """Register a features party that releases may be addressed to (and delivered to)."""
@@ -27,4 +32,5 @@ def register_recipient(body: RecipientIn, caller: Caller, recipients: Recipients
 def list_recipients(
     caller: Caller, recipients: Recipients, paging: Paging, request: Request
 ) -> Page[RecipientOut]:
+    """The features parties this tenant registered, newest first (a page)."""
     return Page[RecipientOut].of(recipients.list(caller.tenant_id, paging), paging, request, RecipientOut.of)

@@ -9,8 +9,18 @@ from labeldp.common.errors import DomainError
 from labeldp.common.openapi import errors
 from labeldp.common.pages import Page, Paging
 from labels_party.api.deps import Caller, Releases
+from labels_party.api.schemas.budget import BudgetRefusal
 from labels_party.api.schemas.releases import AuditOut, PreviewIn, PreviewOut, ReleaseIn, ReleaseOut
 
+# what a release or a preview refuses in its request, before anything is charged
+RELEASE_422 = (
+    "`invalid-epsilon`: ε (or its split) outside what the service takes; `invalid-request`: parameters "
+    "that do not fit together (e.g. contribution_bound without privacy_unit user); `invalid-prior`: a "
+    "public_prior of the wrong length or masses; `invalid-parameter`: parameters the mechanisms refuse; "
+    "`user-delta-too-large`: δ_τ would reach 1; `empty-release`: no labels, or no example to release; "
+    "`duplicate-example-id`, `unknown-example-ids`: example_ids repeats one, or names one the dataset "
+    "lacks; `missing-labels`: universe examples without a label and no default_label"
+)
 router = APIRouter(prefix="/v1", tags=["releases"])
 
 
@@ -26,10 +36,17 @@ router = APIRouter(prefix="/v1", tags=["releases"])
         },
         **errors(
             s400="`idempotency-key-required`: send an Idempotency-Key header",
-            s409="`budget-exhausted`, `user-budget-exhausted`: the charge would overspend (nothing "
-            "charged, no noise drawn); `idempotency-key-reused`: the key was used with another body",
-            s503="`cluster-unavailable`: the configured Dask cluster did not answer (nothing charged)",
+            s422=RELEASE_422 + "; `idempotency-key-reused`: the key was used with another body (nothing "
+            "charged); `unknown-recipient`: no recipient of that name",
+            s503="`cluster-unavailable`: the configured Dask cluster did not answer; `ledger-contention`: "
+            "concurrent charges kept this one from committing — retry (nothing charged either way)",
         ),
+        409: {
+            "model": BudgetRefusal,
+            "description": "`budget-exhausted`, `user-budget-exhausted`, `delta-budget-exhausted`: the "
+            "charge would overspend (nothing charged, no noise drawn); what the release's examples "
+            "(users) have spent and have left, the typical and the worst, in `spent` and `left`",
+        },
     },
 )
 def create_release(
@@ -73,7 +90,7 @@ def create_release(
 @router.post(
     "/datasets/{dataset_id}/releases:preview",
     response_model=PreviewOut,
-    responses=errors(s409="`no-labels`: upload labels first"),
+    responses=errors(s422=RELEASE_422),
 )
 def preview_release(dataset_id: str, body: PreviewIn, caller: Caller, releases: Releases) -> PreviewOut:
     """Free: the mechanism and expected loss a release would have under the exact histogram.
@@ -93,6 +110,7 @@ def preview_release(dataset_id: str, body: PreviewIn, caller: Caller, releases: 
 def list_releases(
     dataset_id: str, caller: Caller, releases: Releases, paging: Paging, request: Request
 ) -> Page[ReleaseOut]:
+    """The dataset's releases, newest first (a page): status, ε, examples, recipient."""
     rows = releases.of_dataset(caller.tenant_id, dataset_id, paging)
     return Page[ReleaseOut].of(rows, paging, request, ReleaseOut.of)
 
@@ -107,6 +125,8 @@ def list_all_releases(
 
 @router.get("/releases/{release_id}", response_model=ReleaseOut)
 def get_release(release_id: str, caller: Caller, releases: Releases) -> ReleaseOut:
+    """One release: its status, ε spent (per example and per user), its mechanism once complete, its
+    error if it failed."""
     return ReleaseOut.of(releases.get(caller.tenant_id, release_id))
 
 

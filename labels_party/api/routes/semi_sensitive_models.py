@@ -9,6 +9,7 @@ from fastapi.concurrency import run_in_threadpool
 from labeldp.common.errors import DomainError
 from labeldp.common.openapi import errors
 from labels_party.api.deps import Caller, Deliveries, SemiSensitive
+from labels_party.api.schemas.budget import BudgetRefusal
 from labels_party.api.schemas.deliveries import ModelDeliveryOut
 from labels_party.api.schemas.semi_sensitive_models import SemiSensitiveModelIn, SemiSensitiveModelOut
 
@@ -26,10 +27,20 @@ router = APIRouter(prefix="/v1", tags=["semi-sensitive models"])
         },
         **errors(
             s400="`idempotency-key-required`: send an Idempotency-Key header",
-            s409="`budget-exhausted`, `delta-budget-exhausted`: the (ε₂, δ) charge would overspend (nothing "
-            "charged, no noise drawn); `no-non-sensitive-rows`: upload them first",
+            s422="`not-semi-sensitive`: the dataset needs binary labels and declared semi_sensitive and "
+            "non_sensitive columns; `unusable-label-release`: the label release is not a complete binary "
+            "release of this dataset; `too-many-examples`; `invalid-parameter`; `user-delta-too-large`; "
+            "`idempotency-key-reused`: the key was used with another body",
+            s503="`ledger-contention`: concurrent charges kept this one from committing — retry",
             s501="`dpsgd-unavailable`: this installation lacks the dpsgd extra",
         ),
+        409: {
+            "model": BudgetRefusal,
+            "description": "`budget-exhausted`, `user-budget-exhausted`, `delta-budget-exhausted`: the "
+            "(ε₂, δ) charge would overspend (nothing charged, no noise drawn; ε spent and left in "
+            "`spent` and `left`, δ in `delta_spent` and `delta_budget`); `no-non-sensitive-rows`: "
+            "upload them first",
+        },
     },
 )
 async def create_semi_sensitive_model(
@@ -76,7 +87,7 @@ def get_semi_sensitive_model_message(model_id: str, caller: Caller, service: Sem
     "/semi-sensitive-models/{model_id}/deliveries",
     response_model=ModelDeliveryOut,
     responses=errors(
-        s409="`model-not-complete`, `recipient-has-no-address`",
+        s409="`model-not-complete`, `recipient-has-no-address`, `tls-not-configured`",
         s502="`delivery-failed`: the recipient refused (its gRPC status is in the answer)",
     ),
 )

@@ -1,10 +1,11 @@
 """Bodies of ``/v1/datasets/{id}/budget`` and ``/v1/ledger``: spend (quantiles for users) and the
-append-only ledger."""
+append-only ledger; and the problem a charge refused for budget answers with."""
 
 from __future__ import annotations
 
 from pydantic import AwareDatetime, BaseModel, Field
 
+from labeldp.common.openapi import Problem
 from labels_party.budget.epsilon import as_delta, as_float
 from labels_party.datasets.budget import DatasetBudget
 from labels_party.storage.orm import LedgerEntry
@@ -106,3 +107,33 @@ class LedgerEntryOut(BaseModel):
             note=e.note,
             created_at=e.created_at,
         )
+
+
+class RefusedSpend(BaseModel):
+    typical: float = Field(description="the median example (user) of the refused release")
+    worst: float = Field(description="the example (user) of the refused release that spent the most")
+
+
+class BudgetRefusal(Problem):
+    """A charge refused for budget (409 ``budget-exhausted``: examples; ``user-budget-exhausted``:
+    users): nothing was charged and no noise drawn. Spend is told in aggregate over the release's
+    examples (users) only — the typical and the worst — never one's by key. Other 409 codes carry none
+    of these members."""
+
+    examples_lacking_budget: int | None = Field(None, description="budget-exhausted: examples over")
+    examples_requested: int | None = Field(None, description="budget-exhausted: examples in the release")
+    epsilon_requested: float | None = Field(None, description="budget-exhausted: ε per example asked")
+    per_example_budget: float | None = Field(None, description="budget-exhausted: the tenant's budget")
+    users_lacking_budget: int | None = Field(None, description="user-budget-exhausted: users over")
+    users_requested: int | None = Field(None, description="user-budget-exhausted: users in the release")
+    epsilon_user_requested: float | None = Field(
+        None, description="user-budget-exhausted: the most ε the release would charge one user"
+    )
+    per_user_budget: float | None = Field(None, description="user-budget-exhausted: the tenant's budget")
+    delta_requested: float | None = Field(None, description="delta-budget-exhausted: the δ asked")
+    delta_spent: float | None = Field(None, description="delta-budget-exhausted: δ spent, tenant-wide")
+    delta_budget: float | None = Field(None, description="delta-budget-exhausted: the tenant's δ budget")
+    spent: RefusedSpend | None = Field(None, description="ε the release's examples (users) have spent")
+    left: RefusedSpend | None = Field(
+        None, description="ε they have left: the budget minus what they spent (never below 0)"
+    )

@@ -13,6 +13,7 @@ from labels_party.storage.orm import Dataset
 
 class DatasetIn(DatasetSpec):
     model_config = ConfigDict(
+        extra="forbid",  # a misspelt field is an error, never silently ignored
         json_schema_extra={
             "examples": [
                 {
@@ -34,7 +35,7 @@ class DatasetIn(DatasetSpec):
                     ],
                 },
             ]
-        }
+        },
     )
 
     name: Name

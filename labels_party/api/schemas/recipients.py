@@ -10,6 +10,7 @@ from labels_party.storage.orm import Recipient
 
 class RecipientIn(BaseModel):
     model_config = ConfigDict(
+        extra="forbid",  # a misspelt field is an error, never silently ignored
         json_schema_extra={
             "examples": [
                 {
@@ -18,7 +19,7 @@ class RecipientIn(BaseModel):
                     "fingerprint": "ed25519:4b47bdb2497d2b734bb4f0663cb6c42a",
                 }
             ]
-        }
+        },
     )
 
     name: Name = Field(description="the features party's id (its party_id)")

@@ -7,7 +7,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
 
-from labeldp.common.inputs import ExampleId, Name
+from labeldp.common.inputs import ExampleId, Integral, Name
 from labeldp.mechanisms import LossName, PrivacyUnit, PublishedMechanism
 from labeldp.mechanisms.empirical import EpsilonBound
 from labels_party.budget.epsilon import as_float
@@ -29,6 +29,7 @@ BIN_TRANSITION = (
 
 class ReleaseIn(BaseModel):
     model_config = ConfigDict(
+        extra="forbid",  # a misspelt field is an error, never silently ignored
         allow_inf_nan=False,
         json_schema_extra={
             "examples": [
@@ -57,7 +58,7 @@ class ReleaseIn(BaseModel):
         None, ge=MIN_EPSILON, le=MAX_EPSILON, description="user-level: total ε charged to every user"
     )
     contribution_bound: (
-        Annotated[StrictInt, Field(ge=1, le=MAX_BOUND)] | Literal["auto", "private"] | None
+        Annotated[StrictInt, Field(ge=1, le=MAX_BOUND), Integral] | Literal["auto", "private"] | None
     ) = Field(
         None,
         description="user-level: τ, the most examples per user that carry information; auto: chosen from "

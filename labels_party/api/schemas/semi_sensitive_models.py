@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictFloat, StrictInt
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictFloat
 
+from labeldp.common.inputs import WholeNumber
 from labels_party.budget.epsilon import as_delta, as_float
 from labels_party.releases.limits import (
     MAX_EPSILON,
@@ -15,6 +16,7 @@ from labels_party.storage.orm import SemiSensitiveModel
 
 class SemiSensitiveModelIn(BaseModel):
     model_config = ConfigDict(
+        extra="forbid",  # a misspelt field is an error, never silently ignored
         allow_inf_nan=False,
         json_schema_extra={
             "examples": [
@@ -37,7 +39,7 @@ class SemiSensitiveModelIn(BaseModel):
     epochs: StrictFloat = Field(
         3.0, gt=0, le=100, description="DP-SGD epochs (expected passes over the examples)"
     )
-    batch_size: StrictInt = Field(
+    batch_size: WholeNumber = Field(
         1024, ge=1, le=1 << 20, description="expected batch size (Poisson sampling)"
     )
     clip_norm: StrictFloat = Field(1.0, gt=0, le=1e4, description="per-example gradient norm bound C")
@@ -45,7 +47,7 @@ class SemiSensitiveModelIn(BaseModel):
     label_epochs: StrictFloat = Field(
         3.0, gt=0, le=100, description="epochs of the label phase (post-processing)"
     )
-    width: StrictInt = Field(32, ge=1, le=256, description="units per tower and in the head")
+    width: WholeNumber = Field(32, ge=1, le=256, description="units per tower and in the head")
 
     def request(self) -> SemiSensitiveRequest:
         return SemiSensitiveRequest(**self.model_dump())
