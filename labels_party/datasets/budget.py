@@ -18,12 +18,12 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from labeldp.common.pages import PageRequest
 from labels_party.budget.epsilon import to_micro
+from labels_party.budget.ledger_keys import distinct
 from labels_party.budget.segments import SegmentStore
 from labels_party.budget.summaries import SpendHistogram, SpendSummary, UserSpendSummary, spend_histogram
 from labels_party.datasets.membership import covered_examples
@@ -110,7 +110,7 @@ class BudgetService:
         with self.sessions() as session:  # one snapshot for both kinds of shard
             return Spend(
                 spend_histogram(session, tenant_id, keys, self.segments),
-                spend_histogram(session, tenant_id, np.unique(users), self.segments, UserSpendShard),
+                spend_histogram(session, tenant_id, distinct(users), self.segments, UserSpendShard),
             )
 
     def refresh(self, tenant_id: str) -> None:

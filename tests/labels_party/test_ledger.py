@@ -9,12 +9,14 @@ import numpy as np
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from hypothesis import given
+from hypothesis import strategies as st
 from sqlalchemy import Engine, func, select
 
 from labels_party.budget.epsilon import to_micro, to_micro_floor
 from labels_party.budget.errors import BudgetExhaustedError, Spent
 from labels_party.budget.ledger import charge, set_budget
-from labels_party.budget.ledger_keys import example_keys
+from labels_party.budget.ledger_keys import distinct, example_keys
 from labels_party.budget.summaries import spend_of_tenant, spend_summary, total_spent
 from labels_party.storage.db import session_factory
 from labels_party.storage.orm import Base, LedgerEntry
@@ -232,3 +234,12 @@ def test_a_spend_distribution_keeps_every_count_in_at_most_fifty_ordered_buckets
                 assert hi < after[0]
 
     check()
+
+
+@given(st.lists(st.integers(min_value=-(2**63), max_value=2**63 - 1), max_size=200))
+def test_distinct_keys_are_numpys_unique(values: list[int]) -> None:
+    """``distinct`` (a sort and a neighbour comparison, used where numpy's hash-based unique is slow)
+    is ``np.unique``: sorted, each key once, for any keys (duplicates, extremes, none)."""
+    keys = np.asarray(values, dtype=np.int64)
+    assert np.array_equal(distinct(keys), np.unique(keys))
+    assert distinct(keys).dtype == np.int64
