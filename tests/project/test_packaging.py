@@ -117,8 +117,10 @@ def test_the_wheel_ships_every_console_file(tmp_path: Path) -> None:
     source.mkdir()
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, source / name)
-    for package in ("labeldp", "labels_party", "features_party"):
-        shutil.copytree(ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
+    # the packages (and packages/labeldp-model, mapped into the distribution with package-dir)
+    for package in ("labeldp", "labels_party", "features_party", "packages"):
+        skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
+        shutil.copytree(ROOT / package, source / package, ignore=skip)
     built = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", "dist", "."],
         cwd=source,
