@@ -178,6 +178,7 @@ def fit_in_steps(estimator: Any, X: np.ndarray, y: np.ndarray, progress: Progres
             progress(
                 {
                     "iterations": float(done),
+                    "iterations_total": float(total),
                     "elapsed_s": elapsed,
                     "eta_s": elapsed / done * (total - done),
                     "rows_seen": float(len(y)),

@@ -205,6 +205,7 @@ def run(sessions: sessionmaker[Session], data_dir: DataDir, job_id: str, schedul
                 "stage": "done",
                 "rows_seen": rows,
                 "iterations": iterations,
+                "iterations_total": iterations,
                 "elapsed_s": time.monotonic() - started,
             },
             finished_at=utcnow(),

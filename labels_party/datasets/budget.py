@@ -44,6 +44,8 @@ class DatasetBudget:
     users: UserSpendSummary
     delta_budget_atto: int  # the tenant's δ budget over all (ε, δ) releases
     delta_spent_atto: int
+    example_spend: list[tuple[int, int, int]]  # the examples' spend distribution (SpendHistogram.buckets)
+    user_spend: list[tuple[int, int, int]]  # the users'
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,8 @@ class BudgetService:
             spend.users.users(tenant.user_budget_micro, to_micro(epsilon_user)),
             tenant.delta_budget_atto,
             tenant.delta_spent_atto,
+            spend.examples.buckets(),
+            spend.users.buckets(),
         )
 
     def _spend(self, tenant: Tenant, ds: Dataset) -> Spend:

@@ -209,6 +209,33 @@ def test_a_spend_histogram_answers_what_the_raw_spend_would() -> None:
     check()
 
 
+def test_a_spend_distribution_keeps_every_count_in_at_most_fifty_ordered_buckets() -> None:
+    """The budget answer's spend distribution: each distinct amount its own bucket when there are few;
+    otherwise at most 50 buckets, in order, not overlapping, each stating the lowest and highest amount
+    it holds and how many spent them — never losing or inventing anyone."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from labels_party.budget.summaries import MAX_BUCKETS, SpendHistogram
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.integers(0, 5_000_000), min_size=1, max_size=400))
+    def check(spent: list[int]) -> None:
+        raw = np.asarray(spent, dtype=np.int64)
+        buckets = SpendHistogram.of(raw).buckets()
+        distinct = np.unique(raw)
+        if distinct.size <= MAX_BUCKETS:
+            assert buckets == [(int(v), int(v), int((raw == v).sum())) for v in distinct]
+        assert 1 <= len(buckets) <= MAX_BUCKETS
+        assert sum(n for _, _, n in buckets) == raw.size
+        for (lo, hi, n), after in zip(buckets, [*buckets[1:], None], strict=True):
+            assert lo <= hi and n == int(((raw >= lo) & (raw <= hi)).sum()) and lo in raw and hi in raw
+            if after is not None:
+                assert hi < after[0]
+
+    check()
+
+
 @given(st.lists(st.integers(min_value=-(2**63), max_value=2**63 - 1), max_size=200))
 def test_distinct_keys_are_numpys_unique(values: list[int]) -> None:
     """``distinct`` (a sort and a neighbour comparison, used where numpy's hash-based unique is slow)

@@ -102,3 +102,36 @@ def test_both_services_start_without_the_optional_extras() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-2000:]
+
+
+def test_the_wheel_ships_every_console_file(tmp_path: Path) -> None:
+    """The consoles' shell, modules, styles and icon are package data: a wheel built from the tree
+    (offline, with the installed setuptools) holds every one of them, so an installed service serves
+    its console without the source tree."""
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
+
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, source / name)
+    # the packages (and packages/labeldp-model, mapped into the distribution with package-dir)
+    for package in ("labeldp", "labels_party", "features_party", "packages"):
+        skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
+        shutil.copytree(ROOT / package, source / package, ignore=skip)
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", "dist", "."],
+        cwd=source,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr[-2000:]
+    (wheel,) = (source / "dist").glob("labeldp-*.whl")
+    shipped = set(zipfile.ZipFile(wheel).namelist())
+    static = ROOT / "labeldp" / "console" / "static"
+    files = {str(p.relative_to(ROOT)) for p in static.rglob("*") if p.is_file()}
+    assert files and files <= shipped, sorted(files - shipped)
