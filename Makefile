@@ -9,7 +9,7 @@ HASH   := $(shell cat pyproject.toml | sha256sum | cut -c1-12)
 DEMO   := $(VENV)/.demo-$(HASH)
 DEV    := $(VENV)/.dev-$(HASH)
 
-.PHONY: demo test check lint typecheck imports unit fast docs bench proto clean
+.PHONY: demo test check lint typecheck imports unit fast docs docs-screenshots bench proto clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,16 +25,17 @@ $(DEV): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'
 	rm -f $(VENV)/.dev-* $(VENV)/.demo-* && touch $@ $(DEMO)
 
-## make demo: the two-party demo (both services on loopback, one release, training; writes demo-output/)
+## make demo: the two-party demo (both services on loopback, one release, training; writes demo-output/);
+## it prints both parties' web consoles, and with KEEP_RUNNING=1 leaves the services up until Ctrl-C
 demo: $(DEMO)
-	$(BIN)/labeldp demo
+	$(BIN)/labeldp demo $(if $(KEEP_RUNNING),--keep-running)
 
 ## make test: ruff, mypy, the import contracts and the whole pytest suite (every tier: the strict docs build and the
 ## executable examples too, tests/project/test_docs.py); prints the slowest tests
 test: lint typecheck imports unit
 
 ## make check: the inner loop — the same lint, types and contracts, and the tests that start no Docker,
-## Dask cluster, separate service process or PostgreSQL, and are not marked slow (a few minutes)
+## Dask cluster, separate service process, PostgreSQL or browser, and are not marked slow (a few minutes)
 check: lint typecheck imports fast
 
 lint: $(DEV)
@@ -51,7 +52,13 @@ unit: $(DEV)
 	$(BIN)/python -m pytest -q --durations=20
 
 fast: $(DEV)
-	$(BIN)/python -m pytest -q --durations=10 -m "not (docker or cluster or processes or postgresql or slow)"
+	$(BIN)/python -m pytest -q --durations=10 -m "not (docker or cluster or processes or postgresql or slow or browser)"
+
+## make docs-screenshots: the consoles' browser tests (headless Chromium), then the pictures docs/console.md
+## shows copied from their run into docs/console/ (64-colour palettes: small enough to commit)
+docs-screenshots: $(DEV)
+	$(BIN)/python -m pytest -q -m browser tests/e2e/test_console_browser.py
+	$(BIN)/python -m tests.support.docs_screenshots
 
 ## make docs: the documentation site from docs/ (mkdocs.yml), built strict — a broken link, anchor or reference
 ## fails — into site/ (git-ignored), offline

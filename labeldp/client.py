@@ -212,8 +212,9 @@ class LabelsClient(ApiClient):
     def dataset_id(self, name_or_id: str) -> str:
         return self.dataset(name_or_id)["id"]
 
-    def releases(self, dataset_id: str) -> list[Release]:
-        return list(self.items(f"/v1/datasets/{dataset_id}/releases"))
+    def releases(self, dataset_id: str | None = None) -> list[Release]:
+        """A dataset's releases, or every release of the tenant."""
+        return list(self.items(f"/v1/datasets/{dataset_id}/releases" if dataset_id else "/v1/releases"))
 
     def get_release(self, release_id: str) -> Release:
         return self.call("GET", f"/v1/releases/{release_id}")

@@ -87,6 +87,9 @@ class Dataset(TypedDict):
     label_count: int
     universe_count: int | None
     universe_users: int | None
+    labels_version: int
+    universe_version: int
+    non_sensitive_version: int
     created_at: str
 
 
@@ -121,9 +124,18 @@ class Release(TypedDict):
     mechanism: dict[str, Any] | None
     worst_case_additive_advantage: float | None
     max_multiplicative_advantage: float | None
+    keep_probability: float | None
+    move_probability: float | None
     error: str | None
     created_at: str
     completed_at: str | None
+
+
+class EpsilonLowerBound(TypedDict):
+    epsilon_low: float
+    alpha: float
+    examples: int
+    rates: dict[str, float]
 
 
 class Audit(TypedDict):
@@ -133,6 +145,7 @@ class Audit(TypedDict):
     max_multiplicative_advantage: float
     true_distribution: dict[str, float]
     realized: dict[str, float]
+    epsilon_lower_bound: EpsilonLowerBound | None
 
 
 class Preview(TypedDict):
@@ -144,7 +157,17 @@ class Preview(TypedDict):
     bin_values: list[float]
     bin_edges: list[list[float]]  # [lo, hi] of each bin
     expected_loss: float
+    worst_case_additive_advantage: float
+    max_multiplicative_advantage: float
+    keep_probability: float
+    move_probability: float
     mechanism: dict[str, Any]
+
+
+class SpendBucket(TypedDict):
+    spent_from: float
+    spent_to: float
+    count: int
 
 
 class UserBudget(TypedDict):
@@ -153,6 +176,7 @@ class UserBudget(TypedDict):
     spent: dict[str, float]
     epsilon_user_asked: float
     can_take: int | None
+    spend_distribution: list[SpendBucket]
 
 
 class Budget(TypedDict):
@@ -162,6 +186,7 @@ class Budget(TypedDict):
     min_spent: float
     epsilon_asked: float
     can_take: int
+    spend_distribution: list[SpendBucket]
     users: UserBudget
     delta_budget: float
     delta_spent: float
@@ -241,6 +266,8 @@ class ReceivedRelease(TypedDict):
     mechanism: dict[str, Any]
     worst_case_additive_advantage: float
     max_multiplicative_advantage: float
+    keep_probability: float
+    move_probability: float
     header: dict[str, Any]
 
 

@@ -40,6 +40,7 @@ from pyarrow import csv
 from labeldp.client import FeaturesClient, LabelsClient
 from labeldp.demo.parties import local_parties
 from labeldp.samples import diamond_prices
+from labeldp_model import TRUSTED_TYPES
 
 work = Path(tempfile.mkdtemp(prefix="labeldp-example-"))
 prices = diamond_prices()
@@ -148,16 +149,16 @@ print("click-1, click-2:", np.round(by_id, 1), "  a new diamond:", np.round(by_r
 # ## 5. Take the model out
 #
 # The artifact is the very `Pipeline` the service predicts with, saved with skops (never pickle): the
-# raw feature columns in, the debiased prediction out. Review the types it asks to trust before
-# loading it — scikit-learn, numpy and labeldp's two debiasing steps only.
+# raw feature columns in, the debiased prediction out. Loading it trusts an explicit list of type
+# names (`labeldp_model.TRUSTED_TYPES`: scikit-learn's and numpy's, and the small `labeldp_model`
+# package's debiasing step), never what the file asks for; a notebook needs only scikit-learn, skops,
+# pandas and `pip install ./packages/labeldp-model`, not labeldp.
 
 # %%
 path = work / "model.skops"
 publisher.download_model(job["id"], path)
-untrusted = sio.get_untrusted_types(file=path)
-print(untrusted)
-assert all(t.startswith(("sklearn.", "numpy.", "labeldp.mechanisms.", "functools.")) for t in untrusted)
-pipeline = sio.load(path, trusted=untrusted)
+print(sio.get_untrusted_types(file=path))  # what the file names beyond skops's defaults: all on the list
+pipeline = sio.load(path, trusted=list(TRUSTED_TYPES))
 local = pipeline.predict(pd.DataFrame([row]))
 print("locally:", np.round(local, 1))
 assert np.allclose(local, by_row)  # exactly what POST /v1/models/{id}/predictions answers

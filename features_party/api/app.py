@@ -28,6 +28,7 @@ from labeldp.common.errors import as_problem
 from labeldp.common.identity import Identity
 from labeldp.common.instance import Instance, clean_atomic_leftovers, clean_spools
 from labeldp.common.service import service_app
+from labeldp.console import serve as console
 
 log = logging.getLogger("labeldp.features")
 
@@ -132,4 +133,5 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
 
     for router in ROUTERS:
         app.include_router(router)
+    console.install(app, "features")
     return app

@@ -38,7 +38,7 @@ from features_party.training.fit import (
     validation_mask,
 )
 from labeldp.mechanisms import BinsNoise
-from labeldp.mechanisms.estimators import AffineDebiasedRegressor
+from labeldp_model import AffineDebiasedRegressor
 
 LGBM_OBJECTIVE = {"squared": "regression", "absolute": "regression_l1", "poisson": "poisson"}
 
@@ -141,7 +141,7 @@ def fit_on_cluster(
         categorical_feature=list(range(len(encoder.categorical))) or "auto",
     )
     local = estimator.to_local()
-    final = AffineDebiasedRegressor(local, noise) if debias == "affine" else local
+    final = AffineDebiasedRegressor(local, noise.correction) if debias == "affine" else local
     pipeline = Pipeline([("encode", encoder.transformer), ("model", final)])
     losses_meta = pd.DataFrame({"noisy": pd.Series(dtype=float), "unbiased": pd.Series(dtype=float),
                                 "n": pd.Series(dtype="int64")})  # fmt: skip

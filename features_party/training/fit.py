@@ -10,7 +10,9 @@ of the loss against the binned true labels (``BinsNoise.unbiased_loss``).
 
 The result is one scikit-learn ``Pipeline`` (column encoding, the estimator, and the affine correction
 or the classifier's debiasing as a wrapper of the estimator): it is what the service predicts with and
-what ``GET /v1/models/{id}/artifact`` exports, so the two cannot disagree.
+what ``GET /v1/models/{id}/artifact`` exports, so the two cannot disagree. Every type in it is
+scikit-learn's, numpy's or the small ``labeldp_model`` package's (the wrappers and the release's
+``BinsCorrection``), so the artifact loads without labeldp.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder, StandardScaler
 
 from labeldp.common.errors import DomainError
 from labeldp.mechanisms import BinsNoise, resolve_loss
-from labeldp.mechanisms.estimators import AffineDebiasedRegressor, ReleaseClassifier
+from labeldp_model import AffineDebiasedRegressor, ReleaseClassifier
 
 ModelKind = Literal["hgb", "linear"]
 Progress = Callable[[dict[str, float]], None]
@@ -176,6 +178,7 @@ def fit_in_steps(estimator: Any, X: np.ndarray, y: np.ndarray, progress: Progres
             progress(
                 {
                     "iterations": float(done),
+                    "iterations_total": float(total),
                     "elapsed_s": elapsed,
                     "eta_s": elapsed / done * (total - done),
                     "rows_seen": float(len(y)),
@@ -244,7 +247,7 @@ def fit(
     target = noise.unbiased_targets(bins) if debias == "unbiased" else noisy
     estimator = regressor(model, loss, encoder)
     fit_in_steps(estimator, X[~valid], target[~valid], progress)
-    final = AffineDebiasedRegressor(estimator, noise) if debias == "affine" else estimator
+    final = AffineDebiasedRegressor(estimator, noise.correction) if debias == "affine" else estimator
     pipeline = Pipeline([("encode", encoder.transformer), ("model", final)])
     trained = Trained(pipeline, encoder.columns, encoder.categorical, noise, loss, debias, {})
     against_noisy, unbiased = validation_losses(final.predict(X[valid]), bins[valid], noise, loss)
@@ -329,7 +332,7 @@ def fit_classifier(
     else:
         estimator = LogisticRegression(max_iter=1000)
     fit_in_steps(estimator, X[~valid], bins[~valid], progress)
-    final = ReleaseClassifier(estimator, noise, debias=debias == "affine")
+    final = ReleaseClassifier(estimator, noise.correction, debias=debias == "affine")
     pipeline = Pipeline([("encode", encoder.transformer), ("model", final)])
     trained = TrainedClassifier(pipeline, encoder.columns, encoder.categorical, noise, "zero_one", debias, {})
     predicted = np.argmax(final.predict_proba(X[valid]), axis=1)

@@ -1,7 +1,8 @@
 """The body of a training job, and how its model is saved and loaded.
 
 A model is the fitted scikit-learn ``Pipeline`` saved with skops (never pickle) as ``model.skops`` —
-the exported artifact — plus a JSON file with what the API needs besides (the raw feature columns and
+the exported artifact, which loads with scikit-learn, skops, pandas and the small ``labeldp_model``
+package alone — plus a JSON file with what the API needs besides (the raw feature columns and
 which are categorical, the release's published mechanism, the metrics). Loading trusts, besides the
 types skops trusts by default, exactly the type names in ``MODEL_TYPES`` — never a prefix: a file
 that names any other type (``numpy.testing._private.utils.runstring`` executes code when skops
@@ -29,29 +30,23 @@ from labeldp.common.db import utcnow
 from labeldp.common.errors import DomainError
 from labeldp.mechanisms import BinsNoise, PublishedMechanism
 from labeldp.scale import DaskEngine
+from labeldp_model import TRUSTED_TYPES
 
-# The types the service's own pipelines contain that skops does not trust by default: exactly what
-# ``skops.io.get_untrusted_types`` reports for the artifacts of every model kind the service trains —
-# hgb and linear regressors (each loss, each debiasing), hgb and linear classifiers (binary and
-# multi-class), LightGBM on a cluster — over numeric, categorical and missing features
-# (scikit-learn 1.9, numpy 2.4, LightGBM 4.7, skops 0.16; tests/features_party/test_model_loading.py
-# trains them all and fails if this list misses one). HistGradientBoosting keeps a partial of
-# ``check_array`` and its trees; linear models' one-hot encoder keeps a dtype; the last step is one of
-# labeldp's debiasing wrappers (``labeldp.mechanisms.estimators``) holding the release's ``BinsNoise``;
-# LightGBM keeps its booster and an ordered dict. Names, never prefixes: anything else is refused.
-MODEL_TYPES: tuple[str, ...] = (
-    "collections.OrderedDict",
-    "functools.partial",
-    "labeldp.mechanisms.debias.BinsNoise",
-    "labeldp.mechanisms.estimators.AffineDebiasedRegressor",
-    "labeldp.mechanisms.estimators.ReleaseClassifier",
-    "lightgbm.basic.Booster",
-    "lightgbm.sklearn.LGBMRegressor",
-    "numpy.dtype",
-    "sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor",
-    "sklearn.utils.validation.check_array",
-)
-MODEL_FORMAT = 2  # 1: a bare estimator with the encoding in meta.json (before models were exportable)
+# The types the service's own pipelines contain that skops does not trust by default, by name (never a
+# prefix): ``labeldp_model.TRUSTED_TYPES``, kept beside the classes an exported model needs so that a
+# notebook loads with the very list the service loads with. tests/features_party/test_model_loading.py
+# trains every model kind and fails if the list misses a type or holds one no pipeline needs.
+MODEL_TYPES: tuple[str, ...] = TRUSTED_TYPES
+# 1: a bare estimator with the encoding in meta.json (before models were exportable pipelines);
+# 2: a pipeline ending in labeldp's own wrappers (labeldp.mechanisms.estimators), loadable only with
+# labeldp installed; 3: the wrappers and their correction from labeldp_model
+MODEL_FORMAT = 3
+RETRAIN = {
+    None: "this model was saved before models were exportable pipelines; train it again",
+    1: "this model was saved before models were exportable pipelines; train it again",
+    2: "this model was saved before its debiasing step moved to the labeldp-model package (an artifact "
+    "that loads without labeldp); train it again",
+}
 ARTIFACT = "model.skops"
 
 
@@ -87,12 +82,12 @@ def save(trained: Trained, mechanism: PublishedMechanism, directory: Path) -> No
 
 def load(directory: Path) -> Trained:
     meta = json.loads((directory / "meta.json").read_text())
-    if meta.get("format") != MODEL_FORMAT:
-        raise DomainError(
-            "model-needs-retraining",
-            "this model was saved before models were exportable pipelines; train it again",
-            status=409,
+    saved = meta.get("format")
+    if saved != MODEL_FORMAT:
+        message = RETRAIN.get(
+            saved, f"this model was saved in format {saved!r}, not {MODEL_FORMAT}; train it again"
         )
+        raise DomainError("model-needs-retraining", message, status=409)
     path = directory / ARTIFACT
     sio = _skops()
     try:
@@ -210,6 +205,7 @@ def run(sessions: sessionmaker[Session], data_dir: DataDir, job_id: str, schedul
                 "stage": "done",
                 "rows_seen": rows,
                 "iterations": iterations,
+                "iterations_total": iterations,
                 "elapsed_s": time.monotonic() - started,
             },
             finished_at=utcnow(),

@@ -68,11 +68,23 @@ def demo(
     epsilons: Annotated[
         str, typer.Option(help="With --mechanism-only: comma-separated ε values.")
     ] = "0.1,0.5,1,2,4",
+    keep_running: Annotated[
+        bool,
+        typer.Option(
+            "--keep-running",
+            help="Leave both services running after the report (until Ctrl-C) and print their web "
+            "consoles' URLs and the demo tenants' API keys.",
+        ),
+    ] = False,
 ) -> None:
     """Two-party demo: an advertiser and a publisher train a private conversion model end to end."""
     from labeldp.client import ApiError
 
     try:
+        if keep_running and (mechanism_only or semi_sensitive):
+            raise ValueError(
+                "--keep-running is for the two-party demo (not --mechanism-only or --semi-sensitive)"
+            )
         if mechanism_only:
             from labeldp.demo.main import run_mechanism_demo
 
@@ -113,7 +125,15 @@ def demo(
             bound = contribution_bound if not contribution_bound.isdigit() else int(contribution_bound)
         elif epsilon_user is not None:
             raise ValueError("--epsilon-user needs --privacy-unit user")
-        run_demo(dataset, epsilon, out, postgres_url=postgres, remote=remote, contribution_bound=bound)
+        run_demo(
+            dataset,
+            epsilon,
+            out,
+            postgres_url=postgres,
+            remote=remote,
+            contribution_bound=bound,
+            keep_running=keep_running,
+        )
     except ValueError as exc:
         error(str(exc))
         raise typer.Exit(code=2) from exc

@@ -60,6 +60,39 @@ def _remote(remote: Remote) -> Iterator[Connection]:
     )
 
 
+def console_urls(conn: Connection) -> tuple[str, str]:
+    """Where each party serves its web console (docs/console.md)."""
+    return f"{conn.labels_url}/console/", f"{conn.features_url}/console/"
+
+
+def _keep_running(console: Console, conn: Connection, local: bool) -> None:
+    """Leave the services up until Ctrl-C (or SIGTERM), so that a person can look at the demo's
+    release in the consoles. The local tenants are the demo's own, so their keys are printed."""
+    labels, features = console_urls(conn)
+    console.print(
+        "\n[bold]the services keep running[/] (--keep-running): open a console and sign in with its "
+        "tenant's API key",
+        soft_wrap=True,
+    )
+    for party, url, key in (
+        ("labels party (advertiser): ", labels, conn.labels_key),
+        ("features party (publisher):", features, conn.features_key),
+    ):
+        shown = f"API key {key}" if local else "(your API key)"
+        console.print(f"  {party} {url}  {shown}", soft_wrap=True, highlight=False)
+    console.print("press Ctrl-C to stop them", soft_wrap=True)
+    # a demo started in the background by a script inherits SIGINT ignored: Ctrl-C (or kill -INT)
+    # must stop it all the same
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        while True:
+            time.sleep(1)
+    except KeyboardInterrupt:
+        console.print("stopping the services")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def run_demo(
     dataset: str,
     epsilon: float,
@@ -68,9 +101,11 @@ def run_demo(
     remote: Remote | None = None,
     console: Console | None = None,
     contribution_bound: int | str | None = None,
+    keep_running: bool = False,
 ) -> dict[str, object]:
     """Run the demo; with ``contribution_bound`` (τ, auto or private) the release is user-level with
-    ``epsilon`` per user, over synthetic users with a heavy-tailed number of clicks each."""
+    ``epsilon`` per user, over synthetic users with a heavy-tailed number of clicks each. With
+    ``keep_running`` the services stay up after the report until Ctrl-C (or SIGTERM)."""
     if dataset not in SPECS:
         raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(SPECS)}")
     if not 0 < epsilon <= 100:
@@ -100,14 +135,18 @@ def run_demo(
             console.print("[bold cyan][0][/] starting both services on loopback")
             parties = local_parties(work, out / "logs", world.run_id, epsilon, postgres_url, say)
         with parties as conn:
+            labels_console, features_console = console_urls(conn)
+            say(f"consoles: {labels_console} (advertiser), {features_console} (publisher)")
             report = run_flow(conn, world, epsilon, work, console, contribution_bound)
-        console.print("[bold cyan][…][/] drawing the figures")
-        figures = draw(world, report, out)
-    report.timings_s["total"] = round(time.monotonic() - started, 1)
-    print_report(console, report)
-    write_report(report, out / "report.json")
-    console.print(f"wrote {out / 'report.json'} and " + ", ".join(str(p) for p in figures))
-    console.print(f"done in {report.timings_s['total']:.0f} s")
+            console.print("[bold cyan][…][/] drawing the figures")
+            figures = draw(world, report, out)
+            report.timings_s["total"] = round(time.monotonic() - started, 1)
+            print_report(console, report)
+            write_report(report, out / "report.json")
+            console.print(f"wrote {out / 'report.json'} and " + ", ".join(str(p) for p in figures))
+            console.print(f"done in {report.timings_s['total']:.0f} s")
+            if keep_running:
+                _keep_running(console, conn, local=remote is None)
     return report.as_json()
 
 

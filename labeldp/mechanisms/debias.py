@@ -16,6 +16,10 @@ probability that a label is unreported, ``P(bin j | x) = a·q_j(x) + b·(1 − �
 the probability of the reported class ``j``; ``π`` is estimated by the unreported mass of the noisy
 prior the release carries (``outside_mass``). A 0-1 loss estimate then adds ``π/k``: for an unreported
 label the estimator above averages to ``(k − 1)/k`` while every prediction (a reported class) is wrong.
+
+The corrections a trained model applies when it predicts (``affine_correct``, ``class_probabilities``)
+are ``labeldp_model.BinsCorrection``'s: an exported model holds that object (``BinsNoise.correction``),
+so loading it needs neither labeldp nor its mechanisms.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import numpy.typing as npt
 from labeldp.mechanisms.published import PublishedMechanism
 from labeldp.mechanisms.randomized_response import KeepThreshold
 from labeldp.mechanisms.validation import ParameterError, check_epsilon, finite_vector
+from labeldp_model import BinsCorrection
 
 Array = npt.NDArray[np.float64]
 
@@ -76,16 +81,18 @@ class BinsNoise:
     def transition(self) -> Array:
         return self.a * np.eye(self.m) + self.b
 
+    @property
+    def correction(self) -> BinsCorrection:
+        """What a trained model keeps to predict (its debiasing step's state): the bin values and the
+        keep/move probabilities, as ``labeldp_model.BinsCorrection`` — an exported model then needs
+        only that small package, never this one."""
+        return BinsCorrection(self.bin_values, self.keep, self.move, self.outside_mass)
+
     def class_probabilities(self, noisy: Array) -> Array:
         """``P(reported class j | x)`` from a model of ``P(output bin j | x)`` (rows), clipped at 0 and
-        scaled to the reported mass ``1 − π``."""
-        p = np.asarray(noisy, dtype=np.float64)
-        if self.m == 1:
-            return np.full_like(p, 1.0 - self.outside_mass)
+        scaled to the reported mass ``1 − π`` (``BinsCorrection.class_probabilities``)."""
         self._check_invertible()
-        pi = self.outside_mass
-        q = np.clip((p - self.b * (1 - pi) - pi / self.m) / self.a, 0.0, None)
-        return q / np.maximum(q.sum(axis=1, keepdims=True), 1e-12) * (1 - pi)
+        return self.correction.class_probabilities(noisy)
 
     def zero_one_error(self, predicted_bins: npt.NDArray[np.integer], bins: npt.NDArray[np.integer]) -> float:
         """An estimate of the 0-1 error against the true labels: unbiased for labels inside the
@@ -100,11 +107,10 @@ class BinsNoise:
             )
 
     def affine_correct(self, predictions: Array) -> Array:
-        """Map a model of ``E[ŷ | x]`` to an estimate of ``E[Φ(y) | x]``."""
-        if self.m == 1:
-            return np.asarray(predictions, dtype=np.float64)
+        """Map a model of ``E[ŷ | x]`` to an estimate of ``E[Φ(y) | x]``
+        (``BinsCorrection.affine_correct``)."""
         self._check_invertible()
-        return (np.asarray(predictions, dtype=np.float64) - self.b * self.bin_values.sum()) / self.a
+        return self.correction.affine_correct(predictions)
 
     def unbiased_targets(self, bins: npt.NDArray[np.integer]) -> Array:
         """``ỹ_o``: regression targets whose conditional mean is the binned true label."""

@@ -6,7 +6,7 @@ in advance for it (bounds and support); none of them is computed from the data.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -38,13 +38,6 @@ class LabelDataset:
         drop = {self.label_column, "income"}
         return self.table.select([c for c in self.table.column_names if c not in drop])
 
-    def sample(self, n: int, seed: int) -> LabelDataset:
-        """``n`` rows drawn at random without replacement, in random order, reproducibly for a
-        ``seed``. The shipped files are ordered (the diamonds by price): their first rows are no
-        sample — the first 2,000 diamonds cost 326-3,099 USD and would all fall in one bin."""
-        rows = np.random.default_rng(seed).choice(self.table.num_rows, size=n, replace=False)
-        return replace(self, table=self.table.take(rows), description=f"{self.description}; {n:,} drawn")
-
 
 def weeks_worked() -> LabelDataset:
     """1980 US Census (AER::Fertility): weeks worked in 1979, integers 0..52 (a year has 52 weeks)."""
@@ -68,7 +61,9 @@ PRICE_GRID_POINTS = 201
 
 
 def diamond_prices() -> LabelDataset:
-    """ggplot2::diamonds sale prices (USD), clipped at the public cap of 20,000 USD."""
+    """ggplot2::diamonds sale prices (USD), clipped at the public cap of 20,000 USD. The rows are
+    ordered by price (the first 2,000 cost 326-3,099 USD): draw a sample at random, not the first
+    rows."""
     return LabelDataset(
         "prices",
         pq.read_table(_HERE / "a_diamonds_price.parquet"),

@@ -16,6 +16,7 @@ from labeldp.common.db import service_sessions
 from labeldp.common.identity import Identity
 from labeldp.common.instance import Instance, clean_atomic_leftovers, clean_spools
 from labeldp.common.service import service_app
+from labeldp.console import serve as console
 from labels_party.api.deps import LabelsServices
 from labels_party.api.routes import ROUTERS
 from labels_party.budget.ledger import Ledger
@@ -130,4 +131,5 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
     )
     for router in ROUTERS:
         app.include_router(router)
+    console.install(app, "labels")
     return app

@@ -37,7 +37,7 @@ from labels_party.budget.errors import (
     UserBudgetExhaustedError,
     UserDeltaTooLargeError,
 )
-from labels_party.budget.ledger_keys import Keys
+from labels_party.budget.ledger_keys import Keys, distinct
 from labels_party.budget.segments import SegmentStore
 from labels_party.budget.shards import EMPTY, Shard, added, load_shards, save_shards
 from labels_party.budget.summaries import SpendHistogram
@@ -60,7 +60,7 @@ class UserCharge:
 
     @staticmethod
     def each(user_keys: Keys, epsilon_micro: int) -> UserCharge:
-        keys = np.unique(np.asarray(user_keys, dtype=np.int64))
+        keys = distinct(user_keys)
         return UserCharge(keys, np.full(keys.size, epsilon_micro, dtype=np.int64))
 
 

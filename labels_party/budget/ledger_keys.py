@@ -35,10 +35,20 @@ def example_key(example_id: str) -> int:
     return int.from_bytes(digest, "little", signed=True)
 
 
+def distinct(keys: Keys) -> Keys:
+    """The sorted, distinct keys (unsigned order for ``uint64`` keys): a sort and a comparison of
+    neighbours. (``np.unique`` without counts builds a hash table in numpy ≥ 2.3: 2.4 s for 3M random
+    keys where this takes 0.02 s — the budget route at 10M examples spent 30 s there.)"""
+    given = np.asarray(keys)
+    ordered = np.sort(given if given.dtype == np.uint64 else given.astype(np.int64, copy=False))
+    if ordered.size < 2:
+        return ordered
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
+
+
 def example_keys(example_ids: Iterable[str]) -> Keys:
     """Sorted, distinct keys for a set of example IDs."""
-    keys = np.fromiter((example_key(e) for e in example_ids), dtype=np.int64)
-    return np.unique(keys)
+    return distinct(np.fromiter((example_key(e) for e in example_ids), dtype=np.int64))
 
 
 def key_pairs(ids: pa.Array) -> tuple[Keys, Keys]:

@@ -42,7 +42,7 @@ from labels_party.budget.errors import (
     UserBudgetExhaustedError,
 )
 from labels_party.budget.ledger import Ledger, append_entry
-from labels_party.budget.ledger_keys import Keys
+from labels_party.budget.ledger_keys import Keys, distinct
 from labels_party.budget.segments import SegmentStore, segment_name, write_segment
 from labels_party.budget.shards import SHARDS, Shard, StoredShard, added, shard_state, stored_shards
 from labels_party.budget.summaries import SpendHistogram
@@ -116,7 +116,7 @@ def _shard_charge(
         query, counts = np.unique(query, return_counts=True)
         amounts = counts.astype(np.int64) * amount
     else:
-        query = np.unique(query)
+        query = distinct(query)
         amounts = np.full(query.size, amount, dtype=np.int64)
     keys, spent = stored.arrays() if stored is not None else (_EMPTY, _EMPTY)
     return shard_state(shard, keys, spent, stored is not None, query), amounts

@@ -17,7 +17,7 @@ import numpy.typing as npt
 from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
-from labels_party.budget.ledger_keys import Keys
+from labels_party.budget.ledger_keys import Keys, distinct
 from labels_party.budget.segments import SegmentStore, read_segment
 from labels_party.storage.orm import ExampleSpendShard, SpendShard
 
@@ -38,8 +38,7 @@ def encode(values: Keys) -> bytes:
 def by_shard(keys: Keys) -> tuple[Keys, npt.NDArray[np.intp]]:
     """Distinct keys ordered so that each shard's keys are contiguous and sorted, plus the shard
     boundaries. (The shard is the key's top byte; within one shard signed and unsigned order agree.)"""
-    unique = np.unique(np.asarray(keys, dtype=np.int64))
-    ordered = unique[np.argsort(unique.view(np.uint64), kind="stable")]
+    ordered = distinct(np.asarray(keys, dtype=np.int64).view(np.uint64)).view(np.int64)  # unsigned order
     shard = (ordered.view(np.uint64) >> np.uint64(56)).astype(np.int64)
     return ordered, np.searchsorted(shard, np.arange(SHARDS + 1))
 

@@ -20,6 +20,8 @@ from labels_party.budget.segments import SegmentStore
 from labels_party.budget.shards import EMPTY, load_shards, stored_shards
 from labels_party.storage.orm import ExampleSpendShard, SpendShard, Tenant, UserSpendShard
 
+MAX_BUCKETS = 50  # a spend distribution's buckets in an answer (a chart's worth)
+
 
 @dataclass(frozen=True)
 class SpendHistogram:
@@ -61,6 +63,21 @@ class SpendHistogram:
         if not self.total:
             return Spent(0, 0)
         return Spent(self.quantile(0.5), int(self.values[-1]))
+
+    def buckets(self, most: int = MAX_BUCKETS) -> list[tuple[int, int, int]]:
+        """The distribution as ``(lowest, highest, how many)`` micro-ε buckets: each distinct amount
+        its own bucket when there are at most ``most``, else ``most`` equal ranges (the empty ones
+        left out), each stated by the lowest and highest amount it holds. Aggregates only."""
+        if self.values.size <= most:
+            return [(int(v), int(v), int(c)) for v, c in zip(self.values, self.counts, strict=True)]
+        lo, hi = int(self.values[0]), int(self.values[-1])
+        which = np.minimum((self.values - lo) * most // (hi - lo + 1), most - 1)
+        out = []
+        for b in np.unique(which):
+            inside = which == b
+            amounts = self.values[inside]
+            out.append((int(amounts[0]), int(amounts[-1]), int(self.counts[inside].sum())))
+        return out
 
     def examples(self, budget_micro: int, epsilon_micro: int) -> SpendSummary:
         if not self.total:

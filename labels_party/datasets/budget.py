@@ -18,12 +18,12 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from labeldp.common.pages import PageRequest
 from labels_party.budget.epsilon import to_micro
+from labels_party.budget.ledger_keys import distinct
 from labels_party.budget.segments import SegmentStore
 from labels_party.budget.summaries import SpendHistogram, SpendSummary, UserSpendSummary, spend_histogram
 from labels_party.datasets.membership import covered_examples
@@ -44,6 +44,8 @@ class DatasetBudget:
     users: UserSpendSummary
     delta_budget_atto: int  # the tenant's δ budget over all (ε, δ) releases
     delta_spent_atto: int
+    example_spend: list[tuple[int, int, int]]  # the examples' spend distribution (SpendHistogram.buckets)
+    user_spend: list[tuple[int, int, int]]  # the users'
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,8 @@ class BudgetService:
             spend.users.users(tenant.user_budget_micro, to_micro(epsilon_user)),
             tenant.delta_budget_atto,
             tenant.delta_spent_atto,
+            spend.examples.buckets(),
+            spend.users.buckets(),
         )
 
     def _spend(self, tenant: Tenant, ds: Dataset) -> Spend:
@@ -106,7 +110,7 @@ class BudgetService:
         with self.sessions() as session:  # one snapshot for both kinds of shard
             return Spend(
                 spend_histogram(session, tenant_id, keys, self.segments),
-                spend_histogram(session, tenant_id, np.unique(users), self.segments, UserSpendShard),
+                spend_histogram(session, tenant_id, distinct(users), self.segments, UserSpendShard),
             )
 
     def refresh(self, tenant_id: str) -> None:

@@ -128,8 +128,11 @@ def users_in_universe(universe: pa.Table) -> int:
 def covered_examples(files: DatasetFiles, ds: Dataset) -> tuple[np.ndarray, np.ndarray]:
     """(ledger keys, user keys) of the examples a full release of the dataset would cover; reads
     no label."""
-    labels = files.read_labels(ds.labels_version, ["example_id", "example_key", "user_id"])
     universe = files.read_universe(ds.universe_version)
-    base = universe if universe is not None else labels
-    keys = np.asarray(base.column("example_key").to_numpy(), dtype=np.int64)
-    return keys, user_keys_of(base.column("example_id").combine_chunks(), keys, labels, universe)
+    if universe is None:  # every label row, each its own position: no lookup of IDs by text
+        labels = files.read_labels(ds.labels_version, ["example_key", "user_id"])
+        keys = np.asarray(labels.column("example_key").to_numpy(), dtype=np.int64)
+        return keys, user_keys(declared_users(labels), keys)
+    labels = files.read_labels(ds.labels_version, ["example_id", "example_key", "user_id"])
+    keys = np.asarray(universe.column("example_key").to_numpy(), dtype=np.int64)
+    return keys, user_keys_of(universe.column("example_id").combine_chunks(), keys, labels, universe)

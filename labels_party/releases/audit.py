@@ -8,7 +8,10 @@ examples, spends nothing, never goes to a recipient and is never logged. It stat
 * the exact advantage of an attacker who knows the **true** label distribution of these examples
   (stronger than the real recipient, who only has the noisy prior) — additive advantage, how often it
   simply trusts the noisy label, and for regression how much of its squared error the release removes;
-* that attacker's realized accuracy on this release's actual outputs, with and without them.
+* that attacker's realized accuracy on this release's actual outputs, with and without them;
+* the canary check's lower bound on the ε the sampler implements (``epsilon_lower_bound``, what
+  ``labeldp audit epsilon`` computes), with the release's own examples as the canaries: their labels
+  are known here, so every release can be checked without a canary release of its own.
 
 Examples over a user-level contribution bound carry no label information and are left out.
 """
@@ -23,7 +26,7 @@ import pyarrow.parquet as pq
 from labeldp.common.errors import DomainError
 from labeldp.mechanisms import PublishedMechanism
 from labeldp.mechanisms.advantage import advantages, targets_of
-from labeldp.mechanisms.empirical import decision_rule
+from labeldp.mechanisms.empirical import EpsilonBound, decision_rule, epsilon_lower_bound
 from labels_party.datasets.spec import DatasetSpec
 from labels_party.datasets.store import DatasetFiles
 from labels_party.releases.examples import current_labels
@@ -39,9 +42,10 @@ class ReleaseAudit:
     max_multiplicative_advantage: float
     true_distribution: dict[str, float]  # exact, for an attacker knowing the true label histogram
     realized: dict[str, float]  # that attacker on this release's actual outputs
+    epsilon_lower_bound: EpsilonBound | None  # None: the labels fall in fewer than two bins
 
 
-def audit_release(data_dir: DataDir, ds: Dataset, release: Release) -> ReleaseAudit:
+def audit_release(data_dir: DataDir, ds: Dataset, release: Release, alpha: float = 1e-6) -> ReleaseAudit:
     if release.status != "complete" or release.mechanism is None:
         raise DomainError("release-not-complete", f"release {release.id} is {release.status}", status=409)
     published = PublishedMechanism.model_validate(release.mechanism)
@@ -65,6 +69,9 @@ def audit_release(data_dir: DataDir, ds: Dataset, release: Release) -> ReleaseAu
     outputs = bins[informative][known]
     right_with = float(np.mean(rule[outputs] == truth))
     right_without = float(np.mean(rule[-1] == truth))
+    own_bins = np.asarray(published.support_bins, dtype=np.int64)[position]
+    two_bins = np.unique(own_bins[own_bins >= 0]).size >= 2
+    bound = epsilon_lower_bound(published, truth, outputs, alpha) if two_bins else None
     return ReleaseAudit(
         release.id,
         int(known.sum()),
@@ -76,4 +83,5 @@ def audit_release(data_dir: DataDir, ds: Dataset, release: Release) -> ReleaseAu
             "accuracy_with_release": right_with,
             "additive_advantage": right_with - right_without,
         },
+        bound,
     )

@@ -135,6 +135,14 @@ class ReleaseService:
             )
             return list(session.execute(paging.window(query)).scalars())
 
+    def of_tenant(self, tenant_id: str, paging: PageRequest) -> list[Release]:
+        """Every release of the tenant, whatever its dataset, oldest first (a page window)."""
+        with self.sessions() as session:
+            query = (
+                select(Release).where(Release.tenant_id == tenant_id).order_by(Release.created_at, Release.id)
+            )
+            return list(session.execute(paging.window(query)).scalars())
+
     def output_path(self, tenant_id: str, release_id: str) -> Path:
         """The stored output of a complete release (reading it is free)."""
         release = self.get(tenant_id, release_id)
@@ -142,12 +150,12 @@ class ReleaseService:
             raise DomainError("release-not-complete", f"release {release_id} is {release.status}", status=409)
         return self.data_dir.release(release_id)
 
-    def audit(self, tenant_id: str, release_id: str) -> ReleaseAudit:
+    def audit(self, tenant_id: str, release_id: str, alpha: float = 1e-6) -> ReleaseAudit:
         """Free, tenant-only: what the best attacker learns from this release (``audit.py``)."""
         with self.sessions() as session:
             release = owned(session, Release, release_id, tenant_id, "release")
             ds = get_dataset(session, tenant_id, release.dataset_id)
-        return audit_release(self.data_dir, ds, release)
+        return audit_release(self.data_dir, ds, release, alpha)
 
     # -- previews (free, tenant-only) ----------------------------------------------------------------
     def preview(

@@ -24,7 +24,6 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
 
 from labeldp.common.db import owned
@@ -35,6 +34,7 @@ from labeldp.mechanisms import ParameterError
 from labels_party.budget.charged_work import ChargedWork
 from labels_party.budget.epsilon import to_atto, to_micro
 from labels_party.budget.ledger import Charging, Ledger, UserCharge
+from labels_party.budget.ledger_keys import distinct
 from labels_party.delivery.message import Signer
 from labels_party.semi_sensitive.plan import (
     MAX_STEPS,
@@ -155,7 +155,7 @@ class SemiSensitiveService:
             clip_norm=request.clip_norm,
             api_key_id=api_key_id,
         )
-        keys = np.unique(plan.example_keys)
+        keys = distinct(plan.example_keys)
         # every user pays ε₂ for each of its training examples (group privacy), as label releases charge
         users = UserCharge.of_examples(plan.user_keys, row.epsilon_dpsgd_micro)
         user_delta = max(plan.user_delta_atto(), row.delta_atto)

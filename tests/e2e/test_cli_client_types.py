@@ -33,8 +33,10 @@ MIRRORS: dict[str, dict[str, Any]] = {
         "UploadOut": t.Upload,
         "ReleaseOut": t.Release,
         "AuditOut": t.Audit,
+        "EpsilonLowerBoundOut": t.EpsilonLowerBound,
         "PreviewOut": t.Preview,
         "UserBudgetOut": t.UserBudget,
+        "SpendBucketOut": t.SpendBucket,
         "BudgetOut": t.Budget,
         "LedgerEntryOut": t.LedgerEntry,
         "SemiSensitiveModelOut": t.SemiSensitiveModel,
@@ -190,7 +192,8 @@ def test_every_client_method_is_typed_by_the_schema_of_its_route(
         allowed = {page} if item is not answer else {names[item], page}
         assert route in allowed, (method_name, calls[0], route, answer)
         seen.add(item)
-    assert set(names) - seen <= {t.UserBudget}  # a UserBudget is only ever part of a Budget
+    # only ever parts of another answer: a UserBudget and its SpendBuckets of a Budget, the bound of an Audit
+    assert set(names) - seen <= {t.UserBudget, t.SpendBucket, t.EpsilonLowerBound}
 
 
 def test_an_error_answer_carries_the_problem_fields(tmp_path: Path) -> None:

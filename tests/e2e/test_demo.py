@@ -185,6 +185,7 @@ def test_demo_stops_its_services_on_ctrl_c(tmp_path: Path) -> None:
         (["--epsilon", "-1"], "epsilon must be a finite number > 0"),
         (["--dataset", "nope"], "unknown dataset 'nope'"),
         (["--labels-url", "http://127.0.0.1:9"], "with running services give"),
+        (["--keep-running", "--mechanism-only"], "--keep-running is for the two-party demo"),
     ],
 )
 def test_demo_rejects_bad_options_before_starting_anything(
@@ -229,3 +230,12 @@ def test_make_demo_runs_this_command() -> None:
         check=True,
     )
     assert dry.stdout.strip().splitlines()[-1] == ".venv/bin/labeldp demo"
+    kept = subprocess.run(
+        ["make", "--no-print-directory", "-n", "demo", "KEEP_RUNNING=1"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert kept.stdout.strip().splitlines()[-1] == ".venv/bin/labeldp demo --keep-running"

@@ -73,8 +73,8 @@ def test_the_document_declares_auth_errors_bodies_and_headers(base: str) -> None
             if int(status) >= 400:  # every error is problem+json (or an extension of it), codes described
                 assert list(response["content"]) == ["application/problem+json"], (method, path, status)
                 schema = response["content"]["application/problem+json"]["schema"]
-                base = problem_schema(document, schema["allOf"][0])
-                assert set(problem["required"]) <= set(base["properties"]), (method, path, status)
+                built_on = problem_schema(document, schema["allOf"][0])
+                assert set(problem["required"]) <= set(built_on["properties"]), (method, path, status)
                 codes = schema["allOf"][1]["properties"]["type"]["enum"]
                 assert codes and all(
                     f"`{c}`" in response["description"] for c in codes if c != "invalid-text"

@@ -112,6 +112,10 @@ def test_release_travels_from_labels_party_to_features_party_over_mtls(tmp_path:
         # both parties state the same data-independent attack bounds for it
         for bound in ("worst_case_additive_advantage", "max_multiplicative_advantage"):
             assert got[bound] == rel[bound] == getattr(published, bound)
+        # and the same bin transition: keep on the diagonal, move off it
+        transition = published.bin_transition()
+        assert got["keep_probability"] == rel["keep_probability"] == transition[0, 0]
+        assert got["move_probability"] == rel["move_probability"] == transition[0, 1]
         assert published.kind == "rr_on_bins" and published.loss == "poisson" and published.epsilon <= 1.0
         (stored_file,) = (tmp_path / "features" / "releases").glob("*.parquet")  # a name the receiver chose
         stored = pq.read_table(stored_file)

@@ -31,7 +31,7 @@ from features_party.training.distributed import fit_on_cluster
 from features_party.training.fit import TrainingError, fit
 from labeldp.common.identity import Identity
 from labeldp.mechanisms import BinsNoise, PublishedMechanism, integer_grid, optimize_rr_on_bins
-from labeldp.mechanisms.estimators import AffineDebiasedRegressor
+from labeldp_model import AffineDebiasedRegressor
 from tests.support.features_party import census_release, deliver, pin_sender, put_table, wait
 from tests.support.messages import release as release_message
 from tests.support.seeded import SeededRandom

@@ -22,9 +22,10 @@ import skops.io as sio
 from features_party.config import FeaturesSettings
 from features_party.training import jobs
 from features_party.training.fit import fit, fit_classifier
+from labeldp.common.errors import DomainError
 from labeldp.common.identity import Identity
 from labeldp.mechanisms import BinsNoise, integer_grid, optimize_rr_on_bins, optimize_rr_top_k
-from labeldp.mechanisms.estimators import TRUSTED_TYPES
+from labeldp_model import AffineDebiasedRegressor, BinsCorrection, ReleaseClassifier
 from tests.support.features_party import census_release, deliver, pin_sender, put_table, wait
 from tests.support.seeded import SeededRandom
 from tests.support.servers import features_server_thread, features_tenant_key
@@ -98,7 +99,12 @@ def test_every_kind_the_service_trains_needs_only_the_listed_types(tmp_path: Pat
     """The list is exactly what the service's pipelines contain (LightGBM's: the cluster test), and
     every kind saved by the service loads back through it. A library upgrade that renames a type fails
     here, not in production."""
-    assert set(jobs.MODEL_TYPES) >= TRUSTED_TYPES
+    own = {
+        f"{c.__module__}.{c.__qualname__}"
+        for c in (AffineDebiasedRegressor, ReleaseClassifier, BinsCorrection)
+    }
+    assert set(jobs.MODEL_TYPES) >= own
+    assert not any(t.startswith(("labeldp.", "labels_party.", "features_party.")) for t in jobs.MODEL_TYPES)
     assert all("*" not in t and not t.endswith(".") for t in jobs.MODEL_TYPES)
     seen: set[str] = set()
     published = optimize_rr_on_bins(integer_grid(0, 3), np.full(4, 0.25), 1.0, "squared").describe(
@@ -176,3 +182,30 @@ def test_a_hostile_artifact_is_refused_and_runs_nothing(tmp_path: Path, module: 
     if all(t.startswith(("numpy.", "sklearn.")) for t in untrusted):
         sio.load(artifact, trusted=untrusted)
         assert marker.exists()
+
+
+@pytest.mark.parametrize("saved", [None, 1, 2])
+def test_a_model_saved_in_an_older_format_needs_retraining(tmp_path: Path, saved: int | None) -> None:
+    """Format 2 pipelines ended in labeldp's own classes (``labeldp.mechanisms.estimators``, gone now
+    that they live in ``labeldp_model``): such a model, like an older bare estimator, is answered 409
+    ``model-needs-retraining`` (over REST: tests/features_party/test_model_artifact.py), never
+    half-loaded."""
+    ids = pa.array([f"e{i}" for i in range(N)])
+    features, schema = _tables()["numbers"]
+    noise = BinsNoise.of([0.0, 1.0, 2.0], 1.0)
+    bins = pa.table({"example_id": ids, "bin": pa.array(np.arange(N) % 3, pa.uint16())})
+    trained = fit(bins, features, schema, noise, "squared", model="linear", debias="affine")
+    published = optimize_rr_on_bins(integer_grid(0, 3), np.full(4, 0.25), 1.0, "squared").describe(
+        prior=np.full(4, 0.25), epsilon_prior=0.1
+    )
+    jobs.save(trained, published, tmp_path)
+    jobs.load(tmp_path)
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    meta.pop("format")
+    if saved is not None:
+        meta["format"] = saved
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(DomainError) as refused:
+        jobs.load(tmp_path)
+    assert refused.value.code == "model-needs-retraining" and refused.value.status == 409
+    assert ("labeldp-model" in str(refused.value)) == (saved == 2)

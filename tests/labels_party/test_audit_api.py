@@ -8,6 +8,7 @@ import numpy as np
 
 from labeldp.mechanisms import PublishedMechanism
 from labeldp.mechanisms.advantage import channel_advantages, targets_of
+from labeldp.mechanisms.empirical import epsilon_lower_bound
 from tests.support.labels_api import (
     Api,
     charges,
@@ -33,6 +34,7 @@ def test_release_records_state_the_worst_case_and_the_audit_matches_independent_
     keep = mech.bin_transition()[0, 0]
     assert body["worst_case_additive_advantage"] == keep - 1 / mech.m
     assert body["max_multiplicative_advantage"] == mech.implemented_epsilon
+    assert (body["keep_probability"], body["move_probability"]) == (keep, mech.bin_transition()[0, 1])
     assert c.get(f"/v1/releases/{body['id']}").json()["worst_case_additive_advantage"] == keep - 1 / mech.m
 
     spent = charges(c)
@@ -70,3 +72,62 @@ def test_the_audit_is_the_tenants_alone_and_needs_a_complete_release(api: Api) -
     other = api.tenant("rival", "10")
     problem(other.get(f"/v1/releases/{rid}/audit"), 404, "not-found")
     problem(c.get("/v1/releases/00000000-0000-0000-0000-000000000000/audit"), 404, "not-found")
+
+
+def test_the_audit_runs_the_canary_check_on_the_releases_own_examples(api: Api) -> None:
+    """Binary labels, half each, released once: the audit's ε lower bound is the canary check's
+    (``labeldp audit epsilon``) on these examples — recomputed here from the labels and the stored
+    outputs — below the implemented ε, at the asked alpha; a bad alpha is a 422 naming it."""
+    c = with_recipient(api.tenant("acme", "10"))
+    ds = dataset(c, "canaries", label_type="binary", lo=0, hi=1)
+    truth = {f"c{i}": i % 2 for i in range(20_000)}
+    assert upload(c, ds, csv(list(truth.items()))).status_code == 200
+    body = release(c, ds, "canaries", epsilon=2.0, loss="zero_one").json()
+    mech = PublishedMechanism.model_validate(body["mechanism"])
+    ids, out = noisy(c, body["id"])
+    targets = targets_of(mech)[[truth[i] for i in ids]]
+    for alpha in (1e-6, 0.01):
+        a = c.get(f"/v1/releases/{body['id']}/audit", params={"alpha": alpha}).json()
+        bound = a["epsilon_lower_bound"]
+        expected = epsilon_lower_bound(mech, targets, out, alpha)
+        assert bound == {
+            "epsilon_low": expected.epsilon_low,
+            "alpha": alpha,
+            "examples": len(truth),
+            "rates": expected.rates,
+        }
+        assert 0 < bound["epsilon_low"] <= a["max_multiplicative_advantage"] == mech.implemented_epsilon
+    loose = c.get(f"/v1/releases/{body['id']}/audit", params={"alpha": 0.01}).json()["epsilon_lower_bound"]
+    assert (
+        loose["epsilon_low"]
+        > c.get(f"/v1/releases/{body['id']}/audit").json()["epsilon_lower_bound"]["epsilon_low"]
+    )  # a larger false-alarm rate allows a tighter bound
+    for bad in ("0", "1", "-0.5", "nan", "x"):
+        body422 = problem(
+            c.get(f"/v1/releases/{body['id']}/audit", params={"alpha": bad}), 422, "invalid-request"
+        )
+        assert any("alpha" in e["loc"] for e in body422["errors"])
+
+
+def test_an_audit_over_labels_in_one_bin_states_no_bound(api: Api) -> None:
+    c = with_recipient(api.tenant("acme", "10"))
+    ds = dataset(c, "flat", label_type="binary", lo=0, hi=1)
+    assert upload(c, ds, csv([(f"e{i}", 1) for i in range(300)])).status_code == 200
+    rid = release(c, ds, "flat", epsilon=1.0, loss="zero_one").json()["id"]
+    a = c.get(f"/v1/releases/{rid}/audit")
+    assert a.status_code == 200 and a.json()["epsilon_lower_bound"] is None
+
+
+def test_a_preview_states_the_bounds_the_release_would(api: Api) -> None:
+    c = with_recipient(api.tenant("acme", "10"))
+    ds = dataset(c, "weeks", label_type="count", lo=0, hi=9)
+    assert upload(c, ds, csv([(f"e{i}", (i * 7) % 10) for i in range(5_000)])).status_code == 200
+    p = c.post(f"/v1/datasets/{ds}/releases:preview", json={"epsilon": 1.5, "recipient": "publisher"}).json()
+    mech = PublishedMechanism.model_validate(p["mechanism"])
+    assert p["worst_case_additive_advantage"] == mech.worst_case_additive_advantage
+    assert p["max_multiplicative_advantage"] == mech.implemented_epsilon
+    assert (p["keep_probability"], p["move_probability"]) == (
+        mech.bin_transition()[0, 0],
+        mech.bin_transition()[0, 1] if mech.m > 1 else 0.0,
+    )
+    assert charges(c) == []

@@ -81,6 +81,12 @@ def test_uploads_upsert_in_three_formats(api: Api) -> None:
     pq.write_table(pa.table({"example_id": ["e"], "label": [3.0], "user_id": ["u1"]}), buf)
     r = upload(c, ds, buf.getvalue(), "application/vnd.apache.parquet")
     assert r.status_code == 200 and r.json()["label_count"] == 5
+    versions = c.get(f"/v1/datasets/{ds}").json()
+    assert (versions["labels_version"], versions["universe_version"], versions["non_sensitive_version"]) == (
+        3,
+        0,
+        0,
+    )
 
 
 @pytest.mark.parametrize(
@@ -149,6 +155,7 @@ def test_release_lifecycle_and_stored_output(api: Api) -> None:
         "min_spent": 1.0,
         "epsilon_asked": 1.0,
         "can_take": 500,
+        "spend_distribution": [{"spent_from": 1.0, "spent_to": 1.0, "count": 500}],
         # every example is its own user (no user_id): an example-level release charged each ε once
         "users": {
             "per_user_budget": None,
@@ -156,6 +163,7 @@ def test_release_lifecycle_and_stored_output(api: Api) -> None:
             "spent": {"p50": 1.0, "p90": 1.0, "p99": 1.0, "max": 1.0},
             "epsilon_user_asked": 1.0,
             "can_take": None,
+            "spend_distribution": [{"spent_from": 1.0, "spent_to": 1.0, "count": 500}],
         },
         "delta_budget": 0.0,  # a pure-ε tenant
         "delta_spent": 0.0,
@@ -220,6 +228,7 @@ def test_universe_lists_every_id_and_missing_labels_take_the_default(api: Api) -
     upload(c, ds, csv([("click1", 13), ("click3", 52)]))
     universe = b"example_id\n" + b"\n".join(f"click{i}".encode() for i in range(10)) + b"\n"
     assert upload(c, ds, universe, what="universe").json()["universe_count"] == 10
+    assert c.get(f"/v1/datasets/{ds}").json()["universe_version"] == 1
     rel = release(c, ds, "u1").json()
     assert rel["examples"] == 10 and rel["examples_defaulted"] == 8 and rel["universe_declared"]
     out = pq.read_table(io.BytesIO(c.get(f"/v1/releases/{rel['id']}/noisy-labels").content))
@@ -306,6 +315,7 @@ def test_tenants_never_see_each_other(api: Api) -> None:
     ):
         problem(resp, 404, "not-found")
     assert other.get("/v1/datasets").json()["items"] == []
+    assert other.get("/v1/releases").json()["items"] == []
     assert charges(other) == []
 
 
@@ -345,6 +355,9 @@ def test_every_list_pages_with_next_links(api: Api) -> None:
     releases = [release(c, ids[0], f"k{i}", epsilon=1.0).json()["id"] for i in range(3)]
     assert [d["name"] for d in walk(c, "/v1/datasets", 2)] == names  # oldest first, nothing twice
     assert [r["id"] for r in walk(c, f"/v1/datasets/{ids[0]}/releases", 2)] == releases
+    upload(c, ids[1], csv([("c", 3)]))
+    releases.append(release(c, ids[1], "other-dataset", epsilon=1.0).json()["id"])
+    assert [r["id"] for r in walk(c, "/v1/releases", 2)] == releases  # every dataset's, oldest first
     assert [r["name"] for r in walk(c, "/v1/recipients", 1)] == ["publisher", "second"]
     assert walk(c, f"/v1/releases/{releases[0]}/deliveries", 1) == []
     assert c.get("/v1/datasets", params={"offset": 5}).json() == {
@@ -459,3 +472,24 @@ def test_large_uploads_keep_key_pairs_in_an_unnamed_mapped_file(
         spilled.contains(probe_keys, probe_checks), held.contains(probe_keys, probe_checks)
     )
     assert not list(spill.iterdir())
+
+
+def test_the_budget_states_the_spend_distribution_of_examples_and_users(api: Api) -> None:
+    """Two releases over different examples leave two spend levels; the users (two examples each)
+    spent twice as much as their examples (group privacy), as counts of examples and of users."""
+    c = with_recipient(api.tenant("acme", "5"))
+    ds = dataset(c)
+    rows = [(f"e{i}", i % 10, f"u{i // 2}") for i in range(10)]
+    body = "example_id,label,user_id\n" + "".join(f"{e},{y},{u}\n" for e, y, u in rows)
+    assert upload(c, ds, body.encode()).status_code == 200
+    assert release(c, ds, "all", epsilon=1.0).status_code == 201
+    assert release(c, ds, "some", epsilon=0.5, example_ids=["e0", "e1", "e2", "e3"]).status_code == 201
+    budget = c.get(f"/v1/datasets/{ds}/budget", params={"epsilon": 1.0}).json()
+    assert budget["spend_distribution"] == [
+        {"spent_from": 1.0, "spent_to": 1.0, "count": 6},
+        {"spent_from": 1.5, "spent_to": 1.5, "count": 4},
+    ]
+    assert budget["users"]["spend_distribution"] == [
+        {"spent_from": 2.0, "spent_to": 2.0, "count": 3},
+        {"spent_from": 3.0, "spent_to": 3.0, "count": 2},
+    ]

@@ -9,12 +9,14 @@ import numpy as np
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from hypothesis import given
+from hypothesis import strategies as st
 from sqlalchemy import Engine, func, select
 
 from labels_party.budget.epsilon import to_micro, to_micro_floor
 from labels_party.budget.errors import BudgetExhaustedError, Spent
 from labels_party.budget.ledger import charge, set_budget
-from labels_party.budget.ledger_keys import example_keys
+from labels_party.budget.ledger_keys import distinct, example_keys
 from labels_party.budget.summaries import spend_of_tenant, spend_summary, total_spent
 from labels_party.storage.db import session_factory
 from labels_party.storage.orm import Base, LedgerEntry
@@ -205,3 +207,39 @@ def test_a_spend_histogram_answers_what_the_raw_spend_would() -> None:
         assert users.can_take == int((raw + epsilon <= budget).sum())
 
     check()
+
+
+def test_a_spend_distribution_keeps_every_count_in_at_most_fifty_ordered_buckets() -> None:
+    """The budget answer's spend distribution: each distinct amount its own bucket when there are few;
+    otherwise at most 50 buckets, in order, not overlapping, each stating the lowest and highest amount
+    it holds and how many spent them — never losing or inventing anyone."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from labels_party.budget.summaries import MAX_BUCKETS, SpendHistogram
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.integers(0, 5_000_000), min_size=1, max_size=400))
+    def check(spent: list[int]) -> None:
+        raw = np.asarray(spent, dtype=np.int64)
+        buckets = SpendHistogram.of(raw).buckets()
+        distinct = np.unique(raw)
+        if distinct.size <= MAX_BUCKETS:
+            assert buckets == [(int(v), int(v), int((raw == v).sum())) for v in distinct]
+        assert 1 <= len(buckets) <= MAX_BUCKETS
+        assert sum(n for _, _, n in buckets) == raw.size
+        for (lo, hi, n), after in zip(buckets, [*buckets[1:], None], strict=True):
+            assert lo <= hi and n == int(((raw >= lo) & (raw <= hi)).sum()) and lo in raw and hi in raw
+            if after is not None:
+                assert hi < after[0]
+
+    check()
+
+
+@given(st.lists(st.integers(min_value=-(2**63), max_value=2**63 - 1), max_size=200))
+def test_distinct_keys_are_numpys_unique(values: list[int]) -> None:
+    """``distinct`` (a sort and a neighbour comparison, used where numpy's hash-based unique is slow)
+    is ``np.unique``: sorted, each key once, for any keys (duplicates, extremes, none)."""
+    keys = np.asarray(values, dtype=np.int64)
+    assert np.array_equal(distinct(keys), np.unique(keys))
+    assert distinct(keys).dtype == np.int64

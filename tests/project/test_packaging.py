@@ -6,7 +6,11 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCTION = [p for d in ("labeldp", "labels_party", "features_party") for p in (ROOT / d).rglob("*.py")]
+PRODUCTION = [
+    p
+    for d in ("labeldp", "labels_party", "features_party", "packages/labeldp-model")
+    for p in (ROOT / d).rglob("*.py")
+]
 
 
 def test_no_seeded_or_non_cryptographic_randomness_in_production_code() -> None:
@@ -31,16 +35,41 @@ def test_ci_calls_the_readme_test_command() -> None:
 
 
 def test_pyproject_lists_every_python_package() -> None:
+    """Every package in the tree is in the distribution, ``labeldp_model`` too: it is a distribution of
+    its own (``packages/labeldp-model``), mapped into this one with ``package-dir``."""
     import tomllib
 
-    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    model = ROOT / "packages" / "labeldp-model"
     found = {
-        ".".join(d.relative_to(ROOT).parts)
-        for top in ("labeldp", "labels_party", "features_party")
-        for d in [ROOT / top, *(ROOT / top).rglob("*")]
+        ".".join(d.relative_to(base).parts)
+        for base, top in [
+            (ROOT, "labeldp"),
+            (ROOT, "labels_party"),
+            (ROOT, "features_party"),
+            (model, "labeldp_model"),
+        ]
+        for d in [base / top, *(base / top).rglob("*")]
         if d.is_dir() and any(d.glob("*.py")) and "__pycache__" not in d.parts
     }
-    assert listed == found
+    assert set(setuptools["packages"]) == found
+    assert setuptools["package-dir"] == {"labeldp_model": "packages/labeldp-model/labeldp_model"}
+    own = tomllib.loads((model / "pyproject.toml").read_text())
+    assert own["tool"]["setuptools"]["packages"] == ["labeldp_model"]
+
+
+def test_the_model_package_has_labeldp_s_version_and_needs_numpy_and_scikit_learn_only() -> None:
+    import tomllib
+
+    import labeldp
+    import labeldp_model
+
+    main = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    own = tomllib.loads((ROOT / "packages" / "labeldp-model" / "pyproject.toml").read_text())["project"]
+    assert main["version"] == own["version"] == labeldp.__version__ == labeldp_model.__version__
+    assert sorted(re.split(r"[<>=!~ ]", d)[0] for d in own["dependencies"]) == ["numpy", "scikit-learn"]
+    # the same bounds as labeldp's, so that installing both never conflicts
+    assert set(own["dependencies"]) <= set(main["dependencies"])
 
 
 def test_both_services_start_without_the_optional_extras() -> None:
@@ -73,3 +102,36 @@ def test_both_services_start_without_the_optional_extras() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-2000:]
+
+
+def test_the_wheel_ships_every_console_file(tmp_path: Path) -> None:
+    """The consoles' shell, modules, styles and icon are package data: a wheel built from the tree
+    (offline, with the installed setuptools) holds every one of them, so an installed service serves
+    its console without the source tree."""
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
+
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, source / name)
+    # the packages (and packages/labeldp-model, mapped into the distribution with package-dir)
+    for package in ("labeldp", "labels_party", "features_party", "packages"):
+        skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
+        shutil.copytree(ROOT / package, source / package, ignore=skip)
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", "dist", "."],
+        cwd=source,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr[-2000:]
+    (wheel,) = (source / "dist").glob("labeldp-*.whl")
+    shipped = set(zipfile.ZipFile(wheel).namelist())
+    static = ROOT / "labeldp" / "console" / "static"
+    files = {str(p.relative_to(ROOT)) for p in static.rglob("*") if p.is_file()}
+    assert files and files <= shipped, sorted(files - shipped)

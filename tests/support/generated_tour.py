@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from features_client import AuthenticatedClient as FeaturesApi
@@ -63,7 +64,8 @@ def main(labels_url: str, labels_key: str, features_url: str, features_key: str,
     )
     out["recipient"] = register_recipient.sync(client=a, body=recipient).name
     # the advertiser: public parameters, labels, a free preview, one release delivered
-    ds = diamond_prices().sample(N, seed=31)  # the tour's sample
+    ds = diamond_prices()
+    rows = np.random.default_rng(31).choice(ds.table.num_rows, size=N, replace=False)  # the tour's sample
     ids = pa.array([f"click-{i}" for i in range(N)])
     spec = {
         "name": "prices",
@@ -73,7 +75,7 @@ def main(labels_url: str, labels_key: str, features_url: str, features_key: str,
         "support": {"kind": "uniform", "k": 201},
     }
     dataset = create_dataset.sync(client=a, body=DatasetIn.from_dict(spec))
-    labels = parquet(pa.table({"example_id": ids, "label": ds.labels}))
+    labels = parquet(pa.table({"example_id": ids, "label": ds.labels[rows]}))
     out["labels_stored"] = put_labels.sync(dataset.id, client=a, body=LabelsFile(payload=labels)).to_dict()
     preview = preview_release.sync(
         dataset.id, client=a, body=PreviewIn.from_dict({"epsilon": EPSILON, "recipient": publisher.party_id})
@@ -94,7 +96,7 @@ def main(labels_url: str, labels_key: str, features_url: str, features_key: str,
     out["refused"] = {"type": problem.get("type"), "left": problem.get("left")}
     # the publisher: the received release, features, the join, a training job, predictions, the model
     out["received"] = get_received_release.sync(release.id, client=f).example_count
-    features = parquet(ds.features.append_column("example_id", ids))
+    features = parquet(ds.features.take(rows).append_column("example_id", ids))
     put_feature_table.sync("diamonds", client=f, body=FeaturesFile(payload=features))
     join = report_join.sync(client=f, body=JoinIn(release_id=release.id, feature_table="diamonds"))
     out["in_both"] = join.in_both

@@ -2,7 +2,7 @@
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Request, Response
+from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import FileResponse
 
 from labeldp.common.errors import DomainError
@@ -115,6 +115,14 @@ def list_releases(
     return Page[ReleaseOut].of(rows, paging, request, ReleaseOut.of)
 
 
+@router.get("/releases", response_model=Page[ReleaseOut])
+def list_all_releases(
+    caller: Caller, releases: Releases, paging: Paging, request: Request
+) -> Page[ReleaseOut]:
+    """Every release of the tenant, whatever its dataset, oldest first."""
+    return Page[ReleaseOut].of(releases.of_tenant(caller.tenant_id, paging), paging, request, ReleaseOut.of)
+
+
 @router.get("/releases/{release_id}", response_model=ReleaseOut)
 def get_release(release_id: str, caller: Caller, releases: Releases) -> ReleaseOut:
     """One release: its status, ε spent (per example and per user), its mechanism once complete, its
@@ -127,11 +135,25 @@ def get_release(release_id: str, caller: Caller, releases: Releases) -> ReleaseO
     response_model=AuditOut,
     responses=errors(s409="`release-not-complete`; `no-labels`: the dataset holds no labels now"),
 )
-def audit_release(release_id: str, caller: Caller, releases: Releases) -> AuditOut:
+def audit_release(
+    release_id: str,
+    caller: Caller,
+    releases: Releases,
+    alpha: Annotated[
+        float,
+        Query(
+            gt=0,
+            lt=1,
+            allow_inf_nan=False,
+            description="false-alarm rate of the ε lower bound (the canary check's alpha)",
+        ),
+    ] = 1e-6,
+) -> AuditOut:
     """Free and for the tenant's eyes only (like the preview): what the best attacker learns from this
-    release, computed with the raw labels the dataset holds now. Spends nothing, goes to no recipient,
-    and is never logged."""
-    return AuditOut.of(releases.audit(caller.tenant_id, release_id))
+    release, computed with the raw labels the dataset holds now, and the canary check's lower bound on
+    the ε the sampler implements, with the release's examples as the canaries. Spends nothing, goes to
+    no recipient, and is never logged."""
+    return AuditOut.of(releases.audit(caller.tenant_id, release_id, alpha))
 
 
 @router.get(

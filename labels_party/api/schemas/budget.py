@@ -11,6 +11,18 @@ from labels_party.datasets.budget import DatasetBudget
 from labels_party.storage.orm import LedgerEntry
 
 
+class SpendBucketOut(BaseModel):
+    """How many spent between two amounts (each distinct amount its own bucket when there are few)."""
+
+    spent_from: float
+    spent_to: float
+    count: int
+
+    @classmethod
+    def all(cls, buckets: list[tuple[int, int, int]]) -> list[SpendBucketOut]:
+        return [cls(spent_from=as_float(a), spent_to=as_float(b), count=n) for a, b, n in buckets]
+
+
 class UserBudgetOut(BaseModel):
     per_user_budget: float | None = Field(description="None: per-user spend is recorded, not limited")
     users: int = Field(
@@ -19,6 +31,10 @@ class UserBudgetOut(BaseModel):
     spent: dict[str, float] = Field(description="per-user spend over these users: p50, p90, p99, max")
     epsilon_user_asked: float
     can_take: int | None = Field(description="users that could still take epsilon_user (None: no limit)")
+    spend_distribution: list[SpendBucketOut] = Field(
+        description="how many of these users have spent how much (at most 50 buckets; never one user's "
+        "spend by key)"
+    )
 
 
 class BudgetOut(BaseModel):
@@ -28,6 +44,9 @@ class BudgetOut(BaseModel):
     min_spent: float
     epsilon_asked: float
     can_take: int
+    spend_distribution: list[SpendBucketOut] = Field(
+        description="how many of the examples have spent how much (at most 50 buckets, lowest first)"
+    )
     users: UserBudgetOut
     delta_budget: float = Field(description="the tenant's δ budget over all (ε, δ) releases (0: pure ε only)")
     delta_spent: float = Field(description="δ taken by (ε, δ) releases so far, tenant-wide")
@@ -42,12 +61,14 @@ class BudgetOut(BaseModel):
             min_spent=as_float(b.summary.min_spent_micro),
             epsilon_asked=epsilon,
             can_take=b.summary.can_take,
+            spend_distribution=SpendBucketOut.all(b.example_spend),
             users=UserBudgetOut(
                 per_user_budget=as_float(b.user_budget_micro) if b.user_budget_micro is not None else None,
                 users=u.users,
                 spent={name: as_float(v) for name, v in u.spent_quantiles_micro.items()},
                 epsilon_user_asked=epsilon_user,
                 can_take=u.can_take,
+                spend_distribution=SpendBucketOut.all(b.user_spend),
             ),
             delta_budget=as_delta(b.delta_budget_atto),
             delta_spent=as_delta(b.delta_spent_atto),

@@ -53,6 +53,9 @@ class DatasetOut(BaseModel):
         description="users the universe declares (an example without a user_id is its own user); "
         "with a universe, the only source of each example's user",
     )
+    labels_version: int = Field(description="uploads of labels so far (each one publishes a new version)")
+    universe_version: int = Field(description="uploads of the universe so far (0: none declared)")
+    non_sensitive_version: int = Field(description="uploads of non-sensitive rows so far")
     created_at: AwareDatetime
 
     @classmethod
@@ -65,6 +68,9 @@ class DatasetOut(BaseModel):
             label_count=ds.label_count,
             universe_count=ds.universe_count,
             universe_users=ds.universe_users,
+            labels_version=ds.labels_version,
+            universe_version=ds.universe_version,
+            non_sensitive_version=ds.non_sensitive_version,
             created_at=ds.created_at,
         )
 

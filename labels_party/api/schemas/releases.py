@@ -15,6 +15,7 @@ from labeldp.mechanisms import (
     PrivacyUnit,
     PublishedMechanism,
 )
+from labeldp.mechanisms.empirical import EpsilonBound
 from labeldp.mechanisms.objective import MAX_MODEL_CAPACITY
 from labels_party.budget.epsilon import as_float
 from labels_party.releases.limits import (
@@ -26,6 +27,11 @@ from labels_party.releases.limits import (
 )
 from labels_party.releases.service import Preview, ReleaseAudit, ReleaseRequest
 from labels_party.storage.orm import Release
+
+BIN_TRANSITION = (
+    "the bin transition P(released bin j | the label's bin i) is keep_probability on the diagonal and "
+    "move_probability off it (RR-Top-k: for the reported classes)"
+)
 
 
 class ReleaseIn(BaseModel):
@@ -171,6 +177,12 @@ class ReleaseOut(BaseModel):
         description="once complete: the most one released bin moves an attacker's log-odds between "
         "two labels (the implemented ε)"
     )
+    keep_probability: float | None = Field(
+        description=f"once complete: {BIN_TRANSITION}; P(released bin = the label's bin)"
+    )
+    move_probability: float | None = Field(
+        description="once complete: P(released bin = one particular other bin)"
+    )
     error: str | None
     created_at: AwareDatetime
     completed_at: AwareDatetime | None
@@ -200,10 +212,32 @@ class ReleaseOut(BaseModel):
             mechanism=mechanism,
             worst_case_additive_advantage=mechanism.worst_case_additive_advantage if mechanism else None,
             max_multiplicative_advantage=mechanism.max_multiplicative_advantage if mechanism else None,
+            keep_probability=mechanism.threshold.keep_probability if mechanism else None,
+            move_probability=mechanism.threshold.move_probability if mechanism else None,
             error=r.error,
             created_at=r.created_at,
             completed_at=r.completed_at,
         )
+
+
+class EpsilonLowerBoundOut(BaseModel):
+    """The canary check's bound (``labeldp audit epsilon``) with this release's own examples as the
+    canaries: the labels party knows their labels and their released bins."""
+
+    epsilon_low: float = Field(
+        description="a Clopper–Pearson lower bound on the ε the sampler implements: at most the true ε "
+        "with probability >= 1 − alpha, whatever the sampler does (a correct one stays <= the "
+        "max_multiplicative_advantage)"
+    )
+    alpha: float = Field(description="the check's false-alarm rate")
+    examples: int = Field(description="the examples the bound was computed from (the canaries)")
+    rates: dict[str, float] = Field(
+        description="the measured rates of the two most common bins a and b: p_a_given_a, p_a_given_b, …"
+    )
+
+    @classmethod
+    def of(cls, b: EpsilonBound) -> EpsilonLowerBoundOut:
+        return cls(epsilon_low=b.epsilon_low, alpha=b.alpha, examples=b.canaries, rates=b.rates)
 
 
 class AuditOut(BaseModel):
@@ -222,10 +256,23 @@ class AuditOut(BaseModel):
     realized: dict[str, float] = Field(
         description="that attacker's accuracy on this release's actual outputs, without and with them"
     )
+    epsilon_lower_bound: EpsilonLowerBoundOut | None = Field(
+        description="the canary check on this release's examples (null when their labels fall in fewer "
+        "than two bins)"
+    )
 
     @classmethod
     def of(cls, a: ReleaseAudit) -> AuditOut:
-        return cls.model_validate(a, from_attributes=True)
+        bound = EpsilonLowerBoundOut.of(a.epsilon_lower_bound) if a.epsilon_lower_bound else None
+        return cls(
+            release_id=a.release_id,
+            examples=a.examples,
+            worst_case_additive_advantage=a.worst_case_additive_advantage,
+            max_multiplicative_advantage=a.max_multiplicative_advantage,
+            true_distribution=a.true_distribution,
+            realized=a.realized,
+            epsilon_lower_bound=bound,
+        )
 
 
 class PreviewIn(ReleaseIn):
@@ -251,6 +298,13 @@ class PreviewOut(BaseModel):
     bin_values: list[float]
     bin_edges: list[tuple[float, float]]
     expected_loss: float = Field(description="under the prior named by prior_source (tenant-only)")
+    worst_case_additive_advantage: float = Field(
+        description="what the release would state: the best attacker's gain in guessing a label's bin, "
+        "over every prior (h − 1/m)"
+    )
+    max_multiplicative_advantage: float = Field(description="what the release would state: the implemented ε")
+    keep_probability: float = Field(description=BIN_TRANSITION)
+    move_probability: float
     mechanism: PublishedMechanism
 
     @classmethod
@@ -264,5 +318,9 @@ class PreviewOut(BaseModel):
             bin_values=list(p.mechanism.bin_values),
             bin_edges=p.mechanism.bin_edges,
             expected_loss=p.expected_loss,
+            worst_case_additive_advantage=p.mechanism.worst_case_additive_advantage,
+            max_multiplicative_advantage=p.mechanism.max_multiplicative_advantage,
+            keep_probability=p.mechanism.threshold.keep_probability,
+            move_probability=p.mechanism.threshold.move_probability,
             mechanism=p.mechanism,
         )

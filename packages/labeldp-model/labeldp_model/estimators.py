@@ -1,11 +1,11 @@
-"""The release's debiasing as a step of a scikit-learn model, so an exported model is one object.
+"""The release's debiasing as the last step of a scikit-learn model, so an exported model is one object.
 
 A model trained on noisy labels learns the noisy conditional mean (or the noisy class probabilities);
-the release's noise model (``BinsNoise``) maps that back to an estimate for the true labels. Keeping
-the correction in a wrapper around the fitted estimator, inside the ``Pipeline`` that also encodes the
-raw feature columns, means ``pipeline.predict(rows)`` in a notebook gives what the service gives.
-Both wrappers take an already fitted estimator (the service grows it in steps to report progress);
-``fit`` is there for scikit-learn's API and refits a clone.
+the release's correction (``BinsCorrection``) maps that back to an estimate for the true labels.
+Keeping the correction in a wrapper around the fitted estimator, inside the ``Pipeline`` that also
+encodes the raw feature columns, means ``pipeline.predict(rows)`` in a notebook gives what the service
+gives. Both wrappers take an already fitted estimator (the service grows it in steps to report
+progress); ``fit`` is there for scikit-learn's API and refits a clone.
 """
 
 from __future__ import annotations
@@ -17,16 +17,16 @@ import numpy.typing as npt
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
-from labeldp.mechanisms.debias import BinsNoise
+from labeldp_model.correction import BinsCorrection
 
 
 class AffineDebiasedRegressor(RegressorMixin, BaseEstimator):  # type: ignore[misc]
     """``predict(X)``: the estimator's prediction of the noisy label mapped through the release's
-    affine correction (``BinsNoise.affine_correct``), an estimate of the binned true label's mean."""
+    affine correction (``BinsCorrection.affine_correct``), an estimate of the binned true label's mean."""
 
-    def __init__(self, estimator: Any, noise: BinsNoise) -> None:
+    def __init__(self, estimator: Any, correction: BinsCorrection) -> None:
         self.estimator = estimator
-        self.noise = noise
+        self.correction = correction
 
     def fit(self, X: Any, y: Any) -> AffineDebiasedRegressor:
         self.estimator = clone(self.estimator).fit(X, y)
@@ -37,19 +37,19 @@ class AffineDebiasedRegressor(RegressorMixin, BaseEstimator):  # type: ignore[mi
         return True
 
     def predict(self, X: Any) -> npt.NDArray[np.float64]:
-        return self.noise.affine_correct(self.estimator.predict(X))
+        return self.correction.affine_correct(self.estimator.predict(X))
 
 
 class ReleaseClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
     """A classifier of a release's reported classes: ``classes_`` are their values (not bin codes),
     ``predict_proba`` has one column per reported class (every class, even one the training split
-    never saw) and, with ``debias``, undoes the randomization (``BinsNoise.class_probabilities``).
+    never saw) and, with ``debias``, undoes the randomization (``BinsCorrection.class_probabilities``).
     The columns sum to ``1 − π``; ``unreported_probability`` (π) is the mass of the classes RR-Top-k
     did not report."""
 
-    def __init__(self, estimator: Any, noise: BinsNoise, debias: bool = True) -> None:
+    def __init__(self, estimator: Any, correction: BinsCorrection, debias: bool = True) -> None:
         self.estimator = estimator
-        self.noise = noise
+        self.correction = correction
         self.debias = debias
 
     def fit(self, X: Any, y: Any) -> ReleaseClassifier:
@@ -63,25 +63,19 @@ class ReleaseClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
 
     @property
     def classes_(self) -> npt.NDArray[np.float64]:
-        return np.asarray(self.noise.bin_values, dtype=np.float64)
+        return np.asarray(self.correction.bin_values, dtype=np.float64)
 
     @property
     def unreported_probability(self) -> float:
-        return float(self.noise.outside_mass)
+        return float(self.correction.outside_mass)
 
     def predict_proba(self, X: Any) -> npt.NDArray[np.float64]:
         proba = np.asarray(self.estimator.predict_proba(X), dtype=np.float64)
-        full = np.zeros((proba.shape[0], self.noise.m))
+        full = np.zeros((proba.shape[0], self.correction.m))
         full[:, np.asarray(self.estimator.classes_, dtype=np.int64)] = proba
-        if self.debias and self.noise.m > 1:
-            return self.noise.class_probabilities(full)
+        if self.debias and self.correction.m > 1:
+            return self.correction.class_probabilities(full)
         return full
 
     def predict(self, X: Any) -> npt.NDArray[np.float64]:
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
-
-
-# the classes a service that loads an exported model must trust besides scikit-learn's and numpy's
-TRUSTED_TYPES = frozenset(
-    f"{cls.__module__}.{cls.__qualname__}" for cls in (AffineDebiasedRegressor, ReleaseClassifier, BinsNoise)
-)
