@@ -95,6 +95,7 @@ def _kinds() -> list[tuple[str, Any]]:
     return out
 
 
+@pytest.mark.slow  # trains every kind the service offers (~30 small models): make test, not make check
 def test_every_kind_the_service_trains_needs_only_the_listed_types(tmp_path: Path) -> None:
     """The list is exactly what the service's pipelines contain (LightGBM's: the cluster test), and
     every kind saved by the service loads back through it. A library upgrade that renames a type fails
