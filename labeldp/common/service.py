@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import re
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
@@ -174,13 +173,11 @@ class JsonText:
         await self.app(scope, replay, send)
 
 
-# How long a thread holds the GIL before another that waits for it gets it (Python's default: 5 ms).
-# A read needs the GIL a dozen times (event loop, worker thread, database driver, back); while an
-# upload or a release computes on another thread, each of those waits up to the interval. Measured
-# with Locust at 160 reads/s beside a writer of 1M-row uploads: read p95 210 ms at 5 ms, 88 at 1 ms,
-# 57-63 at 0.5 ms (alone: 42), the writer's throughput unchanged within noise (BENCHMARKS.md, "Reads
-# under load"). Raising heavy threads' nice value as well made no measurable difference.
-SWITCH_INTERVAL = 0.0005
+# Python's GIL switch interval stays at its default (5 ms). At 0.5 ms the labels party's read p95 beside
+# 1M-row uploads fell from 210 to ~60 ms (BENCHMARKS.md, "Reads under load"), but the faster switching
+# surfaced CPython 3.11.7's thread-unsafe AST validation ("AST constructor recursion depth mismatch" from
+# numpy's header parsing in a concurrent partitioned charge), so it is not set until the supported
+# interpreters all carry the fix.
 
 
 def service_app(
@@ -194,7 +191,6 @@ def service_app(
     async def started(app: FastAPI) -> AsyncIterator[None]:
         # No gc.freeze() of what start-up allocated: measured with Locust at 160 reads/s it raised the
         # median read from 4-8 ms to 36-40 ms (BENCHMARKS.md, "Reads under load").
-        sys.setswitchinterval(SWITCH_INTERVAL)
         async with lifespan(app):
             yield
 
