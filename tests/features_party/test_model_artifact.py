@@ -22,7 +22,7 @@ from features_party.training.jobs import MODEL_TYPES
 from labeldp.common.identity import Identity
 from labeldp.mechanisms import optimize_rr_top_k, randomized_response
 from labeldp.samples import adult_income
-from tests.support.features_party import census_release, deliver, pin_sender, put_table, wait
+from tests.support.features_party import census_release, deliver, pin_sender, put_table, train, wait
 from tests.support.messages import release
 from tests.support.seeded import SeededRandom
 from tests.support.servers import features_server_thread, features_tenant_key
@@ -65,14 +65,6 @@ def notebook(artifact: bytes, rows: list[dict[str, Any]], tmp_path: Path, name: 
     assert done.returncode == 0, done.stderr
     out: dict[str, Any] = json.loads(done.stdout)
     return out
-
-
-def train(c: httpx.Client, **body: Any) -> str:
-    r = c.post("/v1/models", json=body)
-    assert r.status_code == 202, r.text
-    job: str = r.json()["id"]
-    assert wait(c, job)["status"] == "succeeded"
-    return job
 
 
 @pytest.mark.processes

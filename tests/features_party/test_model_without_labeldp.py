@@ -28,7 +28,7 @@ from features_party.config import FeaturesSettings
 from labeldp.common.identity import Identity
 from labeldp.mechanisms import optimize_rr_top_k, randomized_response
 from labeldp.samples import adult_income
-from tests.support.features_party import census_release, deliver, pin_sender, put_table, wait
+from tests.support.features_party import census_release, deliver, pin_sender, put_table, train
 from tests.support.messages import release
 from tests.support.seeded import SeededRandom
 from tests.support.servers import features_server_thread, features_tenant_key
@@ -95,14 +95,6 @@ def fresh_venv(where: Path, wheel: Path) -> Path:
     install = ["-m", "pip", "install", "--quiet", "--only-binary=:all:", *pins, str(wheel)]
     _run([str(python), *install], cwd=where)
     return python
-
-
-def train(c: httpx.Client, **body: Any) -> str:
-    r = c.post("/v1/models", json=body)
-    assert r.status_code == 202, r.text
-    job: str = r.json()["id"]
-    assert wait(c, job)["status"] == "succeeded"
-    return job
 
 
 def test_a_downloaded_model_predicts_with_scikit_learn_skops_and_pandas_alone(tmp_path: Path) -> None:

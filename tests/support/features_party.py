@@ -72,6 +72,15 @@ def wait(c: httpx.Client, job: str, timeout: float = 180) -> dict[str, Any]:
     raise TimeoutError(job)
 
 
+def train(c: httpx.Client, **body: Any) -> str:
+    """Start a training job (``POST /v1/models``) and wait until it succeeded; its id."""
+    r = c.post("/v1/models", json=body)
+    assert r.status_code == 202, r.text
+    job: str = r.json()["id"]
+    assert wait(c, job)["status"] == "succeeded"
+    return job
+
+
 def _status_mib(field: str) -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith(f"{field}:"):
