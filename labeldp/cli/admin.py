@@ -52,6 +52,19 @@ Workers = Annotated[
 ]
 
 
+def _prepare(data_dir: Path, database_url: str, identity: Path, db: Any) -> None:
+    """Once before any worker starts (either party): the data directory, migrations, the signing key."""
+    from labeldp.common.identity import Identity
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    engine = db.make_engine(database_url)
+    try:
+        db.migrate(engine)
+    finally:
+        engine.dispose()
+    Identity.load_or_create(identity)
+
+
 @labels_app.command("serve")
 def labels_serve(
     host: Annotated[
@@ -67,16 +80,9 @@ def labels_serve(
     settings = LabelsSettings()
 
     def prepare() -> None:
-        from labeldp.common.identity import Identity
-        from labels_party.storage.db import make_engine, migrate
+        from labels_party.storage import db
 
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-        engine = make_engine(settings.resolved_database_url())
-        try:
-            migrate(engine)
-        finally:
-            engine.dispose()
-        Identity.load_or_create(settings.identity_path())
+        _prepare(settings.data_dir, settings.resolved_database_url(), settings.identity_path(), db)
 
     serve(
         "labels_party.api.app:create_app",
@@ -109,16 +115,9 @@ def features_serve(
     os.environ["LABELDP_FEATURES_WORKERS"] = str(count)  # the workers' gRPC servers share the port
 
     def prepare() -> None:
-        from features_party.storage.db import make_engine, migrate
-        from labeldp.common.identity import Identity
+        from features_party.storage import db
 
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-        engine = make_engine(settings.resolved_database_url())
-        try:
-            migrate(engine)
-        finally:
-            engine.dispose()
-        Identity.load_or_create(settings.identity_path())
+        _prepare(settings.data_dir, settings.resolved_database_url(), settings.identity_path(), db)
 
     serve("features_party.api.app:create_app", host or settings.host, port or settings.port, count, prepare)
 
