@@ -12,11 +12,13 @@ checks that the two agree in that direction.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 import dp_accounting
 from dp_accounting import pld, rdp
+from scipy.optimize import brentq
 
 from labeldp.mechanisms.validation import ParameterError, check_epsilon
 from labeldp.semi_sensitive.budget import check_delta
@@ -87,28 +89,42 @@ def epsilon_spent_rdp_bound(schedule: DpSgdSchedule, noise_multiplier: float, de
     return 2 * add_remove(inner)
 
 
+@functools.lru_cache(maxsize=256)
 def calibrate_noise(schedule: DpSgdSchedule, epsilon: float, delta: float) -> float:
     """The smallest noise multiplier (to 1e-4 relative) whose ε at ``delta`` is at most ``epsilon``.
 
-    The search is dp-accounting's calibration; its answer is then checked and, if it lands a hair
-    above the budget, raised until the accountant agrees, so the returned σ never overspends."""
+    ε falls smoothly with σ, nearly a power law, so the search runs on log σ against log ε: a bracket
+    grown from σ = 1, then Brent's method — five to nine accountant runs where bisection to 1e-4 took
+    about seventeen, each up to a second at small σ (a plan and the charge it precedes answered in 10 s
+    before). The answer is then checked and, if it lands a hair above the budget, raised until the
+    accountant agrees, so the returned σ never overspends. Cached: a pure function of its arguments,
+    asked once by ``:plan`` and again by the charge it previews."""
     eps = check_epsilon(epsilon, "epsilon_dpsgd")
     dlt = check_delta(delta)
-    try:
-        sigma = float(
-            dp_accounting.calibrate_dp_mechanism(
-                lambda: pld.PLDAccountant(_REPLACE_ONE),
-                schedule.event,
-                eps,
-                dlt,
-                dp_accounting.LowerEndpointAndGuess(_MIN_NOISE, 1.0),
-                tol=1e-4,
-            )
-        )
-    except dp_accounting.NoBracketIntervalFoundError as exc:
-        raise ParameterError(
-            "no noise level reaches this ε: train fewer steps or spend more ε", "epsilon"
-        ) from exc
+
+    @functools.cache
+    def excess(log_sigma: float) -> float:  # log ε(σ) − log ε₂: positive while σ is too small
+        spent = epsilon_spent(schedule, math.exp(log_sigma), dlt)
+        return math.log(max(spent, 1e-300)) - math.log(eps)
+
+    low, high = math.log(_MIN_NOISE), math.log(_MAX_NOISE)
+    lo = hi = 0.0  # σ = 1
+    step = math.log(1.5)
+    if excess(hi) > 0:
+        while excess(hi) > 0:
+            lo, hi = hi, min(hi + step, high)
+            if lo >= high:
+                raise ParameterError(
+                    "no noise level reaches this ε: train fewer steps or spend more ε", "epsilon"
+                )
+            step *= 2
+    else:
+        while excess(lo) <= 0:
+            hi, lo = lo, max(lo - step, low)
+            if hi <= low:  # even the least noise the accountant can hold spends less: use that
+                return _MIN_NOISE
+            step *= 2
+    sigma = math.exp(brentq(excess, lo, hi, xtol=1e-6, rtol=1e-6))
     while epsilon_spent(schedule, sigma, dlt) > eps:
         sigma *= 1 + 1e-4
         if sigma > _MAX_NOISE:

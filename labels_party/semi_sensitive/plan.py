@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 
 MAX_TRAINING_EXAMPLES = 2_000_000  # the DP-SGD phase runs in this process, in memory
-MAX_STEPS = 10_000  # the accountant composes every step: 3,000 steps calibrate in 4–13 s here
+MAX_STEPS = 10_000  # the accountant composes every step: 3,000 steps calibrate in 1–10 s here
 LABEL_PHASE_BATCH = 256
 LABEL_PHASE_LEARNING_RATE = 1e-3
 

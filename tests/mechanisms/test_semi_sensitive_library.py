@@ -184,15 +184,29 @@ def test_secure_standard_normal() -> None:
 @given(st.sampled_from([0.4, 1.2, 2.0]))
 def test_calibrated_noise_spends_at_most_the_charge(eps: float) -> None:
     """The chosen σ spends <= ε₂ at δ by the deciding accountant, a second accountant (Rényi, converted
-    to replace-one) gives a bound at least as large and of the same size, and σ is not wasteful."""
+    to replace-one) gives a bound at least as large and of the same size, and σ is not wasteful: 2e-4
+    less noise would overspend."""
     schedule = DpSgdSchedule.of(20_000, 500, 1.0)
     delta = 1 / 20_000**2
     sigma = calibrate_noise(schedule, eps, delta)
     spent = epsilon_spent(schedule, sigma, delta)
     assert spent <= eps
     assert epsilon_spent(schedule, sigma * 0.995, delta) > spent  # strictly less noise, more ε
+    assert epsilon_spent(schedule, sigma * (1 - 2e-4), delta) > eps  # the least such σ, to 1e-4
     rdp_bound = epsilon_spent_rdp_bound(schedule, sigma, delta)
     assert spent <= rdp_bound <= 2.5 * eps
+
+
+@pytest.mark.slow  # the accountant at its least noise: ~7 s
+def test_calibration_ends_at_the_accountants_range() -> None:
+    """One full-batch step: where σ = 10⁴ is not enough no noise level reaches ε (a refusal that says
+    so), and where even the least noise the accountant holds (σ = 0.3) spends less than ε, that is the
+    answer."""
+    one_step = DpSgdSchedule.of(1200, 1200, 1)
+    with pytest.raises(ParameterError, match="no noise level reaches this ε"):
+        calibrate_noise(one_step, 0.0005, 1e-7)
+    assert calibrate_noise(one_step, 200.0, 1e-7) == 0.3
+    assert epsilon_spent(one_step, 0.3, 1e-7) < 200.0
 
 
 @pytest.mark.slow
