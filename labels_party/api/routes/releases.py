@@ -16,7 +16,8 @@ from labels_party.api.schemas.releases import AuditOut, PreviewIn, PreviewOut, R
 RELEASE_422 = (
     "`invalid-epsilon`: ε (or its split) outside what the service takes; `invalid-request`: parameters "
     "that do not fit together (e.g. contribution_bound without privacy_unit user); `invalid-prior`: a "
-    "public_prior of the wrong length or masses; `invalid-parameter`: parameters the mechanisms refuse; "
+    "public_prior of the wrong length or masses; `invalid-loss`: a loss the dataset's label type does not "
+    "take; `invalid-parameter`: parameters the mechanisms refuse; "
     "`user-delta-too-large`: δ_τ would reach 1; `empty-release`: no labels, or no example to release; "
     "`duplicate-example-id`, `unknown-example-ids`: example_ids repeats one, or names one the dataset "
     "lacks; `missing-labels`: universe examples without a label and no default_label"
