@@ -1,5 +1,6 @@
 """Uploading label CSVs over real HTTP to a labels-party server (uvicorn, SQLite) in a child process;
-reports wall time and the server's peak resident memory."""
+reports wall time and the peak resident memory of the server and of the file-work processes that
+validate and merge its uploads."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import pyarrow.parquet as pq
 
 from benchmarks.common import peak_rss_of, write
 from labels_party.storage.db import sqlite_url
-from tests.support.servers import LabelsProcess, tenant_key
+from tests.support.servers import LabelsProcess, descendants, tenant_key
 
 TARGETS = {1_000_000: 15.0, 10_000_000: 180.0, 30_000_000: 540.0}
 CONTENT_TYPES = {"csv": "text/csv", "parquet": "application/vnd.apache.parquet"}
@@ -61,15 +62,23 @@ def current_rss_of(pid: int) -> float:
 class AnonPeak:
     """The largest anonymous resident memory (RssAnon: the process's own, not file pages the kernel
     can write back and evict, such as a memory-mapped spill file) seen while the block runs, sampled
-    every 50 ms; the kernel keeps no high-water mark of it."""
+    every 50 ms, of the server and of its file-work processes; the kernel keeps no high-water mark of
+    it. The file-work processes' VmHWM is read on the way (they may be gone when the block ends)."""
 
     def __init__(self, pid: int) -> None:
         self.pid, self.peak, self._stop = pid, 0.0, threading.Event()
+        self.work_peak = self.work_hwm = 0.0
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.wait(0.05):
             self.peak = max(self.peak, status_mib(self.pid, "RssAnon"))
+            for child in descendants(self.pid):
+                try:
+                    self.work_peak = max(self.work_peak, status_mib(child, "RssAnon"))
+                    self.work_hwm = max(self.work_hwm, status_mib(child, "VmHWM"))
+                except OSError:
+                    continue
 
     def __enter__(self) -> AnonPeak:
         self._thread.start()
@@ -140,13 +149,15 @@ def main(sizes: tuple[int, ...] = (1_000_000,), fmt: str = "csv") -> None:
                     "server_idle_mib": idle_mib,
                     "server_peak_mib": peak_mib,
                     "server_anon_peak_mib": anon.peak,
+                    "file_work_peak_mib": anon.work_hwm,
+                    "file_work_anon_peak_mib": anon.work_peak,
                 }
             )
             print(rows[-1], flush=True)
     lines = [
         f"| rows | {fmt} MB | upload s | target | re-upload (all replaced) s | server idle MiB "
-        "| server peak MiB | of which its own (anonymous) MiB |",
-        "|---|---|---|---|---|---|---|---|",
+        "| server peak MiB | of which its own (anonymous) MiB | file-work peak MiB | of which its own MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         target = f"≤ {TARGETS[int(r['rows'])]:g}" if r["rows"] in TARGETS else "–"
@@ -154,7 +165,8 @@ def main(sizes: tuple[int, ...] = (1_000_000,), fmt: str = "csv") -> None:
         lines.append(
             f"| {r['rows']:,} | {r['bytes'] / 1e6:.0f} | {r['seconds']:.1f} | {target} "
             f"| {again} | {r['server_idle_mib']:.0f} | {r['server_peak_mib']:.0f} "
-            f"| {r['server_anon_peak_mib']:.0f} |"
+            f"| {r['server_anon_peak_mib']:.0f} | {r['file_work_peak_mib']:.0f} "
+            f"| {r['file_work_anon_peak_mib']:.0f} |"
         )
     write("upload" if fmt == "csv" else f"upload_{fmt}", "\n".join(lines), rows)
 

@@ -19,6 +19,13 @@ class LabelsSettings(BaseSettings):
     host: str = Field("127.0.0.1", description="address `labeldp labels serve` binds")
     port: int = Field(8400, description="port `labeldp labels serve` binds")
     workers: int = Field(1, ge=1, le=64, description="server processes `labeldp labels serve` runs")
+    file_workers: int = Field(
+        2,
+        ge=0,
+        le=64,
+        description="processes beside each server process that validate and merge uploads, off the "
+        "server's interpreter lock so that reads never wait for them (0: in the server's own threads)",
+    )
     max_upload_bytes: int = Field(8 * 2**30, description="largest accepted label upload body")
     log_level: str = Field("info", description="debug, info, warning or error")
     party_id: str = Field("advertiser", description="this party's id, the sender id in every message")

@@ -44,6 +44,19 @@ class DomainError(Exception):
     def __str__(self) -> str:
         return self.detail
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled whole — its class, status, gRPC code and extras — so that one raised in a child
+        process (``offload.py``) reaches the caller as it was raised (an exception's default pickling
+        calls ``cls(*args)``, which keyword-only fields do not survive)."""
+        return (_restore, (type(self), self.args, dict(self.__dict__)))
+
+
+def _restore(cls: type[DomainError], args: tuple[Any, ...], state: dict[str, Any]) -> DomainError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
 
 def not_found(what: str, ident: object) -> DomainError:
     """Missing, or another tenant's: the two answers are indistinguishable on purpose."""

@@ -15,6 +15,7 @@ from labeldp.common import logs
 from labeldp.common.db import service_sessions
 from labeldp.common.identity import Identity
 from labeldp.common.instance import Instance, clean_atomic_leftovers, clean_spools
+from labeldp.common.offload import Offload
 from labeldp.common.service import service_app
 from labeldp.console import serve as console
 from labels_party.api.deps import LabelsServices
@@ -57,6 +58,7 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
     work = ReleaseWork(data_dir, signer, ReleaseCluster(data_dir, settings.dask_scheduler))
     lease = settings.release_lease_seconds
     budget = BudgetService(sessions, data_dir)
+    offload = Offload(settings.file_workers, preload=("labels_party.datasets.file_work",))
     releases = ReleaseService(
         sessions, data_dir, work, ledger, instance, lease, metrics, on_charged=budget.refresh
     )
@@ -108,6 +110,7 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
             recovery.cancel()
             releases.shutdown()
             budget.shutdown()
+            offload.shutdown()
             sessions.dispose()
 
     app = service_app(
@@ -122,7 +125,7 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
         sessions=sessions,
         signer=signer,
         instance=instance,
-        datasets=DatasetService(sessions, data_dir),
+        datasets=DatasetService(sessions, data_dir, offload),
         releases=releases,
         budget=budget,
         recipients=RecipientService(sessions, settings.recipient_hosts),

@@ -9,18 +9,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-import pyarrow.parquet as pq
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from labeldp.common.db import owned
 from labeldp.common.errors import DomainError
+from labeldp.common.offload import Offload
 from labeldp.common.pages import PageRequest
-from labels_party.datasets.membership import check_labels_against, check_universe_against, users_in_universe
+from labels_party.datasets import file_work
 from labels_party.datasets.spec import DatasetSpec
-from labels_party.datasets.store import DatasetFiles, merge_labels
-from labels_party.datasets.uploads import validate_upload
+from labels_party.datasets.store import DatasetFiles
 from labels_party.storage.data_dir import DataDir
 from labels_party.storage.orm import Dataset, Release, SemiSensitiveModel
 
@@ -48,8 +47,9 @@ def get_dataset(session: Session, tenant_id: str, dataset_id: str, *, lock: bool
 
 
 class DatasetService:
-    def __init__(self, sessions: sessionmaker[Session], data_dir: DataDir) -> None:
+    def __init__(self, sessions: sessionmaker[Session], data_dir: DataDir, offload: Offload) -> None:
         self.sessions, self.data_dir = sessions, data_dir
+        self.offload = offload  # validating and merging uploads: CPU-heavy, kept off the server's GIL
 
     def files(self, dataset_id: str) -> DatasetFiles:
         return DatasetFiles(self.data_dir, dataset_id)
@@ -125,29 +125,34 @@ class DatasetService:
 
     def store_labels(self, tenant_id: str, dataset_id: str, path: Path, fmt: str) -> LabelsStored:
         """Validate an upload completely (streamed), then upsert it as a new labels version (nothing is
-        stored when validation fails). The merge with the current version runs outside any
-        transaction; an upload that committed first makes this one merge again."""
+        stored when validation fails). Validation and the merge with the current version run in a
+        file-work process, outside any transaction; an upload that committed first makes this one
+        merge again."""
         spec = DatasetSpec.model_validate(self.get(tenant_id, dataset_id).spec)
         files = self.files(dataset_id)
         staged, merged = files.staging_path(), files.staging_path()
+        first: file_work.LabelsVersion | None = None  # the attempt that validated the upload
         try:
-            valid = validate_upload(path, fmt, spec, staged)
 
             def prepare(seen: Dataset) -> Callable[[Dataset], LabelsStored]:
-                check_labels_against(files.read_universe(seen.universe_version), staged)
-                if seen.labels_version:
-                    existing = files.labels_path(seen.labels_version)
-                    count = merge_labels(existing, staged, valid.key_pairs, merged, spec.label_schema())
-                    source = merged
-                else:  # nothing to merge with: the validated file, in the dataset's schema, is the version
-                    count, source = valid.rows, staged
-                files.make_durable(source)
+                nonlocal first
+                made = self.offload.run(
+                    file_work.labels_version,
+                    path if first is None else None,
+                    fmt,
+                    spec,
+                    staged,
+                    files.labels_path(seen.labels_version) if seen.labels_version else None,
+                    files.universe_path(seen.universe_version) if seen.universe_version else None,
+                    merged,
+                )
+                validated = first = first or made
                 version = seen.labels_version + 1
 
                 def publish(ds: Dataset) -> LabelsStored:
-                    files.rename_into_place(source, files.labels_path(version))
-                    ds.labels_version, ds.label_count = version, count
-                    return LabelsStored(valid.rows, valid.clipped, count, version)
+                    files.rename_into_place(made.path, files.labels_path(version))
+                    ds.labels_version, ds.label_count = version, made.count
+                    return LabelsStored(validated.rows, validated.clipped, made.count, version)
 
                 return publish
 
@@ -168,8 +173,7 @@ class DatasetService:
         files = self.files(dataset_id)
         staged = files.staging_path()
         try:
-            valid = validate_upload(path, fmt, spec, staged, non_sensitive=True)
-            files.make_durable(staged)
+            valid = self.offload.run(file_work.non_sensitive_rows, path, fmt, spec, staged)
 
             def prepare(seen: Dataset) -> Callable[[Dataset], UniverseStored]:
                 version = seen.non_sensitive_version + 1
@@ -188,26 +192,24 @@ class DatasetService:
     def store_universe(self, tenant_id: str, dataset_id: str, path: Path, fmt: str) -> UniverseStored:
         """Replace the dataset's universe: every example ID a release will list and, optionally, each
         one's ``user_id`` — with a universe, the only source of who an example's user is
-        (``membership.py``). The check against the stored label rows runs outside any transaction,
-        against the versions the commit then confirms."""
+        (``membership.py``). The check against the stored label rows runs in a file-work process,
+        outside any transaction, against the versions the commit then confirms."""
         self.get(tenant_id, dataset_id)
         files = self.files(dataset_id)
         staged = files.staging_path()
         try:
-            valid = validate_upload(path, fmt, None, staged)
-            universe = pq.read_table(staged, columns=["example_id", "user_id"])
-            users = users_in_universe(universe)
-            files.make_durable(staged)
+            valid = self.offload.run(file_work.universe, path, fmt, staged)
 
             def prepare(seen: Dataset) -> Callable[[Dataset], UniverseStored]:
                 labels = files.labels_path(seen.labels_version) if seen.labels_version else None
-                check_universe_against(universe, labels)
+                self.offload.run(file_work.check_universe, staged, labels)
                 version = seen.universe_version + 1
 
                 def publish(ds: Dataset) -> UniverseStored:
                     files.rename_into_place(staged, files.universe_path(version))
-                    ds.universe_version, ds.universe_count, ds.universe_users = version, valid.rows, users
-                    return UniverseStored(valid.rows, version, users)
+                    ds.universe_version, ds.universe_count = version, valid.rows
+                    ds.universe_users = valid.users
+                    return UniverseStored(valid.rows, version, valid.users)
 
                 return publish
 

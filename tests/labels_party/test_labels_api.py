@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from labels_party.config import LabelsSettings
 from labels_party.datasets import key_pairs
 from tests.support.labels_api import (
     WEEKS,
@@ -26,6 +27,7 @@ from tests.support.labels_api import (
     upload,
     with_recipient,
 )
+from tests.support.servers import labels_server_thread
 
 
 def test_every_route_needs_a_valid_bearer_key(api: Api) -> None:
@@ -424,10 +426,11 @@ def test_previews_can_use_a_released_or_a_public_prior(api: Api) -> None:
 
 
 def test_large_uploads_keep_key_pairs_in_an_unnamed_mapped_file(
-    api: Api, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    database_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """From ``SPILL_FROM`` rows the key-pair set is a memory map of an unlinked file: the same answers
-    (upsert, duplicates) as in memory, and no file left behind. Lowered to 1 so every upload spills."""
+    (upsert, duplicates) as in memory, and no file left behind. Lowered to 1 so every upload spills —
+    in this process, so the server runs its file work in its own threads (``file_workers=0``)."""
     made: list[bool] = []
     real = key_pairs._array
 
@@ -438,17 +441,9 @@ def test_large_uploads_keep_key_pairs_in_an_unnamed_mapped_file(
 
     monkeypatch.setattr(key_pairs, "SPILL_FROM", 1)
     monkeypatch.setattr(key_pairs, "_array", spy)
-    c = api.tenant("acme")
-    ds = dataset(c)
-    r = upload(c, ds, csv([(f"id{i}", i % 50) for i in range(2_000)]))
-    assert r.status_code == 200 and r.json()["label_count"] == 2_000
-    r = upload(c, ds, csv([(f"id{i}", 1) for i in range(1_500, 2_500)]))  # 500 replaced, 500 new
-    assert r.status_code == 200 and r.json()["label_count"] == 2_500
-    assert problem(upload(c, ds, csv([("x", 1), ("id5", 2), ("x", 3)])), 422, "duplicate-example-id")[
-        "rows"
-    ] == [1, 3]
-    assert made == [True, True, True]
-    assert not [p for p in api.data_dir.rglob("*") if "key-pairs" in p.name]
+    settings = LabelsSettings(data_dir=tmp_path / "data", database_url=database_url, file_workers=0)
+    with labels_server_thread(settings) as base:
+        _spilled_uploads(Api(base, database_url, settings.data_dir), made)
 
     rng = np.random.default_rng(5)  # and the two layouts hold the same set
     keys, checks = rng.integers(-(2**63), 2**63 - 1, (2, 5_000), dtype=np.int64)
@@ -472,6 +467,20 @@ def test_large_uploads_keep_key_pairs_in_an_unnamed_mapped_file(
         spilled.contains(probe_keys, probe_checks), held.contains(probe_keys, probe_checks)
     )
     assert not list(spill.iterdir())
+
+
+def _spilled_uploads(api: Api, made: list[bool]) -> None:
+    c = api.tenant("acme")
+    ds = dataset(c)
+    r = upload(c, ds, csv([(f"id{i}", i % 50) for i in range(2_000)]))
+    assert r.status_code == 200 and r.json()["label_count"] == 2_000
+    r = upload(c, ds, csv([(f"id{i}", 1) for i in range(1_500, 2_500)]))  # 500 replaced, 500 new
+    assert r.status_code == 200 and r.json()["label_count"] == 2_500
+    assert problem(upload(c, ds, csv([("x", 1), ("id5", 2), ("x", 3)])), 422, "duplicate-example-id")[
+        "rows"
+    ] == [1, 3]
+    assert made == [True, True, True]
+    assert not [p for p in api.data_dir.rglob("*") if "key-pairs" in p.name]
 
 
 def test_the_budget_states_the_spend_distribution_of_examples_and_users(api: Api) -> None:

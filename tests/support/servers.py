@@ -63,6 +63,24 @@ def serve_in_thread(app: Any) -> Iterator[str]:
         sock.close()
 
 
+def descendants(pid: int) -> set[int]:
+    """Every process a process started, and theirs (the fork server and file-work processes of a
+    server included), from ``/proc``."""
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for task in Path(f"/proc/{todo.pop()}/task").glob("*"):
+            try:
+                children = (task / "children").read_text().split()
+            except OSError:  # the task ended meanwhile
+                continue
+            for child in map(int, children):
+                if child not in found:
+                    found.add(child)
+                    todo.append(child)
+    return found
+
+
 def labels_server_thread(settings: LabelsSettings) -> AbstractContextManager[str]:
     return serve_in_thread(create_app(settings))
 
