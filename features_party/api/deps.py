@@ -1,4 +1,8 @@
-"""The features party's typed request dependencies: the services built once per app, and the caller."""
+"""The features party's typed request dependencies: the services built once per app, and the caller.
+
+What only reads the app's state is ``async``, so FastAPI runs it on the event loop: a plain function
+would be a trip to the thread pool and back (two hand-overs of the interpreter lock) on every request.
+"""
 
 from __future__ import annotations
 
@@ -32,7 +36,7 @@ class FeaturesServices:
     grpc_port: int = 0  # set once the receiver listens
 
 
-def services(request: Request) -> FeaturesServices:
+async def services(request: Request) -> FeaturesServices:
     return cast(FeaturesServices, request.app.state.services)
 
 
@@ -52,19 +56,19 @@ def caller(credentials: Bearer, svc: Services) -> Authenticated:
 Caller = Annotated[Authenticated, Depends(caller)]
 
 
-def _senders(svc: Services) -> SenderRegistry:
+async def _senders(svc: Services) -> SenderRegistry:
     return svc.senders
 
 
-def _releases(svc: Services) -> ReceivedReleases:
+async def _releases(svc: Services) -> ReceivedReleases:
     return svc.releases
 
 
-def _tables(svc: Services) -> FeatureTables:
+async def _tables(svc: Services) -> FeatureTables:
     return svc.tables
 
 
-def _training(svc: Services) -> TrainingService:
+async def _training(svc: Services) -> TrainingService:
     return svc.training
 
 
@@ -74,7 +78,7 @@ Tables = Annotated[FeatureTables, Depends(_tables)]
 Training = Annotated[TrainingService, Depends(_training)]
 
 
-def _models(svc: Services) -> ReceivedModels:
+async def _models(svc: Services) -> ReceivedModels:
     return svc.models
 
 

@@ -10,13 +10,8 @@ import json
 import logging
 import re
 import sys
-import time
 import uuid
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-
-from starlette.requests import Request
-from starlette.responses import Response
 
 SAFE_FIELDS = (
     "request_id",
@@ -59,36 +54,27 @@ def configure(level: str = "info") -> None:
         logger.handlers[:] = [handler]
         logger.setLevel(level.upper())
         logger.propagate = False
-    logging.getLogger("uvicorn.access").disabled = True  # replaced by ``request_logger``
+    logging.getLogger("uvicorn.access").disabled = True  # replaced by ``access`` (``service.Observed``)
 
 
 REQUEST_ID = re.compile(r"[!-~]{1,200}")
 
 
-def request_logger(
-    name: str,
-) -> Callable[[Request, Callable[[Request], Awaitable[Response]]], Awaitable[Response]]:
-    """HTTP middleware: a request id per request (echoed as ``X-Request-ID``) and one access line."""
-    log = logging.getLogger(name)
+def request_id(given: str) -> str:
+    """A request's id: the caller's ``X-Request-ID`` when it is short printable ASCII; anything else
+    is replaced by a fresh one (and never logged)."""
+    return given if REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
 
-    async def middleware(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        given = request.headers.get("x-request-id", "")
-        # a caller's ID is kept when it is short printable ASCII; anything else is replaced, never logged
-        request_id = given if REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
-        request.state.request_id = request_id
-        start = time.perf_counter()
-        response = await call_next(request)
-        response.headers["X-Request-ID"] = request_id
-        log.info(
-            "request",
-            extra={
-                "request_id": request_id,
-                "method": request.method,
-                "path": request.url.path,
-                "status": response.status_code,
-                "duration_ms": round(1000 * (time.perf_counter() - start), 1),
-            },
-        )
-        return response
 
-    return middleware
+def access(log: logging.Logger, request_id: str, method: str, path: str, status: int, seconds: float) -> None:
+    """One access line a request."""
+    log.info(
+        "request",
+        extra={
+            "request_id": request_id,
+            "method": method,
+            "path": path,
+            "status": status,
+            "duration_ms": round(1000 * seconds, 1),
+        },
+    )

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import time
-from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI
 from prometheus_client import (
@@ -30,9 +28,9 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
-from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Match
+from starlette.types import Scope
 
 from labeldp.common.serving import MULTIPROC_ENV
 
@@ -60,6 +58,10 @@ class ServiceMetrics:
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 180),
         )
 
+    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        self.requests.labels(method, route, str(status)).inc()
+        self.latency.labels(method, route).observe(seconds)
+
     def counter(self, name: str, doc: str, labels: tuple[str, ...] = ()) -> Counter:
         return Counter(name, doc, list(labels), registry=self.registry)
 
@@ -84,32 +86,22 @@ def _leave_workers() -> None:
 atexit.register(_leave_workers)
 
 
-def _route_template(request: Request) -> str:
+def route_template(scope: Scope) -> str:
     """The matched route's template, or one series for all misses. API routes leave themselves in the
     scope; plain Starlette routes (the documentation pages, the OpenAPI document, static assets) do
     not, so those are matched again here (only for requests without a route: cheap)."""
-    route = request.scope.get("route")
+    route = scope.get("route")
     if route is None:
-        route = next(
-            (r for r in request.app.router.routes if r.matches(request.scope)[0] == Match.FULL), None
-        )
+        app = scope.get("app")
+        routes = getattr(getattr(app, "router", None), "routes", [])
+        route = next((r for r in routes if r.matches(scope)[0] == Match.FULL), None)
     return str(getattr(route, "path", "unmatched"))
 
 
 def install(app: FastAPI, metrics: ServiceMetrics) -> None:
-    """Count and time every request, and serve the registry at ``GET /metrics`` (no auth, like
-    ``/healthz``: bind the services to a private network or put the scrape behind a proxy)."""
+    """Serve the registry at ``GET /metrics`` (no auth, like ``/healthz``: bind the services to a private
+    network or put the scrape behind a proxy); requests are counted and timed by ``service.Observed``."""
     app.state.metrics = metrics
-
-    async def middleware(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        start = time.perf_counter()
-        response = await call_next(request)
-        route = _route_template(request)
-        metrics.requests.labels(request.method, route, str(response.status_code)).inc()
-        metrics.latency.labels(request.method, route).observe(time.perf_counter() - start)
-        return response
-
-    app.middleware("http")(middleware)
 
     @app.get("/metrics", tags=["operations"], include_in_schema=False)
     def serve_metrics() -> Response:

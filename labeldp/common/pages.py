@@ -36,7 +36,7 @@ class PageRequest:
         return statement.offset(self.offset).limit(self.limit + 1)
 
 
-def page_request(
+async def page_request(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="items per page")] = DEFAULT_PAGE,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="items to skip (see `next`)")] = 0,
 ) -> PageRequest:

@@ -1,7 +1,9 @@
 """The labels party's typed request dependencies: the services built once per app, and the caller.
 
 Routes declare what they need as annotated parameters (``caller: Caller, releases: Releases``);
-nothing reads ``app.state`` except ``services`` below.
+nothing reads ``app.state`` except ``services`` below. What only reads the app's state is ``async``, so
+FastAPI runs it on the event loop: a plain function would be a trip to the thread pool and back (two
+hand-overs of the interpreter lock) on every request.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ class LabelsServices:
     semi_sensitive: SemiSensitiveService
 
 
-def services(request: Request) -> LabelsServices:
+async def services(request: Request) -> LabelsServices:
     return cast(LabelsServices, request.app.state.services)
 
 
@@ -57,23 +59,23 @@ def caller(credentials: Bearer, svc: Services) -> Authenticated:
 Caller = Annotated[Authenticated, Depends(caller)]
 
 
-def _datasets(svc: Services) -> DatasetService:
+async def _datasets(svc: Services) -> DatasetService:
     return svc.datasets
 
 
-def _releases(svc: Services) -> ReleaseService:
+async def _releases(svc: Services) -> ReleaseService:
     return svc.releases
 
 
-def _budget(svc: Services) -> BudgetService:
+async def _budget(svc: Services) -> BudgetService:
     return svc.budget
 
 
-def _recipients(svc: Services) -> RecipientService:
+async def _recipients(svc: Services) -> RecipientService:
     return svc.recipients
 
 
-def _deliveries(svc: Services) -> DeliveryService:
+async def _deliveries(svc: Services) -> DeliveryService:
     return svc.deliveries
 
 
@@ -84,7 +86,7 @@ Recipients = Annotated[RecipientService, Depends(_recipients)]
 Deliveries = Annotated[DeliveryService, Depends(_deliveries)]
 
 
-def _semi_sensitive(svc: Services) -> SemiSensitiveService:
+async def _semi_sensitive(svc: Services) -> SemiSensitiveService:
     return svc.semi_sensitive
 
 
