@@ -8,7 +8,8 @@ time, a dozen times a request: a read's p95 went from 38 to 290 ms beside 1M-row
 answer.
 
 The children are started by a fork server — never forked from the threaded server itself, since a fork
-copies locks that other threads hold — on first use, and live as long as the pool. Work is a
+copies locks that other threads hold — ahead of use (``warm``) or on first use, and live as long as the
+pool. Work is a
 module-level function of picklable arguments that returns a small picklable result: paths go in,
 counts come out, the files are the interface; a ``DomainError`` it raises reaches the caller intact. A
 child that dies (killed, out of memory) fails the work it was running with ``OffloadError`` (an
@@ -86,6 +87,18 @@ class Offload:
                     self.processes, mp_context=context, initializer=exit_with, initargs=(os.getpid(),)
                 )
             return self._pool
+
+    def warm(self) -> None:
+        """Start the fork server and a first child in the background (its imports take 1-2 s), so that
+        the first upload does not wait for them."""
+        if self.processes:
+            threading.Thread(target=self._ready, name="offload-warm", daemon=True).start()
+
+    def _ready(self) -> None:
+        try:
+            self._executor().submit(os.getpid).result()
+        except Exception:  # a pool that cannot start fails the first work instead, with its error
+            log.warning("file-work processes did not start ahead of use", exc_info=True)
 
     def run(self, work: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         """``work(*args, **kwargs)`` in a child process; its result, or the exception it raised."""

@@ -10,6 +10,7 @@ client never sees a bare text/plain 500 and an operator can find the log line.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import re
 import time
@@ -224,6 +225,9 @@ def service_app(
     async def started(app: FastAPI) -> AsyncIterator[None]:
         # No gc.freeze() of what start-up allocated: measured with Locust at 160 reads/s it raised the
         # median read from 4-8 ms to 36-40 ms (BENCHMARKS.md, "Reads under load").
+        # pyarrow.parquet.read_table imports pyarrow.dataset, and with it pandas (0.3-0.7 s), on first
+        # use: here, rather than in the first request that reads a file (a budget's first answer).
+        importlib.import_module("pyarrow.dataset")
         async with lifespan(app):
             yield
 

@@ -58,7 +58,9 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
     work = ReleaseWork(data_dir, signer, ReleaseCluster(data_dir, settings.dask_scheduler))
     lease = settings.release_lease_seconds
     budget = BudgetService(sessions, data_dir)
-    offload = Offload(settings.file_workers, preload=("labels_party.datasets.file_work",))
+    # the fork server imports what the file work needs once (pyarrow.dataset: what read_table imports
+    # on first use); its children start with it
+    offload = Offload(settings.file_workers, preload=("labels_party.datasets.file_work", "pyarrow.dataset"))
     releases = ReleaseService(
         sessions, data_dir, work, ledger, instance, lease, metrics, on_charged=budget.refresh
     )
@@ -103,6 +105,7 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
             log.warning(
                 "deliveries may use gRPC WITHOUT TLS (LABELDP_ALLOW_PLAINTEXT): local development only"
             )
+        offload.warm()
         recovery = asyncio.create_task(keep_recovering())
         try:
             yield
