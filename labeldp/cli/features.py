@@ -36,7 +36,7 @@ from labeldp.terminal import (
 )
 
 if TYPE_CHECKING:
-    from labeldp.client_types import FeatureTable, Job
+    from labeldp.client.types import FeatureTable, Job
 
 app = typer.Typer()  # merged into `labeldp features` (main.py)
 senders = typer.Typer(help="Labels parties whose signed releases are accepted.", no_args_is_help=True)

@@ -1,6 +1,6 @@
 """The layering the folders show is a contract (pyproject.toml, [tool.importlinter]), checked here.
 
-app layer (labeldp.cli, .client, .client_types, .terminal, .demo, .audit, .samples, .processes)
+app layer (labeldp.cli, .client, .terminal, .demo, .audit, .samples, .processes)
   > the parties (labels_party | features_party, never importing each other)
   > the shared base (labeldp.common, the generated contract labeldp.v1)
   > the mechanism library (labeldp.mechanisms: no web, database, network or wire code)

@@ -1,4 +1,4 @@
-"""The client's answer types (``labeldp.client_types``) against the OpenAPI documents both servers
+"""The client's answer types (``labeldp.client.types``) against the OpenAPI documents both servers
 publish: every response schema has its ``TypedDict`` with the same keys and JSON types, every client
 method is typed by the schema of the route it calls, and an error answer's problem+json fields reach
 ``ApiError`` — so the hand-written client cannot drift from the servers unnoticed."""
@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from features_party.config import FeaturesSettings
-from labeldp import client_types as t
 from labeldp.client import ApiClient, ApiError, FeaturesClient, LabelsClient
+from labeldp.client import types as t
 from labels_party.config import LabelsSettings
 from labels_party.storage.db import sqlite_url
 from tests.support.servers import labels_server_thread, tenant_key

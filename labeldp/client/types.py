@@ -4,7 +4,7 @@ Each ``TypedDict`` mirrors one response schema of a party's OpenAPI document, na
 ``Out`` (``DatasetOut`` → ``Dataset``; the features party's ``IdentityOut`` → ``FeaturesIdentity``,
 its ``ModelOut`` → ``Model``), with ``Page`` for a page of any list and ``Problem`` for an error. They
 are plain dicts at run time (``answer["id"]`` keeps working, nothing to import but ``typing``), while
-mypy checks every key a caller reads. tests/e2e/test_cli_client_types.py compares each one with the
+mypy checks every key a caller reads. tests/e2e/test_client_types.py compares each one with the
 schema the servers publish, so the client cannot drift from the server unnoticed.
 
 Timestamps are ISO 8601 strings; a ``mechanism`` is a ``PublishedMechanism`` as JSON (read it with
