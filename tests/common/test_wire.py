@@ -219,8 +219,8 @@ def test_the_signature_picks_among_several_pins_and_names_their_owners() -> None
 def test_the_largest_honest_chunks_decode_within_the_bound() -> None:
     """IDs of the largest allowed size fill chunks to ``CHUNK_MAX_ID_BYTES``; short IDs fill them to
     ``CHUNK_MAX_EXAMPLES``: both decode, and a chunk stating more than its examples can take does not."""
+    from labeldp.common.wire.arrow_ids import id_bytes_bound
     from labeldp.common.wire.format import CHUNK_MAX_EXAMPLES, CHUNK_MAX_ID_BYTES
-    from labeldp.common.wire.receiver import id_bytes_bound
     from labeldp.common.wire.sender import _encode_ids
 
     me = Identity.generate()

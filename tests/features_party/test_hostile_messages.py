@@ -22,8 +22,9 @@ import pytest
 
 from features_party.receiver import unique_ids
 from labeldp.common.model_message import Column, sign_model
+from labeldp.common.wire.arrow_ids import id_bytes_bound
 from labeldp.common.wire.format import CHUNK_MAX_EXAMPLES
-from labeldp.common.wire.receiver import OLD_SENDER_MAX_PAIRS, id_bytes_bound
+from labeldp.common.wire.receiver import OLD_SENDER_MAX_PAIRS
 from labeldp.common.wire.sender import build_frames
 from labeldp.v1 import delivery_pb2 as pb
 from tests.support.features_party import peak_rss_growth
