@@ -36,8 +36,10 @@ test: lint typecheck imports unit
 
 ## make check: the inner loop — the same lint, types and contracts, and the tests that start no Docker,
 ## Dask cluster, separate service process, PostgreSQL or browser, and are not marked slow, spread over
-## every core (pytest-xdist; about 4 minutes on 2 cores)
-check: lint typecheck imports fast
+## every core (pytest-xdist), the lint, types and contracts beside them (each one's output in one piece;
+## about 4 minutes on 2 cores)
+check: $(DEV)
+	@$(MAKE) --no-print-directory -j4 --output-sync=target lint typecheck imports fast
 
 lint: $(DEV)
 	$(BIN)/ruff check .

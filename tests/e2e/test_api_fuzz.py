@@ -199,10 +199,12 @@ def fuzz(api: LiveApi) -> int:
     return operations
 
 
+@pytest.mark.slow  # 60 generated requests an operation, 20-30 s a party: make test, not make check
 def test_labels_api_answers_every_request_without_a_server_error(labels_api: LiveApi) -> None:
     assert fuzz(labels_api) >= 15
 
 
+@pytest.mark.slow
 def test_features_api_answers_every_request_without_a_server_error(features_api: LiveApi) -> None:
     assert fuzz(features_api) >= 12
 
