@@ -14,7 +14,7 @@ module-level function of picklable arguments that returns a small picklable resu
 counts come out, the files are the interface; a ``DomainError`` it raises reaches the caller intact. A
 child that dies (killed, out of memory) fails the work it was running with ``OffloadError`` (an
 internal error: the caller's own clean-up removes what the work had staged) and the pool is replaced
-for the next call; a server that dies takes its children with it (``exit_with``). ``processes=0``
+for the next call; a server that dies takes its children with it (``bound_to``). ``processes=0``
 runs the work in the caller's thread.
 """
 
@@ -24,6 +24,7 @@ import logging
 import multiprocessing
 import os
 import select
+import signal
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -35,10 +36,14 @@ R = TypeVar("R")
 log = logging.getLogger("labeldp.offload")
 
 
-def exit_with(server: int) -> None:
-    """A child's initializer: exit as soon as the server process that started it does. A server that is
-    killed cannot stop its pool, and a pool's child otherwise waits on its queue for ever (it holds
-    both ends) and keeps the fork server alive with it."""
+def bound_to(server: int) -> None:
+    """A child's initializer: it stops when the server process that started it says so, or exits as
+    soon as that process does — never on its own. A Ctrl-C reaches the whole process group: the server
+    then finishes the work in flight and stops its children (``shutdown``), so the children ignore it
+    (it would kill the work mid-file, with a traceback each). A server that is killed cannot stop its
+    pool, and a pool's child otherwise waits on its queue for ever (it holds both ends) and keeps the
+    fork server alive with it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     def watch() -> None:
         try:
@@ -84,7 +89,7 @@ class Offload:
                 context = multiprocessing.get_context("forkserver")
                 context.set_forkserver_preload(self._preload)  # ignored once the fork server runs
                 self._pool = ProcessPoolExecutor(
-                    self.processes, mp_context=context, initializer=exit_with, initargs=(os.getpid(),)
+                    self.processes, mp_context=context, initializer=bound_to, initargs=(os.getpid(),)
                 )
             return self._pool
 

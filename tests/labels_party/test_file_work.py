@@ -111,3 +111,40 @@ def zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except FileNotFoundError:
         return True
+
+
+@pytest.mark.processes
+def test_ctrl_c_finishes_the_upload_in_flight_and_stops_every_process_quietly(tmp_path: Path) -> None:
+    """A Ctrl-C reaches the server's whole process group: the upload under way still lands (the
+    file-work processes ignore the signal; the server stops them once its requests are done), the
+    server exits 0, nothing prints a traceback, and no process is left."""
+    url = sqlite_url(tmp_path)
+    _, key = tenant_key(url, "acme", "10")
+    log = tmp_path / "server.log"
+    server = LabelsProcess(tmp_path / "data", url, log_path=log)
+    server.start()
+    assert server.proc is not None
+    c = httpx.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {key}"}, timeout=120)
+    ds = dataset(c)
+    assert upload(c, ds, csv([(f"e{i}", i % 53) for i in range(100)])).status_code == 200
+    started = descendants(server.proc.pid)  # the fork server and the file-work processes
+    answers: list[httpx.Response] = []
+    sending = threading.Thread(
+        target=lambda: answers.append(upload(c, ds, csv([(f"b{i}", i % 53) for i in range(1_000_000)])))
+    )
+    idle = {p: cpu_seconds(p) for p in started}
+    sending.start()
+    deadline = time.monotonic() + 60
+    while not any(cpu_seconds(p) - idle[p] > 0.3 for p in started):  # one is validating the upload
+        assert time.monotonic() < deadline and sending.is_alive()
+        time.sleep(0.02)
+    os.killpg(server.proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+    sending.join(timeout=120)
+    assert server.proc.wait(timeout=60) == 0
+    assert answers[0].status_code == 200 and answers[0].json()["label_count"] == 1_000_100
+    assert "Traceback" not in log.read_text()
+    deadline = time.monotonic() + 20
+    while [p for p in started if Path(f"/proc/{p}").exists() and not zombie(p)]:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    server.proc = None
