@@ -3,8 +3,8 @@
 One command per route: the identity to hand the advertiser, pinned senders, the releases received,
 feature tables and their uploads, joins, training jobs and models, predictions, the models trained
 with semi-sensitive features it received, and the non-sensitive rows it exports for them. Output as
-in ``labels.py``: one line (lists a table) or ``--json``, ``-q`` for the ID alone. The operator's
-``serve``, ``tenant`` and ``key`` live in ``admin.py``.
+in ``labels/``: one line (lists a table) or ``--json``, ``-q`` for the ID alone. The operator's
+``serve``, ``tenant`` and ``key`` live in ``admin/``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The ``labeldp`` command line: the root, ``--version``, and one group of commands per audience.
 
-``labels.py`` is the advertiser's (the labels party's REST API), ``features.py`` the publisher's,
-``admin.py`` the operator's (``serve``, tenants and API keys over a party's database, signing keys and
+``labels/`` is the advertiser's (the labels party's REST API), ``features.py`` the publisher's,
+``admin/`` the operator's (``serve``, tenants and API keys over a party's database, signing keys and
 development certificates), ``audit.py`` the auditor's, ``demo.py`` the demo. Each registers its
 commands on its own typer app; the advertiser's and the operator's meet under ``labeldp labels`` (the
 publisher's and the operator's under ``labeldp features``). Every heavy import (the parties, the

@@ -47,6 +47,7 @@ FeaturesKey = Annotated[
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="Print the server's full answer as JSON.")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print only the ID (for scripts).")]
+Dataset = Annotated[str, typer.Option(help="Dataset name or id.")]  # labels party: a name or an id
 
 
 def exit_code(exc: ApiError) -> int:

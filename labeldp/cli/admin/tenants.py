@@ -1,11 +1,6 @@
-"""The operator's commands, run where a party's database and files are (no server needed): ``serve``,
-tenants and their API keys for both parties (``labeldp labels|features serve|tenant|key …``), and
-signing keys and development certificates (``labeldp keys …``).
-
-Each database command is one transaction on the party's database, migrated first; a ``ValueError``
-inside (an unknown tenant, a budget out of range) is exit 2 with nothing committed. A new API key is
-shown once — or written to a 0600 file for deployments — and stored only as a hash.
-"""
+"""``labeldp labels|features tenant|key …``: tenants and their API keys, one transaction on the party's
+database each (migrated first; a ``ValueError`` inside is exit 2 with nothing committed). A new API key
+is shown once — or written to a 0600 file for deployments — and stored only as a hash."""
 
 from __future__ import annotations
 
@@ -22,9 +17,6 @@ from labeldp.terminal import error, number, print_json, print_table
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
-labels_app = typer.Typer()  # merged into `labeldp labels` (main.py)
-features_app = typer.Typer()  # merged into `labeldp features`
-keys_app = typer.Typer(help="Signing keys and development certificates.", no_args_is_help=True)
 labels_tenants = typer.Typer(help="Labels-party tenants and API keys.", no_args_is_help=True)
 features_tenants = typer.Typer(help="Features-party tenants and API keys.", no_args_is_help=True)
 
@@ -36,90 +28,6 @@ ExistOk = Annotated[
     bool,
     typer.Option("--exist-ok", help="An existing tenant of this name is fine (its key is not shown again)."),
 ]
-
-
-# --- serve --------------------------------------------------------------------------------------------
-
-
-Workers = Annotated[
-    int | None,
-    typer.Option(
-        min=1,
-        max=64,
-        help="Server processes sharing the port (default LABELDP_WORKERS or LABELDP_FEATURES_WORKERS, "
-        "1); they share the database and data directory, never memory.",
-    ),
-]
-
-
-def _prepare(data_dir: Path, database_url: str, identity: Path, db: Any) -> None:
-    """Once before any worker starts (either party): the data directory, migrations, the signing key."""
-    from labeldp.common.identity import Identity
-
-    data_dir.mkdir(parents=True, exist_ok=True)
-    engine = db.make_engine(database_url)
-    try:
-        db.migrate(engine)
-    finally:
-        engine.dispose()
-    Identity.load_or_create(identity)
-
-
-@labels_app.command("serve")
-def labels_serve(
-    host: Annotated[
-        str | None, typer.Option(help="Bind address (default LABELDP_HOST or 127.0.0.1).")
-    ] = None,
-    port: Annotated[int | None, typer.Option(help="Port (default LABELDP_PORT or 8400).")] = None,
-    workers: Workers = None,
-) -> None:
-    """Run the labels-party REST API (uvicorn)."""
-    from labeldp.common.serving import serve
-    from labels_party.config import LabelsSettings
-
-    settings = LabelsSettings()
-
-    def prepare() -> None:
-        from labels_party.storage import db
-
-        _prepare(settings.data_dir, settings.resolved_database_url(), settings.identity_path(), db)
-
-    serve(
-        "labels_party.api.app:create_app",
-        host or settings.host,
-        port or settings.port,
-        workers or settings.workers,
-        prepare,
-    )
-
-
-@features_app.command("serve")
-def features_serve(
-    host: Annotated[
-        str | None, typer.Option(help="REST bind address (default LABELDP_FEATURES_HOST).")
-    ] = None,
-    port: Annotated[
-        int | None, typer.Option(help="REST port (default LABELDP_FEATURES_PORT or 8500).")
-    ] = None,
-    workers: Workers = None,
-) -> None:
-    """Run the features-party REST API and its gRPC receiver (in each worker process)."""
-    from features_party.config import FeaturesSettings
-    from labeldp.common.serving import serve
-
-    settings = FeaturesSettings()
-    count = workers or settings.workers
-    if count > 1 and settings.grpc_port == 0:
-        error("--workers needs a fixed LABELDP_FEATURES_GRPC_PORT: each worker would pick another port")
-        raise typer.Exit(code=2)
-    os.environ["LABELDP_FEATURES_WORKERS"] = str(count)  # the workers' gRPC servers share the port
-
-    def prepare() -> None:
-        from features_party.storage import db
-
-        _prepare(settings.data_dir, settings.resolved_database_url(), settings.identity_path(), db)
-
-    serve("features_party.api.app:create_app", host or settings.host, port or settings.port, count, prepare)
 
 
 # --- one transaction on a party's database ------------------------------------------------------------
@@ -374,49 +282,5 @@ def _key_commands(
     return keys
 
 
-# --- signing keys and development certificates --------------------------------------------------------
-
-
-@keys_app.command("generate")
-def keys_generate(path: Path) -> None:
-    """Create an Ed25519 identity key at PATH (0600) and print its fingerprint; keeps an existing key."""
-    from labeldp.common.identity import Identity
-
-    existed = path.exists()
-    identity = Identity.load_or_create(path)
-    typer.echo(f"{'existing' if existed else 'new'} key {identity.key_id} at {path}")
-
-
-@keys_app.command("dev-ca")
-def keys_dev_ca(
-    out: Annotated[Path, typer.Option(help="Folder for ca.pem and both parties' certificates.")] = Path(
-        "dev-certs"
-    ),
-    host: Annotated[
-        list[str] | None, typer.Option(help="Names/IPs of the gRPC receiver (repeatable).")
-    ] = None,
-    keep_existing: Annotated[
-        bool, typer.Option("--keep-existing", help="Do nothing if OUT already holds a CA (restarts).")
-    ] = False,
-) -> None:
-    """A development CA plus a server certificate (features party) and a client certificate (labels party)."""
-    from labeldp.common.tls import dev_ca
-
-    if keep_existing and (out / "ca.pem").exists():
-        typer.echo(f"{out / 'ca.pem'} exists; keeping the existing certificates")
-        return
-    paths = dev_ca(out, tuple(host or ("localhost", "127.0.0.1")))
-    written = (
-        ("CA", paths.ca),
-        ("features-party server cert", paths.server_cert),
-        ("features-party server key", paths.server_key),
-        ("labels-party client cert", paths.client_cert),
-        ("labels-party client key", paths.client_key),
-    )
-    print_table([{"file": what, "path": str(p)} for what, p in written], ("file", "path"))
-
-
-labels_app.add_typer(labels_tenants, name="tenant")
-labels_app.add_typer(_key_commands(_labels_transaction, _labels_models), name="key")
-features_app.add_typer(features_tenants, name="tenant")
-features_app.add_typer(_key_commands(_features_transaction, _features_models), name="key")
+labels_keys = _key_commands(_labels_transaction, _labels_models)
+features_keys = _key_commands(_features_transaction, _features_models)

@@ -1,0 +1,310 @@
+"""``labeldp labels recipients|preview|release|releases|budget|ledger``: where releases go, what one
+would cost and give before spending (``preview``), the charged release and its deliveries, and what the
+examples have spent."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from labeldp.cli.options import (
+    LABELS_URL,
+    AsJson,
+    Dataset,
+    LabelsKey,
+    LabelsUrl,
+    Quiet,
+    labels_client,
+    read_identity,
+)
+from labeldp.terminal import number, numbers, print_json, print_table, show
+
+if TYPE_CHECKING:
+    from labeldp.client import LabelsClient
+
+commands = typer.Typer()  # top-level commands, merged into `labeldp labels` (labels/__init__.py)
+recipients_group = typer.Typer(help="Features parties releases may go to.", no_args_is_help=True)
+releases_group = typer.Typer(help="Releases: list, show, deliver, download.", no_args_is_help=True)
+
+Loss = Annotated[str, typer.Option(help="squared, absolute, poisson or zero_one.")]
+
+
+@recipients_group.command("add")
+def recipients_add(
+    identity: Annotated[
+        Path, typer.Option(exists=True, dir_okay=False, help="The features party's `identity --json` file.")
+    ],
+    ca: Annotated[
+        Path | None, typer.Option(exists=True, dir_okay=False, help="CA (PEM) of its server certificate.")
+    ] = None,
+    grpc_host: Annotated[str, typer.Option(help="Host of its gRPC receiver (port from the identity).")] = (
+        "localhost"
+    ),
+    grpc_address: Annotated[
+        str | None, typer.Option(help="host:port of its gRPC receiver (overrides --grpc-host).")
+    ] = None,
+    url: LabelsUrl = LABELS_URL,
+    api_key: LabelsKey = "",
+    as_json: AsJson = False,
+) -> None:
+    """Register a features party (its name, receiver, CA and key fingerprint) as a recipient."""
+    with labels_client(url, api_key) as client:
+        peer = read_identity(identity)
+        address = grpc_address or f"{grpc_host}:{peer.get('grpc_port')}"
+        pem = ca.read_text() if ca is not None else None
+        out = client.register_recipient(peer["party_id"], address, pem, str(peer.get("key_id")))
+    tls = "mutual TLS" if pem else "plaintext"
+    show(out, as_json, f"recipient {out['name']} at {address} ({tls}), key {peer.get('key_id')}")
+
+
+@recipients_group.command("list")
+def recipients_list(url: LabelsUrl = LABELS_URL, api_key: LabelsKey = "", as_json: AsJson = False) -> None:
+    """Registered recipients."""
+    with labels_client(url, api_key) as client:
+        rows = client.recipients()
+    print_table(rows, ("name", "grpc_address", "fingerprint", "created_at"), as_json)
+
+
+# --- releases -----------------------------------------------------------------------------------------
+
+
+@commands.command("preview")
+def preview(
+    dataset: Dataset,
+    epsilon: Annotated[float, typer.Option(help="ε the release would charge every example.")],
+    url: LabelsUrl = LABELS_URL,
+    api_key: LabelsKey = "",
+    loss: Loss = "squared",
+    epsilon_prior: Annotated[float | None, typer.Option(help="Part of ε for the private prior.")] = None,
+    prior_release: Annotated[
+        str | None,
+        typer.Option(
+            help="Use this earlier release's noisy prior (post-processing) instead of the raw labels."
+        ),
+    ] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Free, tenant-only: the bins, the expected error and what an attacker could learn from a release
+    at this ε — before spending anything."""
+    from labeldp.mechanisms import PublishedMechanism
+
+    with labels_client(url, api_key) as client:
+        p = client.preview(client.dataset_id(dataset), epsilon, loss, epsilon_prior, prior_release)
+    mechanism = PublishedMechanism.model_validate(p["mechanism"])
+    error = p["expected_loss"]
+    rms = f" (root: {number(error**0.5)})" if loss == "squared" else ""
+    source = {"labels": "the exact label histogram", "release": "that release's noisy prior"}.get(
+        p["prior_source"], "the given prior"
+    )
+    show(
+        p,
+        as_json,
+        f"ε = {number(p['epsilon'])} (ε₁ = {number(p['epsilon_prior'], 3)}) over {p['examples']:,} "
+        f"examples\n{_bins(p['bin_values'])}\n"
+        f"expected {loss} error per label under {source}: {number(error, 6)}{rms}\n"
+        f"an attacker guessing a label's bin gains at most {mechanism.worst_case_additive_advantage:.3f} "
+        f"(any prior); one released bin moves its odds by at most e^{mechanism.implemented_epsilon:.3f}",
+    )
+
+
+def _bins(values: list[float] | None) -> str:
+    """``bins (2): 3,474; 6,029`` — the values a release's bins stand for."""
+    return f"bins ({len(values or [])}): {numbers(values or []) or 'none yet'}"
+
+
+@commands.command("release")
+def release(
+    dataset: Dataset,
+    recipient: Annotated[str, typer.Option(help="A registered recipient (features party) name.")],
+    epsilon: Annotated[
+        float | None, typer.Option(help="Example-level: ε charged to every released example.")
+    ] = None,
+    privacy_unit: Annotated[
+        str, typer.Option(help="example (default) or user: protect all of a user's labels together.")
+    ] = "example",
+    epsilon_user: Annotated[
+        float | None, typer.Option(help="User-level: ε charged to every user in the release.")
+    ] = None,
+    contribution_bound: Annotated[
+        str | None, typer.Option(help="User-level: τ (examples per user that count), auto or private.")
+    ] = None,
+    url: LabelsUrl = LABELS_URL,
+    api_key: LabelsKey = "",
+    loss: Loss = "squared",
+    epsilon_prior: Annotated[
+        float | None, typer.Option(help="Part of ε for the private prior (default √(k/n)).")
+    ] = None,
+    idempotency_key: Annotated[
+        str | None,
+        typer.Option(help="Retry-safe key: the same key returns the same release and charges nothing."),
+    ] = None,
+    deliver: Annotated[
+        bool, typer.Option(help="Also deliver the release to its recipient over gRPC.")
+    ] = False,
+    quiet: Quiet = False,
+    as_json: AsJson = False,
+) -> None:
+    """Create a release (charges the budget first), optionally deliver it; prints the release id."""
+    key = idempotency_key or str(uuid.uuid4())
+    with labels_client(url, api_key) as client:
+        amount, bound = _privacy_unit(privacy_unit, epsilon, epsilon_user, contribution_bound)
+        rel = client.release(
+            client.dataset_id(dataset),
+            amount,
+            recipient,
+            loss,
+            key,
+            epsilon_prior,
+            privacy_unit=privacy_unit,
+            contribution_bound=bound,
+        )
+        delivery = client.deliver(rel["id"]) if deliver else None
+    if quiet:
+        typer.echo(rel["id"])
+        return
+    line = (
+        f"release {rel['id']}: {rel['examples']:,} examples at ε = {number(rel['epsilon'])} "
+        f"(ε₁ = {number(rel['epsilon_prior'], 3)}), idempotency key {key}\n{_bins(rel['bins'])}"
+    )
+    if rel["privacy_unit"] == "user":
+        mechanism = rel["mechanism"] or {}
+        line += (
+            f"\nuser-level: ε = {number(rel['epsilon_user'] or 0)} per user over {rel['users']:,} users, "
+            f"τ = {mechanism.get('contribution_bound')} ({rel['contribution_bound']}), "
+            f"{rel['examples_capped'] or 0:,} examples over the bound carry no label information"
+        )
+    answer: dict[str, Any] = {"release": rel}
+    if delivery is not None:
+        answer["delivery"] = delivery
+        line += f"\ndelivered to {recipient}: {delivery['wire_bytes']:,} bytes, receipt verified"
+    show(answer, as_json, line)
+
+
+def _privacy_unit(
+    unit: str, epsilon: float | None, epsilon_user: float | None, bound: str | None
+) -> tuple[float, int | str | None]:
+    """The ε to send and the contribution bound, checked locally (a wrong mix is exit 2)."""
+    if unit == "example":
+        if epsilon is None or epsilon_user is not None or bound is not None:
+            raise ValueError("an example-level release takes --epsilon (not --epsilon-user or a bound)")
+        return epsilon, None
+    if unit != "user":
+        raise ValueError("--privacy-unit is example or user")
+    if epsilon_user is None or bound is None or epsilon is not None:
+        raise ValueError("a user-level release takes --epsilon-user and --contribution-bound (not --epsilon)")
+    return epsilon_user, bound if bound in ("auto", "private") else _positive_int(bound)
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError("--contribution-bound is a positive integer, auto or private")
+    return int(text)
+
+
+@releases_group.command("list")
+def releases_list(
+    dataset: Dataset, url: LabelsUrl = LABELS_URL, api_key: LabelsKey = "", as_json: AsJson = False
+) -> None:
+    """A dataset's releases, oldest first: status, ε, examples, recipient and bins."""
+    with labels_client(url, api_key) as client:
+        rows = client.releases(client.dataset_id(dataset))
+        names = _recipient_names(client) if rows and not as_json else {}
+    if as_json:
+        print_json(rows)
+        return
+    shown = [
+        {**r, "recipient": names.get(r["recipient_id"], r["recipient_id"]), "bins": numbers(r["bins"] or [])}
+        for r in rows
+    ]
+    print_table(shown, ("id", "status", "epsilon", "examples", "recipient", "bins", "created_at"))
+
+
+def _recipient_names(client: LabelsClient) -> dict[str, str]:
+    """Recipients' names by id: a release names its recipient by id, people by name."""
+    return {r["id"]: r["name"] for r in client.recipients()}
+
+
+@releases_group.command("show")
+def releases_show(
+    release: Annotated[str, typer.Argument(help="Release id.")],
+    url: LabelsUrl = LABELS_URL,
+    api_key: LabelsKey = "",
+    as_json: AsJson = False,
+) -> None:
+    """One release: its status, ε, recipient, bins and deliveries."""
+    with labels_client(url, api_key) as client:
+        rel = client.get_release(release)
+        deliveries = client.deliveries(release)
+        recipient = _recipient_names(client).get(rel["recipient_id"], rel["recipient_id"])
+    sent = ", ".join(f"{d['outcome']} {d['started_at']}" for d in deliveries) or "none"
+    line = (
+        f"release {rel['id']} {rel['status']}: {rel['examples']:,} examples at "
+        f"ε = {number(rel['epsilon'])} (ε₁ = {number(rel['epsilon_prior'], 3)}) to {recipient}\n"
+        f"{_bins(rel['bins'])}\ndeliveries: {sent}"
+    )
+    show({**rel, "deliveries": deliveries}, as_json, line)
+
+
+@releases_group.command("deliver")
+def releases_deliver(
+    release: Annotated[str, typer.Argument(help="Release id.")],
+    url: LabelsUrl = LABELS_URL,
+    api_key: LabelsKey = "",
+    as_json: AsJson = False,
+) -> None:
+    """Send the stored signed message to the recipient (again: same bytes, nothing spent)."""
+    with labels_client(url, api_key) as client:
+        out = client.deliver(release)
+    show(out, as_json, f"delivered {out['wire_bytes']:,} bytes: {out['outcome']}, receipt verified")
+
+
+@releases_group.command("download")
+def releases_download(
+    release: Annotated[str, typer.Argument(help="Release id.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Parquet file to write (example_id, bin).")],
+    url: LabelsUrl = LABELS_URL,
+    api_key: LabelsKey = "",
+) -> None:
+    """The release's stored output, exactly as delivered (reading it is free)."""
+    with labels_client(url, api_key) as client:
+        data = client.noisy_labels(release)
+    out.write_bytes(data)
+    typer.echo(f"{out}: {len(data):,} bytes")
+
+
+# --- budget and ledger --------------------------------------------------------------------------------
+
+
+@commands.command("budget")
+def budget(
+    dataset: Dataset,
+    epsilon: Annotated[float, typer.Option(help="How many examples could still take this ε.")] = 1.0,
+    epsilon_user: Annotated[float | None, typer.Option(help="… and how many users this ε.")] = None,
+    url: LabelsUrl = LABELS_URL,
+    api_key: LabelsKey = "",
+    as_json: AsJson = False,
+) -> None:
+    """What the dataset's examples (and users) have spent, and what they could still take."""
+    with labels_client(url, api_key) as client:
+        b = client.budget(client.dataset_id(dataset), epsilon, epsilon_user)
+    line = (
+        f"budget ε = {number(b['per_example_budget'])} per example; most spent {number(b['max_spent'])}; "
+        f"{b['can_take']:,} of {b['examples']:,} examples can take ε = {number(epsilon)} more"
+    )
+    show(b, as_json, line)
+
+
+@commands.command("ledger")
+def ledger(
+    limit: Annotated[int | None, typer.Option(help="Only the first N entries.")] = None,
+    url: LabelsUrl = LABELS_URL,
+    api_key: LabelsKey = "",
+    as_json: AsJson = False,
+) -> None:
+    """The tenant's append-only ledger: budget changes and charges, oldest first."""
+    with labels_client(url, api_key) as client:
+        rows = client.ledger(limit)
+    print_table(rows, ("created_at", "kind", "epsilon", "examples", "release_id", "note"), as_json)
