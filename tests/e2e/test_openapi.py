@@ -88,7 +88,7 @@ def test_the_document_declares_auth_errors_bodies_and_headers(base: str) -> None
             if parameter["in"] == "header" and parameter["name"] == "Idempotency-Key":
                 assert parameter["required"] is True
     assert len(ids) == len(set(ids))
-    if "/v1/datasets/{dataset_id}/releases" in document["paths"]:  # (test_labels_api: the 400 without it)
+    if "/v1/datasets/{dataset_id}/releases" in document["paths"]:  # (test_releases_api: the 400 without it)
         create = document["paths"]["/v1/datasets/{dataset_id}/releases"]["post"]
         assert create["operationId"] == "create_release"
         assert {"200", "201", "202", "400", "409"} <= set(create["responses"])

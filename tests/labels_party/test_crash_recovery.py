@@ -137,7 +137,7 @@ def test_sigkill_during_dpsgd_leaves_the_model_failed_with_its_charge_kept(
     (its owner is certainly gone) marks it failed once and records the kept charge; a retry with the
     same key returns that model and charges nothing; its delivery is refused (409), not stuck."""
     pytest.importorskip("torch")
-    from tests.labels_party.test_semi_sensitive_models import SPEC, parquet, synthetic
+    from tests.support.semi_sensitive_models import SPEC, parquet, synthetic
 
     data_dir = tmp_path / "data"
     tenant_id, key = tenant_key(database_url, "acme", "100")

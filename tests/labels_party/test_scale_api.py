@@ -205,7 +205,7 @@ def test_a_semi_sensitive_model_after_a_cluster_release_reads_the_spend_in_segme
     pytest.importorskip("torch")
     from labels_party.budget.epsilon import to_atto_floor
     from labels_party.budget.ledger import set_delta_budget
-    from tests.labels_party.test_semi_sensitive_models import SPEC, body, parquet, synthetic
+    from tests.support.semi_sensitive_models import SPEC, body, parquet, synthetic
 
     for api in api_with(tmp_path, database_url, scheduler.address):
         c = with_recipient(api.tenant("acme", "10"))
