@@ -74,7 +74,15 @@ class Observed:
         scope.setdefault("state", {})["request_id"] = request_id
         start = time.perf_counter()
         status = 500
-        started = False
+        started = recorded = False
+
+        def record() -> None:
+            nonlocal recorded
+            if not recorded:
+                recorded = True
+                seconds = time.perf_counter() - start
+                self.metrics.observe(scope["method"], metrics.route_template(scope), status, seconds)
+                logs.access(self.log, request_id, scope["method"], scope["path"], status, seconds)
 
         async def answer(message: Message) -> None:
             nonlocal status, started
@@ -82,6 +90,8 @@ class Observed:
                 started, status = True, message["status"]
                 headers = [*message.get("headers", []), (b"x-request-id", request_id.encode())]
                 message = {**message, "headers": headers}
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                record()  # before the last byte leaves: a client that has its answer finds it counted
             await send(message)
 
         try:
@@ -98,9 +108,7 @@ class Observed:
             )
             await response(scope, receive, answer)
         finally:
-            seconds = time.perf_counter() - start
-            self.metrics.observe(scope["method"], metrics.route_template(scope), status, seconds)
-            logs.access(self.log, request_id, scope["method"], scope["path"], status, seconds)
+            record()  # an answer cut short (an error after the start, a client gone) counts too
 
 
 MAX_JSON_BODY_BYTES = 64 * 2**20
