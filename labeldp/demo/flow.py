@@ -1,4 +1,4 @@
-"""The demo's exchange, only through the parties' public APIs, and its report.
+"""The demo's exchange, only through the parties' public APIs (its report: ``report.py``).
 
 register both parties with each other → upload labels, clicks and features over REST → one release
 at ε (budget charged first) → delivery over gRPC → join → training job → predictions for the test
@@ -9,13 +9,11 @@ trained the same way.
 from __future__ import annotations
 
 import io
-import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -23,13 +21,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from rich.console import Console
 from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from features_party.training.fit import Encoder, regressor
 from labeldp.audit.attack import AttackResult, run_attack
 from labeldp.client import ApiError, FeaturesClient, LabelsClient
 from labeldp.demo.mechanism import laplace_labels
 from labeldp.demo.parties import Connection
+from labeldp.demo.report import Report
 from labeldp.demo.world import World
 from labeldp.mechanisms import PublishedMechanism
 from labeldp.mechanisms.advantage import Advantages, channel_advantages, targets_of
@@ -39,27 +37,6 @@ from labeldp.terminal import numbers, progress, upload_with_progress
 T = TypeVar("T")
 LOSS = "squared"  # the release's loss: the models are scored by (root) mean squared error
 STEPS = 9
-
-
-@dataclass
-class Report:
-    dataset: str
-    run_id: str
-    epsilon: float
-    values: dict[str, Any] = field(default_factory=dict)
-    timings_s: dict[str, float] = field(default_factory=dict)
-    noisy: pa.Table | None = None  # the release as stored (example_id, bin), for the plots only
-    attack: AttackResult | None = None  # the audit's per-example numbers, for the plots only
-    laplace_advantages: Advantages | None = None
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "dataset": self.dataset,
-            "run_id": self.run_id,
-            "epsilon": self.epsilon,
-            **self.values,
-            "timings_s": self.timings_s,
-        }
 
 
 class Steps:
@@ -84,7 +61,7 @@ def _upload(console: Console, label: str, file: Path, send: Callable[[Path, Call
     return upload_with_progress(console, f"      {label}", file, send)
 
 
-def _register(labels: LabelsClient, features: FeaturesClient, conn: Connection) -> tuple[str, str]:
+def register(labels: LabelsClient, features: FeaturesClient, conn: Connection) -> tuple[str, str]:
     """Each side registers the other; already registered (a re-run against the same services) is fine
     as long as the keys match."""
     advertiser, publisher = labels.identity(), features.identity()
@@ -130,7 +107,7 @@ def run_flow(
     features = FeaturesClient(conn.features_url, conn.features_key)
     with labels, features:
         with steps.step("register", "registering the parties with each other"):
-            advertiser, publisher = _register(labels, features, conn)
+            advertiser, publisher = register(labels, features, conn)
             steps.say(f"publisher pinned {advertiser}'s signing key; advertiser registered {publisher}")
             steps.say(
                 f"gRPC receiver {conn.grpc_address} ({'mutual TLS' if conn.tls_ca_pem else 'plaintext'})"
@@ -331,77 +308,3 @@ def _audit(
     ds = world.dataset
     channel, _ = laplace_channel(mech.support, ds.lo, ds.hi, laplace_epsilon)
     return attack, channel_advantages(attack.support_priors, channel, targets_of(mech), mech.support)
-
-
-def print_report(console: Console, report: Report) -> None:
-    v = report.values
-    units = "weeks" if report.dataset == "weeks" else "USD"
-    console.print()
-    console.rule(f"[bold]labeldp demo report — {report.dataset}, ε = {report.epsilon:g}")
-    console.print(
-        f"match rate {v['match_rate']:.1%} ({v['join']['in_both']:,} of {v['join']['release_examples']:,} "
-        f"released examples joined to features)"
-    )
-    b = v["budget"]
-    console.print(
-        f"budget: ε {b['spent_max']:g} spent per example, {b['left']:g} left of {b['per_example']:g} "
-        f"({b['examples_that_can_take_another_release']:,} examples can take another ε = {report.epsilon:g})"
-    )
-    p = v["privacy"]
-    if p["unit"] == "user":
-        u = b["users"]
-        console.print(
-            f"privacy unit: user — ε = {p['epsilon']:g} per user over {p['users']:,} users, τ = "
-            f"{p['contribution_bound']} ({p['contribution_bound_asked']}), at most "
-            f"{p['epsilon_per_example']:.3f} per example; {p['examples_capped']:,} clicks over the bound; "
-            f"per-user spend p50 {u['spent'].get('p50', 0):g}, max {u['spent'].get('max', 0):g}"
-        )
-    console.print(f"bins chosen ({len(v['bins'])}): {numbers(v['bins'])}")
-    table = Table(title=f"test error against the true labels ({v['test_examples']:,} held-out examples)")
-    table.add_column("model")
-    table.add_column(f"RMSE ({units})", justify="right")
-    table.add_column("labels it was trained on")
-    per = "per user" if p["unit"] == "user" else ""
-    lap = (
-        f"Laplace at ε = {report.epsilon:g}/τ on the kept clicks, clipped"
-        if p["unit"] == "user"
-        else f"Laplace noise at ε = {report.epsilon:g}, clipped"
-    )
-    rows = (
-        ("RR-on-Bins (labeldp)", "rr_on_bins_private", f"one ε = {report.epsilon:g} {per} release, debiased"),
-        ("Laplace baseline", "laplace_baseline", lap),
-        ("non-private", "non_private", "the true labels (no privacy)"),
-        ("constant (mean)", "predict_mean", "none: predicts the mean label"),
-    )
-    for name, key, what in rows:
-        table.add_row(name, f"{v['test_rmse'][key]:,.2f}", what)
-    console.print(table)
-    a = v["privacy_audit"]
-    m, e, lap = a["measured"], a["exact"], a["laplace_exact"]
-    audit = Table(title="what the publisher can learn about one click's label (target: the label's bin)")
-    audit.add_column("")
-    audit.add_column("RR-on-Bins", justify="right")
-    audit.add_column(f"Laplace (ε = {a['laplace_epsilon']:g})", justify="right")
-    audit.add_row("attack accuracy, features only (measured)", f"{m['accuracy_without_release']:.2%}", "")
-    audit.add_row("attack accuracy, with the release (measured)", f"{m['accuracy_with_release']:.2%}", "")
-    audit.add_row(
-        "additive advantage, mean (exact)", f"{e['additive_mean']:.4f}", f"{lap['additive_mean']:.4f}"
-    )
-    audit.add_row("additive advantage, p99 (exact)", f"{e['additive_p99']:.4f}", f"{lap['additive_p99']:.4f}")
-    audit.add_row(
-        "additive advantage, worst case (any prior)", f"{a['worst_case_additive_advantage']:.4f}", ""
-    )
-    audit.add_row(
-        "multiplicative advantage, max", f"{e['multiplicative_max']:.4f}", f"{lap['multiplicative_max']:.4f}"
-    )
-    if "mse_reduction_share" in e:
-        audit.add_row(
-            "share of squared error in the value removed",
-            f"{e['mse_reduction_share']:.2%}",
-            f"{lap['mse_reduction_share']:.2%}",
-        )
-    console.print(audit)
-
-
-def write_report(report: Report, path: Path) -> None:
-    path.write_text(json.dumps(report.as_json(), indent=2, default=float) + "\n")

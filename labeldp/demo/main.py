@@ -14,10 +14,11 @@ from types import FrameType
 
 from rich.console import Console
 
-from labeldp.demo.flow import print_report, run_flow, write_report
+from labeldp.demo.flow import run_flow
 from labeldp.demo.mechanism import laplace_labels, print_mechanism_table
 from labeldp.demo.parties import Connection, local_parties
 from labeldp.demo.plots import draw, loss_curve_figure, mechanism_figure, save
+from labeldp.demo.report import print_report, write_report
 from labeldp.demo.world import SPECS, split
 from labeldp.samples import load
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from labeldp.demo.flow import Report
 from labeldp.demo.mechanism import laplace_labels, mechanism_rows
+from labeldp.demo.report import Report
 from labeldp.demo.world import World
 from labeldp.mechanisms import PublishedMechanism
 from labeldp.mechanisms.support import explicit_support

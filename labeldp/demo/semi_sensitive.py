@@ -32,7 +32,7 @@ from sklearn.metrics import roc_auc_score
 from labeldp.client import FeaturesClient, LabelsClient
 from labeldp.common.identity import load_public_key
 from labeldp.common.model_message import verify_model
-from labeldp.demo.flow import _register
+from labeldp.demo.flow import register
 from labeldp.demo.parties import local_parties
 from labeldp.demo.world import TEST_EVERY
 from labeldp.mechanisms import PublishedMechanism
@@ -84,7 +84,7 @@ def run_semi_sensitive_demo(
             LabelsClient(conn.labels_url, conn.labels_key) as labels,
             FeaturesClient(conn.features_url, conn.features_key) as features,
         ):
-            advertiser, publisher = _register(labels, features, conn)
+            advertiser, publisher = register(labels, features, conn)
             t = mark("start", t)
             spec = {
                 "name": f"demo-adult-{run_id}",
