@@ -70,6 +70,18 @@ def show(answer: object, as_json: bool, line: str) -> None:
         typer.echo(line)
 
 
+def save(path: Path, data: bytes) -> None:
+    """A downloaded file written where the user asked, and its size said (every ``download``)."""
+    path.write_bytes(data)
+    typer.echo(f"{path}: {len(data):,} bytes")
+
+
+def delivered(answer: Mapping[str, object]) -> str:
+    """What a delivery's answer says: the bytes sent, the outcome, and that the receipt verified (the
+    client refuses an answer whose receipt does not)."""
+    return f"delivered {answer['wire_bytes']:,} bytes: {answer['outcome']}, receipt verified"
+
+
 def _table(
     rows: Sequence[Mapping[str, object]], columns: Sequence[str], headers: Sequence[str] | None
 ) -> Table:

@@ -30,6 +30,7 @@ from labeldp.terminal import (
     print_json,
     print_table,
     progress,
+    save,
     show,
     stderr_console,
     upload_with_progress,
@@ -337,8 +338,7 @@ def semi_sensitive_models_download(
     """The model as one artifact: the signed message exactly as received."""
     with features_client(url, api_key) as client:
         data = client.received_model_artifact(model)
-    out.write_bytes(data)
-    typer.echo(f"{out}: {len(data):,} bytes")
+    save(out, data)
 
 
 @app.command("non-sensitive-rows")
@@ -353,8 +353,7 @@ def non_sensitive_rows(
     (`labeldp labels upload FILE --non-sensitive`); no other column leaves."""
     with features_client(url, api_key) as client:
         data = client.non_sensitive_rows(table, release)
-    out.write_bytes(data)
-    typer.echo(f"{out}: {len(data):,} bytes")
+    save(out, data)
 
 
 app.add_typer(senders, name="senders")

@@ -9,13 +9,12 @@ answer.
 
 The children are started by a fork server — never forked from the threaded server itself, since a fork
 copies locks that other threads hold — ahead of use (``warm``) or on first use, and live as long as the
-pool. Work is a
-module-level function of picklable arguments that returns a small picklable result: paths go in,
-counts come out, the files are the interface; a ``DomainError`` it raises reaches the caller intact. A
-child that dies (killed, out of memory) fails the work it was running with ``OffloadError`` (an
-internal error: the caller's own clean-up removes what the work had staged) and the pool is replaced
-for the next call; a server that dies takes its children with it (``bound_to``). ``processes=0``
-runs the work in the caller's thread.
+pool. Work is a module-level function of picklable arguments that returns a small picklable result: paths
+go in, counts come out, the files are the interface; a ``DomainError`` it raises reaches the caller
+intact. A child that dies (killed, out of memory) fails the work it was running with ``OffloadError`` (an
+internal error: the caller's own clean-up removes what the work had staged) and the pool is replaced for
+the next call; a server that dies takes its children with it (``bound_to``). ``processes=0`` runs the
+work in the caller's thread.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from labeldp.cli.options import (
     labels_client,
     read_identity,
 )
-from labeldp.terminal import number, numbers, print_json, print_table, show
+from labeldp.terminal import delivered, number, numbers, print_json, print_table, save, show
 
 if TYPE_CHECKING:
     from labeldp.client import LabelsClient
@@ -258,7 +258,7 @@ def releases_deliver(
     """Send the stored signed message to the recipient (again: same bytes, nothing spent)."""
     with labels_client(url, api_key) as client:
         out = client.deliver(release)
-    show(out, as_json, f"delivered {out['wire_bytes']:,} bytes: {out['outcome']}, receipt verified")
+    show(out, as_json, delivered(out))
 
 
 @releases_group.command("download")
@@ -271,8 +271,7 @@ def releases_download(
     """The release's stored output, exactly as delivered (reading it is free)."""
     with labels_client(url, api_key) as client:
         data = client.noisy_labels(release)
-    out.write_bytes(data)
-    typer.echo(f"{out}: {len(data):,} bytes")
+    save(out, data)
 
 
 # --- budget and ledger --------------------------------------------------------------------------------

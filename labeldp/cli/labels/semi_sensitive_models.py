@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from labeldp.cli.options import LABELS_URL, AsJson, Dataset, LabelsKey, LabelsUrl, Quiet, labels_client
-from labeldp.terminal import number, show
+from labeldp.terminal import delivered, number, save, show
 
 models_group = typer.Typer(
     help="Models trained with semi-sensitive features (label DP, then DP-SGD): create, show, deliver, "
@@ -90,7 +90,7 @@ def semi_sensitive_models_deliver(
     """Send the signed model message to the label release's recipient over gRPC (nothing spent)."""
     with labels_client(url, api_key) as client:
         out = client.deliver_model(model)
-    show(out, as_json, f"delivered {out['wire_bytes']:,} bytes: {out['outcome']}, receipt verified")
+    show(out, as_json, delivered(out))
 
 
 @models_group.command("download")
@@ -103,5 +103,4 @@ def semi_sensitive_models_download(
     """The signed model message (weights, columns, guarantee), byte for byte."""
     with labels_client(url, api_key) as client:
         data = client.model_message(model)
-    out.write_bytes(data)
-    typer.echo(f"{out}: {len(data):,} bytes")
+    save(out, data)
