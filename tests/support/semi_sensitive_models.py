@@ -17,10 +17,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from labeldp.mechanisms import rng
-from labels_party.budget.epsilon import to_atto_floor
-from labels_party.budget.ledger import set_delta_budget
+from labels_party.budget.epsilon import to_atto_floor, to_micro_floor
+from labels_party.budget.ledger import set_delta_budget, set_user_budget
 from labels_party.config import LabelsSettings
 from labels_party.storage.db import make_engine, session_factory
 from labels_party.storage.orm import LedgerEntry
@@ -49,18 +50,27 @@ class Party:
         self.tenant_id, key = tenant_key(database_url, "acme", "10")
         self.client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=300)
 
-    def set_delta(self, delta: str) -> None:
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """One transaction on the party's database, behind its API's back (budgets, rows to inspect)."""
         engine = make_engine(self.database_url)
-        with session_factory(engine).begin() as s:
+        try:
+            with session_factory(engine).begin() as s:
+                yield s
+        finally:
+            engine.dispose()
+
+    def set_delta(self, delta: str) -> None:
+        with self.session() as s:
             set_delta_budget(s, self.tenant_id, to_atto_floor(delta), api_key_id=None, note="test")
-        engine.dispose()
+
+    def set_user_budget(self, budget: str) -> None:
+        with self.session() as s:
+            set_user_budget(s, self.tenant_id, to_micro_floor(budget), api_key_id=None, note="test")
 
     def rows(self, model: type[Any]) -> list[Any]:
-        engine = make_engine(self.database_url)
-        with session_factory(engine)() as s:
-            out = list(s.execute(select(model)).scalars())
-        engine.dispose()
-        return out
+        with self.session() as s:
+            return list(s.execute(select(model)).scalars())
 
 
 def synthetic() -> tuple[pa.Table, pa.Table]:
@@ -176,16 +186,6 @@ def users_dataset(p: Party, clicks_per_user: int, key: str, **release: Any) -> t
     )
     assert made.status_code == 201, made.text
     return ds, made.json()["id"]
-
-
-def set_user_budget_of(p: Party, budget: str) -> None:
-    from labels_party.budget.epsilon import to_micro_floor
-    from labels_party.budget.ledger import set_user_budget
-
-    engine = make_engine(p.database_url)
-    with session_factory(engine).begin() as s:
-        set_user_budget(s, p.tenant_id, to_micro_floor(budget), api_key_id=None, note="test")
-    engine.dispose()
 
 
 @contextmanager

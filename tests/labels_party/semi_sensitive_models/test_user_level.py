@@ -20,7 +20,6 @@ from tests.support.semi_sensitive_models import (
     Party,
     body,
     parquet,
-    set_user_budget_of,
     synthetic,
     users_dataset,
 )
@@ -84,7 +83,7 @@ def test_with_a_per_user_budget_the_delta_charged_is_every_users_group_privacy_d
     )
     assert plain.status_code == 201, plain.text
     assert [e["delta"] for e in c.get("/v1/ledger").json()["items"] if e["delta"]][-1] == 1e-7
-    set_user_budget_of(party, "100")
+    party.set_user_budget("100")
     ds, rid = users_dataset(party, 4, "grouped")
     grouped = c.post(
         f"/v1/datasets/{ds}/semi-sensitive-models", json=body(rid), headers={"Idempotency-Key": "b"}
