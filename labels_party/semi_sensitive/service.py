@@ -32,7 +32,7 @@ from labeldp.common.files import write_bytes_atomic
 from labeldp.common.instance import Instance
 from labeldp.mechanisms import ParameterError
 from labels_party.budget.charged_work import ChargedWork
-from labels_party.budget.epsilon import to_atto, to_micro
+from labels_party.budget.epsilon import to_atto
 from labels_party.budget.ledger import Charging, Ledger, UserCharge
 from labels_party.budget.ledger_keys import distinct
 from labels_party.delivery.message import Signer
@@ -147,7 +147,7 @@ class SemiSensitiveService:
             request_hash=digest,
             status="charged",
             examples=len(plan.example_ids),
-            epsilon_dpsgd_micro=to_micro(request.epsilon_dpsgd),
+            epsilon_dpsgd_micro=plan.epsilon_micro,
             delta_atto=to_atto(plan.delta_charged),
             noise_multiplier=plan.noise_multiplier,
             sampling_rate=plan.schedule.sampling_rate,

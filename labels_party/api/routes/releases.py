@@ -134,7 +134,10 @@ def get_release(release_id: str, caller: Caller, releases: Releases) -> ReleaseO
 @router.get(
     "/releases/{release_id}/audit",
     response_model=AuditOut,
-    responses=errors(s409="`release-not-complete`; `no-labels`: the dataset holds no labels now"),
+    responses=errors(
+        s409="`release-not-complete`; `no-labels`: a release made before releases kept a record, whose "
+        "dataset holds no labels for its examples now"
+    ),
 )
 def audit_release(
     release_id: str,
@@ -151,7 +154,7 @@ def audit_release(
     ] = 1e-6,
 ) -> AuditOut:
     """Free and for the tenant's eyes only (like the preview): what the best attacker learns from this
-    release, computed with the raw labels the dataset holds now, and the canary check's lower bound on
+    release, computed with the raw labels it randomized (its record), and the canary check's lower bound on
     the ε the sampler implements, with the release's examples as the canaries. Spends nothing, goes to
     no recipient, and is never logged."""
     return AuditOut.of(releases.audit(caller.tenant_id, release_id, alpha))

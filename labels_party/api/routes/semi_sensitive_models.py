@@ -47,7 +47,9 @@ router = APIRouter(prefix="/v1", tags=["semi-sensitive models"])
             "description": "`budget-exhausted`, `user-budget-exhausted`, `delta-budget-exhausted`: the "
             "(ε₂, δ) charge would overspend (nothing charged, no noise drawn; ε spent and left in "
             "`spent` and `left`, δ in `delta_spent` and `delta_budget`); `no-non-sensitive-rows`: "
-            "upload them first",
+            "upload them first; `user-map-changed`: the dataset now gives some of the label release's "
+            "training examples other users than the release froze (make a new label release); "
+            "`release-without-record`: the label release predates releases recording their users",
         },
     },
 )
