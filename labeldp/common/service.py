@@ -26,6 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from labeldp import __version__
 from labeldp.common import logs, metrics, openapi
 from labeldp.common.errors import DomainError, as_problem, problem_response
+from labeldp.common.serving import exit_with_supervisor
 from labeldp.mechanisms.validation import ParameterError
 
 
@@ -236,6 +237,7 @@ def service_app(
         # pyarrow.parquet.read_table imports pyarrow.dataset, and with it pandas (0.3-0.7 s), on first
         # use: here, rather than in the first request that reads a file (a budget's first answer).
         importlib.import_module("pyarrow.dataset")
+        exit_with_supervisor()  # a worker of `serve --workers N` ends with its supervisor
         async with lifespan(app):
             yield
 

@@ -21,6 +21,7 @@ from labels_party.config import LabelsSettings
 from labels_party.storage.db import sqlite_url
 from tests.support.labels_api import csv, dataset, problem, upload
 from tests.support.servers import LabelsProcess, descendants, serve_in_thread, tenant_key
+from tests.support.workers import zombie
 
 
 def cpu_seconds(pid: int) -> float:
@@ -149,13 +150,6 @@ def test_a_killed_server_takes_its_file_work_processes_with_it(tmp_path: Path) -
         sending.join(timeout=60)
     finally:
         server.stop()
-
-
-def zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
 
 
 @pytest.mark.processes
