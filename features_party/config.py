@@ -38,7 +38,7 @@ class FeaturesSettings(BaseSettings):
         4 * 2**30,
         gt=0,
         description="largest accepted feature-table upload body; what an upload may decode to is 4 times "
-        "this (a Parquet file's footer and page headers are read first, 413 table-too-large)",
+        "its body + 64 MiB (a Parquet file's footer and page headers are read first, 413 table-too-large)",
     )
     grpc_workers: int = Field(32, ge=2, le=1024, description="concurrent gRPC streams the receiver serves")
     stream_idle_seconds: float = Field(

@@ -1,0 +1,113 @@
+"""Hostile input, fourth pass, against the labels party's real HTTP API: Parquet uploads whose pages
+or dictionaries would decode to far more than their bodies are refused from their headers before
+anything is decompressed, and another tenant's work goes on while they are sent."""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from labels_party.api.app import create_app
+from labels_party.config import LabelsSettings
+from labels_party.datasets.readers import MAX_PAGE_BYTES
+from labels_party.storage.db import sqlite_url
+from tests.support.features_party import peak_rss_growth
+from tests.support.labels_api import csv, dataset, problem, upload
+from tests.support.servers import serve_in_thread, tenant_key
+
+PARQUET = "application/vnd.apache.parquet"
+# what refusing a Parquet bomb may raise the server's peak memory by, beyond 4 × its body: the
+# reader's buffers and the one long dictionary value (measured: 4-18 MiB, another tenant's uploads
+# running beside it in the same process)
+BOMB_PEAK_MIB = 32
+
+
+def parquet(table: pa.Table, **options: object) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(table, sink, **options)
+    return sink.getvalue()
+
+
+def one_long_id(size: int) -> bytes:
+    """One ``example_id`` of ``size`` bytes, zstd-compressed into a few kilobytes."""
+    return parquet(pa.table({"example_id": ["x" * size], "label": [1]}), compression="zstd")
+
+
+def repeated_long_value(rows: int, size: int) -> bytes:
+    """One ``size``-byte ID in the dictionary, every one of ``rows`` rows pointing at it: each page
+    small, but a batch of rows decoded as plain text would be rows × size bytes."""
+    ids = pa.DictionaryArray.from_arrays(pa.array(np.zeros(rows, np.int32)), pa.array(["y" * size]))
+    table = pa.table({"example_id": ids, "label": pa.array(np.ones(rows, np.int64))})
+    return parquet(table, compression="zstd", dictionary_pagesize_limit=4 * size)
+
+
+def delta_byte_array_ids(rows: int) -> bytes:
+    table = pa.table({"example_id": [f"e{i}" for i in range(rows)], "label": np.ones(rows, np.int64)})
+    return parquet(table, use_dictionary=False, column_encoding={"example_id": "DELTA_BYTE_ARRAY"})
+
+
+@pytest.fixture
+def two_tenants(tmp_path: Path) -> Iterator[tuple[httpx.Client, httpx.Client]]:
+    """A labels party whose file work runs in its own threads (``file_workers=0``), so that this
+    process's peak memory is the one that would pay for a bomb; two tenants of it."""
+    url = sqlite_url(tmp_path)
+    keys = [tenant_key(url, name, "10")[1] for name in ("mallory", "acme")]
+    settings = LabelsSettings(data_dir=tmp_path / "data", database_url=url, file_workers=0)
+    with serve_in_thread(create_app(settings)) as base:
+        mallory, acme = (
+            httpx.Client(base_url=base, headers={"Authorization": f"Bearer {k}"}, timeout=120) for k in keys
+        )
+        yield mallory, acme
+
+
+def test_parquet_uploads_that_would_inflate_are_refused_from_their_headers(
+    two_tenants: tuple[httpx.Client, httpx.Client],
+) -> None:
+    """A page that decompresses past ``MAX_PAGE_BYTES`` (one 100 MiB ID in 4 KB: the 1 GiB one of the
+    report raised a file-work process by 3 GiB and was refused after 11.6 s), a dictionary value
+    longer than any ID that every row repeats, and text in ``DELTA_BYTE_ARRAY`` are refused before
+    anything is decoded, nothing stored; the server's peak memory rises by at most 4 × the body plus
+    ``BOMB_PEAK_MIB``; and another tenant's uploads land meanwhile."""
+    mallory, acme = two_tenants
+    target, other = dataset(mallory), dataset(acme)
+    bombs = [
+        (one_long_id(100 * 2**20), 413, "upload-too-large"),
+        (repeated_long_value(200_000, 2**20), 422, "example-id-too-long"),
+        (delta_byte_array_ids(1000), 422, "unsupported-encoding"),
+    ]
+    assert len(bombs[0][0]) < 2**20 < MAX_PAGE_BYTES < 100 * 2**20
+    answers: list[int] = []
+    stop = threading.Event()
+
+    def other_tenant_uploads() -> None:
+        n = 0
+        while not stop.is_set():
+            rows = csv([(f"a{n}-{i}", i % 53) for i in range(2000)])
+            answers.append(upload(acme, other, rows).status_code)
+            n += 1
+
+    beside = threading.Thread(target=other_tenant_uploads)
+    beside.start()
+    try:
+        for body, status, code in bombs:
+            with peak_rss_growth() as peak:
+                problem(upload(mallory, target, body, PARQUET), status, code)
+            assert peak.mib <= 4 * len(body) / 2**20 + BOMB_PEAK_MIB, (code, peak)
+    finally:
+        stop.set()
+        beside.join(timeout=120)
+    assert answers and set(answers) == {200}
+    assert acme.get(f"/v1/datasets/{other}").json()["label_count"] == 2000 * len(answers)
+    assert mallory.get(f"/v1/datasets/{target}").json()["label_count"] == 0
+    # an honest Parquet upload (dictionary-encoded IDs, several pages) is read as before
+    honest = pa.table({"example_id": [f"h{i}" for i in range(300_000)], "label": np.arange(300_000) % 53})
+    fine = upload(mallory, target, parquet(honest, data_page_size=2**16), PARQUET)
+    assert fine.status_code == 200 and fine.json()["label_count"] == 300_000
