@@ -281,14 +281,21 @@ def _weight(name: str, value: list[Any], shape: tuple[int, ...]) -> None:
 
 
 def _check_guarantee(g: Guarantee) -> None:
-    for name in ("epsilon_labels", "epsilon_dpsgd", "epsilon_total"):
+    """A label phase (a release id and its ε₁ > 0) or none (DP-SGD alone: no release and ε₁ = 0
+    exactly — a model the labels party trains where the public plan finds that the label phase does
+    not pay for its ε); either way every number finite and in range."""
+    for name in ("epsilon_dpsgd", "epsilon_total"):
         _positive(getattr(g, name), f"guarantee.{name}", MAX_EPSILON)
+    if g.label_release_id is None:
+        _require(g.epsilon_labels == 0, "guarantee.epsilon_labels must be 0 without a label release")
+    else:
+        _positive(g.epsilon_labels, "guarantee.epsilon_labels", MAX_EPSILON)
+        _require(is_uuid(g.label_release_id), "guarantee.label_release_id must be a UUID")
     _require(
         g.epsilon_total >= (g.epsilon_labels + g.epsilon_dpsgd) * (1 - 1e-12),
         "guarantee.epsilon_total is less than epsilon_labels + epsilon_dpsgd",
     )
     _require(math.isfinite(g.delta) and 0 < g.delta < 1, "guarantee.delta must be in (0, 1)")
-    _require(is_uuid(g.label_release_id), "guarantee.label_release_id must be a UUID")
     _require(
         is_clean_text(g.accountant, 80), "guarantee.accountant must be plain text of at most 80 characters"
     )
