@@ -16,7 +16,7 @@ from labeldp.common.errors import DomainError
 from labeldp.common.instance import Instance
 from labeldp.common.pages import PageRequest
 from labels_party.config import LabelsSettings
-from labels_party.delivery.addresses import check_address
+from labels_party.delivery.addresses import Target, UnresolvedError, check_address, dial_target
 from labels_party.delivery.client import BACKOFF_CAP_S, Outcome, deliver, deliver_model
 from labels_party.metrics import LabelsMetrics
 from labels_party.storage.orm import Delivery, Recipient, Release, SemiSensitiveModel
@@ -167,6 +167,7 @@ class DeliveryService:
         if not path.exists():
             raise DomainError("message-missing", f"release {release_id} has no stored message", status=409)
         credentials = credentials_for(recipient, self.settings)
+        target = self._target(recipient.grpc_address)
         delivery = Delivery(
             id=str(uuid.uuid4()),
             release_id=release_id,
@@ -183,12 +184,16 @@ class DeliveryService:
         with self.sessions.begin() as session:  # before the recipient is dialled
             session.add(delivery)
         try:
-            outcome = deliver(
-                path,
-                recipient.grpc_address,
-                credentials,
-                timeout_s=self.settings.delivery_timeout_seconds,
-                attempts=self.settings.delivery_attempts,
+            outcome = (
+                deliver(
+                    path,
+                    target,
+                    credentials,
+                    timeout_s=self.settings.delivery_timeout_seconds,
+                    attempts=self.settings.delivery_attempts,
+                )
+                if isinstance(target, Target)
+                else Outcome(False, 1, "UNAVAILABLE", target, None, delivery.wire_bytes)
             )
         except BaseException:
             self._finish(delivery.id, "failed", 0, "INTERNAL", FAILED_HERE, None)
@@ -201,6 +206,15 @@ class DeliveryService:
             told(outcome, release_id),
             outcome.receipt.payload_sha256.hex() if outcome.receipt else None,
         )
+
+    def _target(self, address: str) -> Target | str:
+        """Where to dial (``addresses.dial_target``: a name resolved now, each of its addresses
+        checked, 422 when one is link-local), or why it cannot be dialled (an unresolved name: told as
+        unreachable)."""
+        try:
+            return dial_target(address, self.settings.recipient_hosts)
+        except UnresolvedError as exc:
+            return f"the recipient's name did not resolve: {exc}"
 
     def _finish(
         self, delivery_id: str, outcome: str, attempts: int, status: str, detail: str, receipt: str | None
@@ -244,14 +258,19 @@ class DeliveryService:
             raise DomainError(
                 "recipient-has-no-address", f"recipient {recipient.name!r} has no grpc_address", status=409
             )
-        check_address(recipient.grpc_address, self.settings.recipient_hosts)
-        outcome = deliver_model(
-            message,
-            model_id,
-            recipient.grpc_address,
-            credentials_for(recipient, self.settings),
-            timeout_s=self.settings.delivery_timeout_seconds,
-            attempts=self.settings.delivery_attempts,
+        credentials = credentials_for(recipient, self.settings)
+        target = self._target(recipient.grpc_address)
+        outcome = (
+            deliver_model(
+                message,
+                model_id,
+                target,
+                credentials,
+                timeout_s=self.settings.delivery_timeout_seconds,
+                attempts=self.settings.delivery_attempts,
+            )
+            if isinstance(target, Target)
+            else Outcome(False, 1, "UNAVAILABLE", target, None, len(message))
         )
         self.metrics.deliveries.labels("delivered" if outcome.delivered else "failed").inc()
         if not outcome.delivered:

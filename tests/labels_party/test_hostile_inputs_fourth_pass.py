@@ -5,6 +5,9 @@ anything is decompressed, and another tenant's work goes on while they are sent.
 from __future__ import annotations
 
 import io
+import os
+import shlex
+import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,13 +18,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from labeldp.processes import free_port
 from labels_party.api.app import create_app
 from labels_party.config import LabelsSettings
 from labels_party.datasets.readers import MAX_PAGE_BYTES
 from labels_party.storage.db import sqlite_url
 from tests.support.features_party import peak_rss_growth
 from tests.support.labels_api import csv, dataset, problem, upload
-from tests.support.servers import serve_in_thread, tenant_key
+from tests.support.servers import LabelsProcess, serve_in_thread, tenant_key
 
 PARQUET = "application/vnd.apache.parquet"
 # what refusing a Parquet bomb may raise the server's peak memory by, beyond 4 × its body: the
@@ -111,3 +115,81 @@ def test_parquet_uploads_that_would_inflate_are_refused_from_their_headers(
     honest = pa.table({"example_id": [f"h{i}" for i in range(300_000)], "label": np.arange(300_000) % 53})
     fine = upload(mallory, target, parquet(honest, data_page_size=2**16), PARQUET)
     assert fine.status_code == 200 and fine.json()["label_count"] == 300_000
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "[::ffff:169.254.169.254]:80",  # IPv4-mapped: was registered, and dialled
+        "2852039166:80",  # 169.254.169.254 as one decimal number
+        "0xa9.0xfe.0xa9.0xfe:80",  # in hex
+        "0251.0376.0251.0376:80",  # in octal
+        "169.254.43518:80",  # its last two bytes as one number
+        "[64:ff9b::a9fe:a9fe]:80",  # NAT64
+        "[2002:a9fe:a9fe::1]:80",  # 6to4
+    ],
+)
+def test_link_local_addresses_in_any_spelling_are_refused(
+    two_tenants: tuple[httpx.Client, httpx.Client], address: str
+) -> None:
+    """The link-local rule reads the address that would be dialled, not how it is written."""
+    mallory, _ = two_tenants
+    problem(
+        mallory.post("/v1/recipients", json={"name": "x", "grpc_address": address}),
+        422,
+        "invalid-recipient-address",
+    )
+    assert mallory.get("/v1/recipients").json()["items"] == []
+
+
+@pytest.mark.processes
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None,
+    reason="needs root and unshare for a private /etc/hosts",
+)
+def test_a_name_that_resolves_to_a_link_local_address_is_never_dialled(tmp_path: Path) -> None:
+    """A DNS name registers (what it resolves to may change), but a delivery resolves it when it dials,
+    checks every address and dials those, not the name again: one that resolves to 169.254.169.254
+    is refused (422) and nothing is dialled or recorded. The labels party runs with a private
+    /etc/hosts (its own mount namespace) in which ``metadata.test`` is 169.254.169.254."""
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 localhost\n169.254.169.254 metadata.test\n127.0.0.1 publisher.test\n")
+
+    class PrivateHosts(LabelsProcess):
+        def command(self) -> list[str]:
+            serve = " ".join(shlex.quote(part) for part in super().command())
+            return [
+                "unshare",
+                "--mount",
+                "sh",
+                "-c",
+                f"mount --bind {shlex.quote(str(hosts))} /etc/hosts && exec {serve}",
+            ]
+
+    url = sqlite_url(tmp_path)
+    _, key = tenant_key(url, "acme", "10")
+    server = PrivateHosts(tmp_path / "data", url, env={"LABELDP_ALLOW_PLAINTEXT": "true"})
+    server.start()
+    try:
+        c = httpx.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {key}"}, timeout=120)
+        port = free_port()
+        for name, address in (("metadata", "metadata.test:80"), ("publisher", f"publisher.test:{port}")):
+            assert c.post("/v1/recipients", json={"name": name, "grpc_address": address}).status_code == 201
+        ds = dataset(c)
+        assert upload(c, ds, csv([(f"e{i}", i % 53) for i in range(30)])).status_code == 200
+        for name in ("metadata", "publisher"):
+            made = c.post(
+                f"/v1/datasets/{ds}/releases",
+                json={"epsilon": 0.5, "recipient": name},
+                headers={"Idempotency-Key": name},
+            )
+            assert made.status_code == 201, made.text
+            sent = c.post(f"/v1/releases/{made.json()['id']}/deliveries")
+            if name == "metadata":
+                got = problem(sent, 422, "invalid-recipient-address")
+                assert "link-local" in got["detail"]
+                assert c.get(f"/v1/releases/{made.json()['id']}/deliveries").json()["items"] == []
+            else:  # a name that resolves elsewhere is dialled (nobody listens there: unreachable)
+                problem(sent, 502, "delivery-failed")
+    finally:
+        server.stop()
