@@ -5,10 +5,13 @@ Order of checks for one ``DeliverRelease`` stream (frames arrive as raw bytes an
 a malformed frame is INVALID_ARGUMENT, never INTERNAL):
 1. the first frame is the signed header; its release id is a UUID and its sender id plain text; its
    signature verifies against a *pinned* key of the sender it names (UNAUTHENTICATED otherwise),
-   before any chunk is read. Pins belong to tenants: the release belongs to the tenant whose pin the
-   signature verifies under (a legacy pin no tenant was credited with: to every tenant). When the
-   same key is pinned under that sender id by several tenants, the message cannot say which one it is
-   for and is refused (FAILED_PRECONDITION): nothing is ever filed for a tenant it may not be for;
+   before any chunk is read. Pins belong to tenants. A header names the tenant it is for
+   (``recipient_tenant``): only that tenant's pins are tried, and the release is that tenant's —
+   another tenant's pin of the same key is never consulted, so it can neither take the release nor
+   block it. A header from before the field belongs to the tenant whose pin the signature verifies
+   under (a legacy pin: to every tenant); when several tenants pinned that key under that sender id
+   it cannot say which one it is for and is refused
+   (FAILED_PRECONDITION): nothing is ever filed for a tenant it may not be for;
 2. it is addressed to this party (PERMISSION_DENIED), not expired (FAILED_PRECONDITION), announces
    counts an honest sender could (INVALID_ARGUMENT; RESOURCE_EXHAUSTED past the size limit) and states
    a well-formed published mechanism whose sizes are bounded before anything is derived from them
@@ -79,10 +82,14 @@ def _ignore(outcome: str, examples: int) -> None:
     pass
 
 
-def owner_of(owners: tuple[str | None, ...], sender_id: str) -> str | None:
-    """The tenant a verified message belongs to: the one tenant whose pin its signature verifies under
-    (a tenant's pin over a legacy one); ``None`` for a legacy pin alone. Pins of one key by several
-    tenants leave the message without an owner: FAILED_PRECONDITION, nothing filed."""
+def owner_of(owners: tuple[str | None, ...], sender_id: str, named: str | None = None) -> str | None:
+    """The tenant a verified message belongs to: the tenant it names (its signature verified under
+    that tenant's pin: ``for_tenant``); for a message that names none (a sender from
+    before ``recipient_tenant``), the one tenant whose pin its signature verifies under (a tenant's pin
+    over a legacy one), ``None`` for a legacy pin alone — and when several tenants pinned its key, the
+    message cannot say which it is for: FAILED_PRECONDITION, nothing filed."""
+    if named:
+        return named
     tenants = {o for o in owners if o is not None}
     if len(tenants) > 1:
         raise WireError(
@@ -193,7 +200,7 @@ class Receiver:
         payload = verified.payload
         if not is_uuid(payload.model_id):
             raise WireError("invalid_argument", "model_id must be a UUID (lowercase, 8-4-4-4-12)")
-        tenant = owner_of(verified.owners, payload.sender_id)
+        tenant = owner_of(verified.owners, payload.sender_id, payload.recipient_tenant)
         digest = hashlib.sha256(envelope).hexdigest()
         existing = self._stored_model(payload.model_id)
         if existing is not None:
@@ -256,7 +263,7 @@ class Receiver:
             raise WireError("invalid_argument", "empty stream")
         verified = check_header(first, self.senders.pins, self.party_id, int(time.time() * 1000))
         header = verified.header
-        tenant = owner_of(verified.owners, header.sender_id)
+        tenant = owner_of(verified.owners, header.sender_id, header.recipient_tenant)
         existing = self._stored(header.release_id)
         if existing is not None:
             return self._replay(existing, header, tenant), "replayed"

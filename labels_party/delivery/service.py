@@ -77,6 +77,7 @@ class RecipientService:
         grpc_address: str | None,
         tls_ca_pem: str | None,
         fingerprint: str | None,
+        recipient_tenant: str | None = None,
     ) -> Recipient:
         """A features party that this tenant's releases may be addressed (and delivered) to."""
         if tls_ca_pem is not None and "BEGIN CERTIFICATE" not in tls_ca_pem:
@@ -92,6 +93,7 @@ class RecipientService:
                     grpc_address=grpc_address,
                     tls_ca_pem=tls_ca_pem,
                     fingerprint=fingerprint,
+                    recipient_tenant=recipient_tenant,
                 )
                 session.add(recipient)
                 session.flush()

@@ -161,6 +161,8 @@ class Recipient(Base):
     grpc_address: Mapped[str | None] = mapped_column(String(300), nullable=True)
     tls_ca_pem: Mapped[str | None] = mapped_column(Text, nullable=True)
     fingerprint: Mapped[str | None] = mapped_column(String(80), nullable=True)
+    # its tenant at the features party, named (signed) in every message to it; None: named in none
+    recipient_tenant: Mapped[str | None] = mapped_column(String(36), nullable=True)
 
 
 class Delivery(Base):

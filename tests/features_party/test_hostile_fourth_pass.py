@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import io
 import threading
+import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
+import grpc
 import httpx
 import numpy as np
 import pyarrow as pa
@@ -17,7 +20,14 @@ import pytest
 
 from features_party.config import FeaturesSettings
 from features_party.tables.validation import DECODED_ALLOWANCE, DECODED_PER_BODY_BYTE
+from labeldp.common.identity import Identity, public_key_pem
+from labeldp.common.model_message import sign_model
+from labeldp.common.wire.sender import ReleaseMessage, build_frames
+from labeldp.v1 import delivery_pb2 as pb
+from labeldp.v1 import delivery_pb2_grpc as pb_grpc
 from tests.support.features_party import peak_rss_growth
+from tests.support.messages import release
+from tests.support.receiver import model_payload
 from tests.support.servers import features_server_thread, features_tenant_key
 
 PARQUET = "application/vnd.apache.parquet"
@@ -93,3 +103,119 @@ def test_a_table_is_bounded_by_what_its_body_may_decode_to(
         "/v1/feature-tables/wide", content=constant_columns(30, 100_000), headers={"Content-Type": PARQUET}
     )
     assert small.status_code == 201, small.text
+
+
+def test_another_tenants_pin_of_the_senders_key_neither_takes_nor_blocks_its_releases(tmp_path: Path) -> None:
+    """Mallory, a tenant of the features party, pins the advertiser's public key under its sender id
+    (a public key is public). Every delivery to the victim tenant failed from then on ("pinned by
+    several tenants"), and the victim could not undo it. Now the labels party's messages name the
+    recipient's tenant, signed (the recipient registered with ``recipient_tenant`` from the victim's
+    identity), so the receiver tries only that tenant's pins: releases and models reach the victim,
+    Mallory reads none of them, and a message from before the field — which cannot say which tenant it
+    is for — is still refused rather than given to either."""
+    from labels_party.config import LabelsSettings
+    from labels_party.storage.db import sqlite_url
+    from tests.support.servers import labels_server_thread, tenant_key
+
+    features_settings = FeaturesSettings(data_dir=tmp_path / "features", grpc_port=0, allow_plaintext=True)
+    victim_key, mallory_key = (features_tenant_key(features_settings, n) for n in ("publisher", "mallory"))
+    labels_data = tmp_path / "labels"
+    labels_data.mkdir()
+    labels_settings = LabelsSettings(
+        data_dir=labels_data, database_url=sqlite_url(labels_data), allow_plaintext=True
+    )
+    _, advertiser_key = tenant_key(labels_settings.resolved_database_url(), "acme", "10")
+    with features_server_thread(features_settings) as fbase, labels_server_thread(labels_settings) as lbase:
+        victim, mallory = (
+            httpx.Client(base_url=fbase, headers={"Authorization": f"Bearer {k}"}, timeout=60)
+            for k in (victim_key, mallory_key)
+        )
+        a = httpx.Client(base_url=lbase, headers={"Authorization": f"Bearer {advertiser_key}"}, timeout=120)
+        advertiser, publisher = a.get("/v1/identity").json(), victim.get("/v1/identity").json()
+        pin = {"id": advertiser["party_id"], "public_key_pem": advertiser["public_key_pem"]}
+        assert victim.post("/v1/senders", json=pin).status_code == 201
+        assert mallory.post("/v1/senders", json=pin).status_code == 201  # the attack: it only affects Mallory
+        address = f"127.0.0.1:{publisher['grpc_port']}"
+        registered = a.post(
+            "/v1/recipients",
+            json={
+                "name": publisher["party_id"],
+                "grpc_address": address,
+                "recipient_tenant": publisher["tenant_id"],
+            },
+        )
+        assert (
+            registered.status_code == 201 and registered.json()["recipient_tenant"] == publisher["tenant_id"]
+        )
+        ds = a.post("/v1/datasets", json={"name": "w", "label_type": "count", "lo": 0, "hi": 52}).json()["id"]
+        body = "example_id,label\n" + "".join(f"e{i},{i % 53}\n" for i in range(500))
+        a.put(
+            f"/v1/datasets/{ds}/labels", content=body, headers={"Content-Type": "text/csv"}
+        ).raise_for_status()
+        rel = a.post(
+            f"/v1/datasets/{ds}/releases",
+            json={"epsilon": 1.0, "recipient": "publisher"},
+            headers={"Idempotency-Key": "r"},
+        ).json()["id"]
+        sent = a.post(f"/v1/releases/{rel}/deliveries")
+        assert sent.status_code == 201 and sent.json()["outcome"] == "delivered", sent.text
+        assert [r["release_id"] for r in victim.get("/v1/releases").json()["items"]] == [rel]
+        assert mallory.get("/v1/releases").json()["items"] == []
+        assert mallory.get(f"/v1/releases/{rel}").status_code == 404
+
+        signer = Identity.load_or_create(labels_settings.identity_path())  # the advertiser's own key
+        port = publisher["grpc_port"]
+        legacy = replace(release([f"x{i}" for i in range(50)]), sender_id=advertiser["party_id"])
+        assert deliver(port, legacy, signer) == grpc.StatusCode.FAILED_PRECONDITION  # says no tenant
+        named = replace(legacy, release_id=str(uuid.uuid4()), recipient_tenant=publisher["tenant_id"])
+        assert deliver(port, named, signer) == grpc.StatusCode.OK
+        model = model_payload(signer).model_copy(
+            update={"sender_id": advertiser["party_id"], "recipient_tenant": publisher["tenant_id"]}
+        )
+        assert deliver_model(port, sign_model(model, signer)) == grpc.StatusCode.OK
+        assert [m["model_id"] for m in victim.get("/v1/semi-sensitive-models").json()["items"]] == [
+            model.model_id
+        ]
+        assert mallory.get("/v1/semi-sensitive-models").json()["items"] == []
+        # a message naming a tenant whose pins do not hold the signing key is not authenticated
+        stranger = replace(legacy, release_id=str(uuid.uuid4()), recipient_tenant=str(uuid.uuid4()))
+        assert deliver(port, stranger, signer) == grpc.StatusCode.UNAUTHENTICATED
+
+
+def deliver(port: int, message: ReleaseMessage, signer: Identity) -> grpc.StatusCode:
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        try:
+            pb_grpc.FeaturesPartyStub(channel).DeliverRelease(iter(build_frames(message, signer)), timeout=60)  # type: ignore[no-untyped-call]
+        except grpc.RpcError as exc:
+            code: grpc.StatusCode = exc.code()
+            return code
+    return grpc.StatusCode.OK
+
+
+def deliver_model(port: int, envelope: bytes) -> grpc.StatusCode:
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        call = channel.unary_unary(
+            "/labeldp.v1.FeaturesParty/DeliverModel",
+            request_serializer=pb.SignedModel.SerializeToString,
+            response_deserializer=pb.ModelReceipt.FromString,
+        )
+        try:
+            call(pb.SignedModel(envelope=envelope), timeout=30)
+        except grpc.RpcError as exc:
+            code: grpc.StatusCode = exc.code()
+            return code
+    return grpc.StatusCode.OK
+
+
+def test_a_tenant_pins_a_bounded_number_of_senders(tenants: tuple[httpx.Client, httpx.Client]) -> None:
+    """Every delivery looks its sender's pins up: one tenant's pins are bounded (409 beyond), and
+    another tenant pins as before."""
+    from features_party.receiver.store import MAX_PINS_PER_TENANT
+
+    mallory, publisher = tenants
+    pem = public_key_pem(Identity.generate().public_key)
+    for i in range(MAX_PINS_PER_TENANT):
+        assert mallory.post("/v1/senders", json={"id": f"s{i}", "public_key_pem": pem}).status_code == 201
+    over = mallory.post("/v1/senders", json={"id": "one-more", "public_key_pem": pem})
+    assert over.status_code == 409 and over.json()["type"] == "too-many-senders"
+    assert publisher.post("/v1/senders", json={"id": "s0", "public_key_pem": pem}).status_code == 201

@@ -23,7 +23,7 @@ import pyarrow as pa
 from labeldp.common.errors import DomainError
 from labeldp.common.example_ids import as_text, check_ids
 from labeldp.common.inputs import is_clean_text, is_uuid
-from labeldp.common.model_message import KeyLookup, as_pins, verified_owners
+from labeldp.common.model_message import KeyLookup, for_tenant, verified_owners
 from labeldp.common.wire.arrow_ids import read_ids
 from labeldp.common.wire.format import (
     CHUNK_MAX_EXAMPLES,
@@ -74,10 +74,15 @@ def check_header(
         raise WireError("unauthenticated", "the header names no valid sender")
     if not is_uuid(header.release_id):
         raise WireError("invalid_argument", "release_id must be a UUID (lowercase, 8-4-4-4-12)")
-    found = trusted(header.sender_id, header.sender_key_id)
-    if not as_pins(found):
+    if header.recipient_tenant and not is_uuid(header.recipient_tenant):
+        raise WireError("invalid_argument", "recipient_tenant must be a tenant id (a UUID)")
+    # only the named tenant's pins (and legacy ones) are tried: the signature then covers the name
+    found = for_tenant(trusted(header.sender_id, header.sender_key_id), header.recipient_tenant)
+    if not found:
         raise WireError(
-            "unauthenticated", f"sender {header.sender_id!r} with key {header.sender_key_id!r} is not pinned"
+            "unauthenticated",
+            f"sender {header.sender_id!r} with key {header.sender_key_id!r} is not pinned"
+            + (" by the tenant the release is for" if header.recipient_tenant else ""),
         )
     owners = verified_owners(found, signed.signature, signed.header)
     if not owners:
