@@ -1,5 +1,6 @@
 """Streaming a stored message to its recipient: deadlines, exponential backoff on UNAVAILABLE and
-DEADLINE_EXCEEDED, and a check that the receipt matches what was signed."""
+DEADLINE_EXCEEDED (and on any refusal that asks to be retried: ``grpc-retry-pushback-ms``), and a check
+that the receipt matches what was signed."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import TypeVar
 
 import grpc
 
-from labeldp.common.wire.format import MAX_MESSAGE_BYTES
+from labeldp.common.wire.format import MAX_MESSAGE_BYTES, PUSHBACK_METADATA
 from labeldp.common.wire.records import read_records, stored_header
 from labeldp.v1 import delivery_pb2 as pb
 from labels_party.delivery.addresses import Target
@@ -34,6 +35,17 @@ class Outcome:
     detail: str
     receipt: pb.DeliveryReceipt | None
     wire_bytes: int
+
+
+def _pushback_s(exc: grpc.RpcError) -> float | None:
+    """How long the receiver asked to wait before retrying (gRPC's ``grpc-retry-pushback-ms``
+    trailer: a limit of this sender's that frees itself, such as too many streams at once), or None
+    when it did not ask — a refusal to keep."""
+    trailers = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
+    for key, value in trailers or ():
+        if key == PUSHBACK_METADATA and str(value).isdigit():
+            return min(int(value) / 1000, BACKOFF_CAP_S)
+    return None
 
 
 def backoff(attempt: int) -> float:
@@ -71,9 +83,10 @@ def _with_retries(
         except grpc.RpcError as exc:
             code: grpc.StatusCode = exc.code()
             last_code, last_detail = code.name, str(exc.details() or "")
-            if code not in RETRYABLE or attempt == attempts:
+            pushback = _pushback_s(exc)
+            if (code not in RETRYABLE and pushback is None) or attempt == attempts:
                 return None, attempt, last_code, last_detail
-            sleep(backoff(attempt))
+            sleep(max(backoff(attempt), pushback or 0.0))
         finally:
             channel.close()
     return None, attempts, last_code, last_detail  # pragma: no cover

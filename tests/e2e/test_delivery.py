@@ -17,6 +17,7 @@ import pytest
 
 from features_party.storage.orm import Sender
 from labeldp.common.identity import load_public_key
+from labeldp.common.wire.records import read_records
 from labeldp.processes import free_port
 from labels_party.config import LabelsSettings
 from labels_party.delivery.client import METHOD, backoff
@@ -220,4 +221,35 @@ def test_a_delivery_is_recorded_before_the_recipient_is_dialled(tmp_path: Path) 
         server.stop()
         proxy.stop(None)
         upstream.close()
+        receiver.server.stop(None)
+
+
+def test_a_refusal_that_asks_for_a_retry_is_retried(tmp_path: Path) -> None:
+    """The receiver refuses a stream over its tenant's limit (RESOURCE_EXHAUSTED) with
+    ``grpc-retry-pushback-ms``: the labels party waits and retries, and delivers once the tenant's other
+    stream — one that sent its header and stalled — has been cut by the idle deadline."""
+    receiver = start(tmp_path, idle_s=2.0, grpc_streams_per_tenant=1)
+    settings = labels_settings(tmp_path, allow_plaintext=True)
+    settings.data_dir.mkdir(parents=True)
+    gate = threading.Event()
+    try:
+        with labels_server_thread(settings) as base:
+            _, key = tenant_key(settings.resolved_database_url(), "acme", "5")
+            c = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=120)
+            pin(receiver, c.get("/v1/identity").json())
+            rel = released(c, {"name": "publisher", "grpc_address": f"127.0.0.1:{receiver.port}"})
+            header = next(read_records(settings.paths().message(rel)))
+
+            def stalled() -> Iterator[bytes]:
+                yield header  # the same release's header: verified, then nothing
+                gate.wait(60)
+
+            held = receiver.channel.stream_unary(METHOD).future(stalled(), timeout=60)
+            time.sleep(0.5)
+            sent = c.post(f"/v1/releases/{rel}/deliveries")
+            assert sent.status_code == 201 and sent.json()["outcome"] == "delivered", sent.text
+            assert sent.json()["attempts"] >= 2  # refused while the stalled stream held the tenant's one
+            assert held.exception().code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    finally:
+        gate.set()
         receiver.server.stop(None)

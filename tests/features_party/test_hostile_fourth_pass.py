@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
@@ -219,3 +220,85 @@ def test_a_tenant_pins_a_bounded_number_of_senders(tenants: tuple[httpx.Client, 
     over = mallory.post("/v1/senders", json={"id": "one-more", "public_key_pem": pem})
     assert over.status_code == 409 and over.json()["type"] == "too-many-senders"
     assert publisher.post("/v1/senders", json={"id": "s0", "public_key_pem": pem}).status_code == 201
+
+
+def stalled_calls(
+    channel: grpc.Channel, first: list[bytes], n: int, gate: threading.Event
+) -> list[grpc.Future]:
+    """``n`` DeliverRelease streams on ``channel`` that send ``first`` (nothing, or a header) and then
+    nothing until ``gate`` is set."""
+
+    def frames() -> Iterator[bytes]:
+        yield from first
+        gate.wait(120)
+
+    call = channel.stream_unary("/labeldp.v1.FeaturesParty/DeliverRelease")
+    return [call.future(frames(), timeout=120) for _ in range(n)]
+
+
+def ended(calls: list[grpc.Future]) -> list[grpc.StatusCode]:
+    return [c.exception().code() if c.exception() else grpc.StatusCode.OK for c in calls]
+
+
+def test_stalled_streams_cannot_stop_another_senders_deliveries(tmp_path: Path) -> None:
+    """Mallory holds a client certificate of the party's CA and nothing else. 64 streams that send
+    nothing (32 used to hold every worker for 60 s, renewable at once: every delivery to every tenant
+    failed): 16 are held until the header deadline cuts them (DEADLINE_EXCEEDED), 48 are refused at once
+    (RESOURCE_EXHAUSTED, with a retry pushback). Before them, as a tenant with a key of its own pinned,
+    20 streams that send a valid header and stall: 8 are held (the tenant's streams at once) until the
+    idle deadline, 12 refused. Meanwhile the advertiser's releases and a model reach the victim tenant
+    over mTLS at the first attempt."""
+    from features_party import tenants
+    from features_party.storage.orm import Sender
+    from tests.support.receiver import start
+
+    h = start(tmp_path, tls=True, idle_s=3.0, stream_header_seconds=3.0)
+    gate = threading.Event()
+    mallory_channel, sender_channel = h.channel_as("mallory"), h.channel_as("labels-party")
+    try:
+        mallory_key = Identity.generate()
+        with h.receiver.sessions.begin() as s:  # Mallory, a tenant of the party, pins a key of its own
+            mallory = tenants.create_tenant(s, "mallory").tenant_id
+            s.add(
+                Sender(
+                    tenant_id=mallory,
+                    id="mallory",
+                    key_id=mallory_key.key_id,
+                    public_key_pem=public_key_pem(mallory_key.public_key),
+                )
+            )
+        own = replace(release([f"m{i}" for i in range(10)]), sender_id="mallory", recipient_tenant=mallory)
+        header = build_frames(own, mallory_key)[0].SerializeToString()
+        with_header = stalled_calls(mallory_channel, [header], 20, gate)
+        time.sleep(0.5)  # their headers are verified: they are the tenant's now, no longer the peer's
+        silent = stalled_calls(mallory_channel, [], 64, gate)
+        time.sleep(0.5)  # every stream is open
+        stub = pb_grpc.FeaturesPartyStub(sender_channel)  # type: ignore[no-untyped-call]
+        for n in range(3):
+            victim = replace(release([f"v{n}-{i}" for i in range(5000)]), recipient_tenant=h.tenant_id)
+            assert stub.DeliverRelease(iter(build_frames(victim, h.sender)), timeout=30).example_count == 5000
+        model = model_payload(h.sender).model_copy(update={"recipient_tenant": h.tenant_id})
+        sent = sender_channel.unary_unary(
+            "/labeldp.v1.FeaturesParty/DeliverModel",
+            request_serializer=pb.SignedModel.SerializeToString,
+            response_deserializer=pb.ModelReceipt.FromString,
+        )(pb.SignedModel(envelope=sign_model(model, h.sender)), timeout=30)
+        assert sent.model_id == model.model_id
+        codes = ended(silent)  # the deadlines end every held stream without the gate
+        assert sorted(codes, key=str) == sorted(
+            [grpc.StatusCode.DEADLINE_EXCEEDED] * 16 + [grpc.StatusCode.RESOURCE_EXHAUSTED] * 48, key=str
+        )
+        refused = next(c for c in silent if c.exception().code() == grpc.StatusCode.RESOURCE_EXHAUSTED)
+        assert ("grpc-retry-pushback-ms", "1000") in [
+            tuple(m) for m in refused.exception().trailing_metadata()
+        ]
+        codes = ended(with_header)
+        assert codes.count(grpc.StatusCode.DEADLINE_EXCEEDED) == 8
+        assert codes.count(grpc.StatusCode.RESOURCE_EXHAUSTED) == 12
+        assert h.stored() == 3 and h.models_stored() == 1 and h.no_leftovers()
+    finally:
+        gate.set()
+        mallory_channel.close()
+        sender_channel.close()
+        h.channel.close()
+        h.server.stop(None)
