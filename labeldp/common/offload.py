@@ -117,17 +117,19 @@ class Offload:
                 args=(writer, os.getpid(), work, args, kwargs),
                 name=f"file-work:{work.__name__}",
             )
-            with self._lock:
-                self._running.add(process)
             try:
                 process.start()
+                with self._lock:
+                    self._running.add(process)
                 writer.close()
                 ok, value = self._answer(reader, process, work.__name__)
             finally:
+                writer.close()
                 reader.close()
-                process.join()
                 with self._lock:
                     self._running.discard(process)
+                if process.pid is not None:
+                    process.join()
         if not ok:
             raise value
         return cast(R, value)

@@ -302,3 +302,24 @@ def test_stalled_streams_cannot_stop_another_senders_deliveries(tmp_path: Path) 
         sender_channel.close()
         h.channel.close()
         h.server.stop(None)
+
+
+@pytest.mark.parametrize("label_type", ["<img src=x onerror=alert(1)>", "", "categorical", "COUNT"])
+def test_a_label_type_the_labels_party_does_not_know_is_refused(tmp_path: Path, label_type: str) -> None:
+    """The label type is stored and shown (and trained by): it must be one the labels party has, and
+    take the mechanism's loss (``categorical`` does not take ``squared``), or the message is refused
+    before any chunk is read."""
+    from tests.support.receiver import start
+
+    h = start(tmp_path)
+    try:
+        bad = replace(release([f"e{i}" for i in range(20)]), label_type=label_type)
+        with pytest.raises(grpc.RpcError) as info:
+            h.stub.DeliverRelease(iter(build_frames(bad, h.sender)), timeout=30)
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "label" in str(info.value.details())
+        good = replace(release([f"e{i}" for i in range(20)]), label_type="real")
+        assert h.stub.DeliverRelease(iter(build_frames(good, h.sender)), timeout=30).example_count == 20
+        assert h.stored() == 1
+    finally:
+        h.channel.close()
+        h.server.stop(None)

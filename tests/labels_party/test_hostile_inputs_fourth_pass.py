@@ -193,3 +193,27 @@ def test_a_name_that_resolves_to_a_link_local_address_is_never_dialled(tmp_path:
                 problem(sent, 502, "delivery-failed")
     finally:
         server.stop()
+
+
+def test_what_every_route_answers_is_what_it_declares(two_tenants: tuple[httpx.Client, httpx.Client]) -> None:
+    """The API's own pages cannot be framed; a JSON body that is not UTF-8 is a 422 problem (it was an
+    undocumented 400 ``http-error``); a 405 says which methods the path takes (``Allow``); an
+    ``X-Request-ID`` that is not what every operation declares (1-200 printable ASCII) is refused."""
+    c, _ = two_tenants
+    for page in ("/docs", "/redoc"):
+        got = c.get(page)
+        assert got.status_code == 200 and got.headers["x-frame-options"] == "DENY"
+        assert got.headers["content-security-policy"] == "frame-ancestors 'none'"
+    for body in (b'{"name": "\xff", "label_type": "count", "lo": 0, "hi": 9}', b"\xfe\xff\x00{"):
+        bad = c.post("/v1/datasets", content=body, headers={"Content-Type": "application/json"})
+        assert "UTF-8" in problem(bad, 422, "invalid-text")["detail"]
+    not_allowed = c.patch("/v1/datasets", json={})
+    problem(not_allowed, 405, "method-not-allowed")
+    assert not_allowed.headers["allow"] == "GET, POST"
+    for request_id in ("x" * 201, "with space", "caf\u00e9"):
+        refused = c.get("/v1/datasets", headers={b"X-Request-ID": request_id.encode()})
+        said = problem(refused, 422, "invalid-request")
+        assert said["errors"][0]["loc"] == ["header", "X-Request-ID"]
+        assert refused.headers["x-request-id"] != request_id  # a fresh one, to find the log line by
+    kept = c.get("/v1/datasets", headers={"X-Request-ID": "x" * 200})
+    assert kept.status_code == 200 and kept.headers["x-request-id"] == "x" * 200

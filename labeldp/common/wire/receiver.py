@@ -1,6 +1,8 @@
 """The receiver's side: the signature checked against the pinned key(s) of the claimed sender *before*
-any chunk is read, then the recipient, the expiry, the counts and the published mechanism; then the
-chunks streamed through the same hash, and nothing decoded until the hash matches.
+any chunk is read, then the recipient, the expiry, the counts, the published mechanism and the label
+type (one the labels party knows, taking the mechanism's loss: the features party stores and shows it
+and trains by it); then the chunks streamed through the same hash, and nothing decoded until the hash
+matches.
 
 A pinned sender may still be hostile, so what the signature covers is bounded before it costs
 anything: the mechanism's sizes before its bins are derived, the announced counts against the size
@@ -32,6 +34,7 @@ from labeldp.common.wire.format import (
 )
 from labeldp.common.wire.mechanism import mechanism_from_header
 from labeldp.common.wire.sender import encoding_for
+from labeldp.mechanisms.factory import LOSSES_BY_LABEL_TYPE
 from labeldp.mechanisms.published import MAX_BINS, PublishedMechanism
 from labeldp.mechanisms.support import MAX_SUPPORT_SIZE
 from labeldp.v1 import delivery_pb2 as pb
@@ -97,6 +100,13 @@ def check_header(
     _check_counts(header)
     _check_mechanism_sizes(header)
     mechanism = mechanism_from_header(header)
+    allowed = LOSSES_BY_LABEL_TYPE.get(header.label_type)  # type: ignore[call-overload]
+    if allowed is None:
+        raise WireError("invalid_argument", f"label_type must be one of {', '.join(LOSSES_BY_LABEL_TYPE)}")
+    if mechanism.loss not in allowed:
+        raise WireError(
+            "invalid_argument", f"{header.label_type} labels do not take the loss {mechanism.loss!r}"
+        )
     if header.bin_encoding != encoding_for(mechanism.bin_codes):
         raise WireError("invalid_argument", "the bin encoding does not match the number of bin codes")
     return VerifiedHeader(header, mechanism, tuple(owners))
