@@ -25,7 +25,7 @@ from labeldp.mechanisms import RROnBins, integer_grid
 from labeldp.processes import FeaturesProcess, free_port
 from labels_party.delivery.addresses import dial_target
 from labels_party.delivery.client import deliver
-from labels_party.delivery.message import Signer, write_message
+from labels_party.delivery.message import Addressee, Signer, write_message
 from labels_party.storage.data_dir import DataDir
 
 TARGET_SECONDS = 30.0
@@ -69,7 +69,7 @@ def main(n: int = 10_000_000) -> None:
             DataDir(tmp / "labels"),
             Signer(sender, "advertiser", 3600),
             release_id=str(uuid.uuid4()),
-            recipient="publisher",
+            recipient=Addressee("publisher"),
             label_type="count",
             mechanism=mechanism,
             pieces=pieces(),
