@@ -181,6 +181,34 @@ def test_bad_requests_are_refused_before_the_charge(party: Party) -> None:
     assert len(charges) == 1  # the label release only
 
 
+def test_what_the_request_alone_decides_comes_before_any_work(party: Party) -> None:
+    """A request the tenant's budgets cannot pay whatever the dataset holds — δ over what the δ budget
+    has left, ε₂ over the per-example budget — is refused for it (409) before the dataset is read or σ
+    calibrated: the same request with a schedule the plan would refuse (too many steps, found only
+    once the examples are counted) answers the 409, not the plan's 422. Nothing charged."""
+    party.set_delta("1e-6")
+    ds, rid = prepared(party)
+    c = party.client
+    steps = {"epochs": 100, "batch_size": 1}  # the plan's 422 (too many DP-SGD steps)
+
+    def post(key: str, **extra: Any) -> httpx.Response:
+        return c.post(
+            f"/v1/datasets/{ds}/semi-sensitive-models",
+            json=body(rid, **extra),
+            headers={"Idempotency-Key": key},
+        )
+
+    assert post("plan", **steps).json()["type"] == "invalid-parameter"
+    over_delta = post("delta", delta=2e-6, **steps)
+    assert over_delta.status_code == 409 and over_delta.json()["type"] == "delta-budget-exhausted"
+    assert over_delta.json()["delta_requested"] == 2e-6
+    over_epsilon = post("epsilon", epsilon_dpsgd=11.0, **steps)
+    assert over_epsilon.status_code == 409 and over_epsilon.json()["type"] == "budget-exhausted"
+    assert over_epsilon.json()["per_example_budget"] == 10.0
+    assert party.rows(SemiSensitiveModel) == []
+    assert len([e for e in c.get("/v1/ledger").json()["items"] if e["kind"] == "charge"]) == 1  # the release
+
+
 @pytest.mark.slow
 def test_concurrent_models_answer_without_a_server_error(party: Party) -> None:
     """Plans and σ calibrations (seconds each) run outside any transaction and the write transaction
