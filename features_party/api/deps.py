@@ -13,6 +13,7 @@ from fastapi import Depends, Request
 from sqlalchemy.orm import Session, sessionmaker
 
 from features_party.config import FeaturesSettings
+from features_party.pricing import PricingGrants, Pricings
 from features_party.receiver.store import ReceivedModels, ReceivedReleases, SenderRegistry
 from features_party.tables.service import FeatureTables
 from features_party.tenants import authenticate
@@ -33,6 +34,8 @@ class FeaturesServices:
     models: ReceivedModels
     tables: FeatureTables
     training: TrainingService
+    grants: PricingGrants
+    pricings: Pricings
     grpc_port: int = 0  # set once the receiver listens
 
 
@@ -83,3 +86,15 @@ async def _models(svc: Services) -> ReceivedModels:
 
 
 ReceivedModelStore = Annotated[ReceivedModels, Depends(_models)]
+
+
+async def _grants(svc: Services) -> PricingGrants:
+    return svc.grants
+
+
+async def _pricings(svc: Services) -> Pricings:
+    return svc.pricings
+
+
+Grants = Annotated[PricingGrants, Depends(_grants)]
+PricingLog = Annotated[Pricings, Depends(_pricings)]

@@ -1,0 +1,177 @@
+"""Priors from the features party, end to end: the labels party's REST API asks a real features party
+over gRPC with mutual TLS (``PriceExamples``) and stores its signed answer; the features party answers
+only under its tenant's pricing grant, and prices with the granted model by the public rule of
+``labeldp.priors``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from labeldp.mechanisms import integer_grid
+from labeldp.priors import price_values
+from labels_party.priors import load_priors
+from labels_party.storage.db import make_engine, session_factory
+from tests.support.labels_api import problem
+from tests.support.priors import EXAMPLES, RELEASED, SUPPORT, WITH_FEATURES, Parties, two_parties
+
+
+@pytest.fixture(scope="module")
+def parties(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Parties]:
+    with two_parties(tmp_path_factory.mktemp("priors")) as found:
+        yield found
+
+
+def fetch(p: Parties, **body: object) -> httpx.Response:
+    return p.labels.post(f"/v1/datasets/{p.dataset_id}/priors", json={"recipient": "publisher", **body})
+
+
+def stored(p: Parties) -> list[dict[str, object]]:
+    items: list[dict[str, object]] = p.labels.get("/v1/priors").json()["items"]
+    return items
+
+
+def test_without_a_grant_the_publisher_refuses_and_nothing_is_stored(parties: Parties) -> None:
+    parties.features.delete(f"/v1/senders/{parties.labels_identity['party_id']}/pricing")
+    before = stored(parties)
+    r = parties.labels.post(f"/v1/datasets/{parties.dataset_id}/priors", json={"recipient": "publisher"})
+    body = problem(r, 502, "priors-refused")
+    assert body["grpc_status"] == "PERMISSION_DENIED" and "granted" in body["detail"]
+    assert stored(parties) == before
+    assert parties.features.get("/v1/pricings").json()["items"] == []
+
+
+def test_another_tenants_grant_prices_nothing_for_this_one(parties: Parties) -> None:
+    """Tenant pub-b grants a model of its own… it has none: pub-a's model is 404 to it; and a grant pub-b
+    could make covers only requests that name pub-b."""
+    sender = parties.labels_identity["party_id"]
+    foreign = parties.features_b.put(f"/v1/senders/{sender}/pricing", json={"model_id": parties.model_id})
+    problem(foreign, 404, "not-found")
+    unknown_sender = parties.features.put("/v1/senders/nobody/pricing", json={"model_id": parties.model_id})
+    problem(unknown_sender, 404, "not-found")
+    r = parties.labels.post(f"/v1/datasets/{parties.dataset_id}/priors", json={"recipient": "publisher"})
+    assert problem(r, 502, "priors-refused")["grpc_status"] == "PERMISSION_DENIED"
+
+
+def test_priors_are_the_models_prices_by_the_public_rule(parties: Parties) -> None:
+    granted = parties.grant()
+    assert granted.status_code == 200, granted.text
+    assert (
+        parties.features.get(f"/v1/senders/{parties.labels_identity['party_id']}/pricing").json()["model_id"]
+        == parties.model_id
+    )
+    ledger_before = parties.labels.get("/v1/ledger").json()["items"]
+    r = fetch(parties, max_groups=16)
+    assert r.status_code == 201, r.text
+    out = r.json()
+    assert out["examples_requested"] == EXAMPLES and out["examples_priced"] == WITH_FEATURES
+    assert 1 <= out["groups"] <= 16 and out["model_id"] == parties.model_id and out["support_k"] == 53
+    assert parties.labels.get("/v1/ledger").json()["items"] == ledger_before  # nothing charged
+
+    # the same computation, independently: the model's predictions through the publisher's REST API,
+    # its held-out spread, and labeldp.priors
+    model = parties.features.get(f"/v1/models/{parties.model_id}").json()
+    sigma = max(np.sqrt(max(model["metrics"]["validation_loss_vs_binned_true_labels_unbiased"], 0.0)), 1.0)
+    predicted = parties.features.post(
+        f"/v1/models/{parties.model_id}/predictions", json={"example_ids": parties.ids[:WITH_FEATURES]}
+    ).json()["predictions"]
+    mu = np.full(EXAMPLES, np.nan)
+    mu[:WITH_FEATURES] = predicted
+    expected = price_values(mu, float(sigma), integer_grid(0, 52), 16)
+    assert f"σ={sigma:.6g}" in out["rule"]
+
+    settings = parties.labels_settings
+    engine = make_engine(settings.resolved_database_url())
+    try:
+        got = load_priors(session_factory(engine), settings.paths(), parties.labels_tenant_id, out["id"])
+    finally:
+        engine.dispose()
+    assert got.ids.to_pylist() == parties.ids and got.support == SUPPORT
+    assert np.array_equal(got.groups, expected.groups)
+    np.testing.assert_allclose(got.priors, expected.priors, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(got.priors.sum(axis=1), 1.0, rtol=1e-12)
+    assert got.dataset_id == parties.dataset_id and got.model_id == parties.model_id
+
+    detail = parties.labels.get(f"/v1/priors/{out['id']}").json()
+    assert detail["examples_without_group"] == EXAMPLES - WITH_FEATURES
+    assert [g["examples"] for g in detail["group_priors"]] == np.bincount(
+        expected.groups[expected.groups >= 0], minlength=out["groups"]
+    ).tolist()
+    np.testing.assert_allclose([g["masses"] for g in detail["group_priors"]], expected.priors, rtol=1e-12)
+    # what left the publisher is on its record: who asked, which model, how many examples and groups
+    (record,) = [
+        p
+        for p in parties.features.get("/v1/pricings").json()["items"]
+        if p["id"] == out["features_priors_id"]
+    ]
+    assert (record["examples"], record["priced"], record["groups"]) == (
+        EXAMPLES,
+        WITH_FEATURES,
+        out["groups"],
+    )
+    assert record["answer_sha256"] == out["message_sha256"]
+    # files under the data directory, named by the labels party's own id
+    folder = settings.data_dir / "priors"
+    assert sorted(p.name for p in folder.iterdir() if out["id"] in p.name) == [
+        f"{out['id']}.frames",
+        f"{out['id']}.npy",
+        f"{out['id']}.parquet",
+    ]
+    assert pq.read_table(folder / f"{out['id']}.parquet").schema.names == [
+        "example_id",
+        "example_key",
+        "group",
+    ]
+
+
+def test_a_subset_and_the_grants_cap_on_groups(parties: Parties) -> None:
+    assert parties.grant(max_groups=4).status_code == 200
+    subset = parties.ids[RELEASED : RELEASED + 500]
+    r = fetch(parties, max_groups=64, example_ids=subset)
+    assert r.status_code == 201, r.text
+    assert r.json()["examples_requested"] == 500 and r.json()["groups"] <= 4
+    problem(fetch(parties, example_ids=["w1", "w1"]), 422, "duplicate-example-id")
+    problem(fetch(parties, example_ids=["nope"]), 422, "unknown-example-ids")
+    problem(fetch(parties, max_groups=5000), 422, "invalid-request")
+    problem(
+        parties.labels.post(f"/v1/datasets/{parties.dataset_id}/priors", json={"recipient": "x"}),
+        422,
+        "unknown-recipient",
+    )
+    assert parties.grant().status_code == 200
+
+
+def test_an_unpinned_recipient_is_refused_before_it_is_dialled(parties: Parties) -> None:
+    other = parties.labels_tenant("beta")
+    assert other.post("/v1/recipients", json=parties.recipient(fingerprint=None)).status_code == 201
+    ds = other.post("/v1/datasets", json={"name": "w", "label_type": "count", "lo": 0, "hi": 52}).json()["id"]
+    other.put(
+        f"/v1/datasets/{ds}/labels", content=b"example_id,label\nw1,3\n", headers={"Content-Type": "text/csv"}
+    )
+    pricings = len(parties.features.get("/v1/pricings").json()["items"])
+    problem(
+        other.post(f"/v1/datasets/{ds}/priors", json={"recipient": "publisher"}), 409, "recipient-not-pinned"
+    )
+    assert other.get("/v1/priors").json()["items"] == []
+    assert len(parties.features.get("/v1/pricings").json()["items"]) == pricings
+
+
+def test_grants_are_refused_for_models_that_cannot_price(parties: Parties) -> None:
+    sender = parties.labels_identity["party_id"]
+    problem(
+        parties.features.put(f"/v1/senders/{sender}/pricing", json={"model_id": "not-a-uuid"}),
+        404,
+        "not-found",
+    )
+    problem(
+        parties.features.put(
+            f"/v1/senders/{sender}/pricing", json={"model_id": parties.model_id, "max_groups": 0}
+        ),
+        422,
+        "invalid-request",
+    )
+    assert parties.features.get(f"/v1/senders/{sender}/pricing").json()["model_id"] == parties.model_id
