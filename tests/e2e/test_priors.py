@@ -5,16 +5,25 @@ only under its tenant's pricing grant, and prices with the granted model by the 
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Iterator
 
+import grpc
 import httpx
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from sqlalchemy import text
 
+from labeldp.common.identity import Identity
+from labeldp.common.wire.pricing import PricingAsk, signed_request, spool_ids
+from labeldp.common.wire.records import read_records
 from labeldp.mechanisms import integer_grid
 from labeldp.priors import price_values
 from labels_party.priors import load_priors
+from labels_party.priors.exchange import METHOD
 from labels_party.storage.db import make_engine, session_factory
 from tests.support.labels_api import problem
 from tests.support.priors import EXAMPLES, RELEASED, SUPPORT, WITH_FEATURES, Parties, two_parties
@@ -175,3 +184,87 @@ def test_grants_are_refused_for_models_that_cannot_price(parties: Parties) -> No
         "invalid-request",
     )
     assert parties.features.get(f"/v1/senders/{sender}/pricing").json()["model_id"] == parties.model_id
+
+
+def test_a_grant_covers_only_requests_naming_its_tenant(parties: Parties) -> None:
+    """pub-a's grant stands; a recipient that names pub-b — which pinned the same labels party but
+    granted nothing — is refused: a pin or grant never acts for another tenant."""
+    assert parties.grant().status_code == 200
+    other = parties.labels_tenant("gamma")
+    tenant_b = parties.features_b.get("/v1/identity").json()["tenant_id"]
+    assert other.post("/v1/recipients", json=parties.recipient(recipient_tenant=tenant_b)).status_code == 201
+    ds = other.post("/v1/datasets", json={"name": "w", "label_type": "count", "lo": 0, "hi": 52}).json()["id"]
+    other.put(
+        f"/v1/datasets/{ds}/labels", content=b"example_id,label\nw1,3\n", headers={"Content-Type": "text/csv"}
+    )
+    r = other.post(f"/v1/datasets/{ds}/priors", json={"recipient": "publisher"})
+    assert problem(r, 502, "priors-refused")["grpc_status"] == "PERMISSION_DENIED"
+    assert parties.features_b.get("/v1/pricings").json()["items"] == []
+
+
+def test_a_request_is_answered_once(parties: Parties) -> None:
+    """The same signed request sent again (a replay by whoever holds it) is ALREADY_EXISTS."""
+    assert parties.grant().status_code == 200
+    signer = Identity.load_or_create(parties.labels_settings.identity_path())
+    now = int(time.time() * 1000)
+    ask = PricingAsk(
+        str(uuid.uuid4()), "advertiser", "publisher", parties.identity["tenant_id"], now, now + 60_000,
+        "count", "squared", SUPPORT, 4,
+    )  # fmt: skip
+    path = parties.labels_settings.data_dir / "replayed.ids"
+    spooled = spool_ids(path, pa.array(parties.ids[:10]))
+    frames = [signed_request(ask, signer, spooled), *read_records(path)]
+    certs = parties.certs
+    credentials = grpc.ssl_channel_credentials(
+        certs.ca.read_bytes(), certs.client_key.read_bytes(), certs.client_cert.read_bytes()
+    )
+    with grpc.secure_channel(f"localhost:{parties.grpc_port}", credentials) as channel:
+        call = channel.stream_stream(METHOD)
+        assert len(list(call(iter(frames), timeout=60))) == 2  # the signed priors and one group chunk
+        with pytest.raises(grpc.RpcError) as again:
+            list(call(iter(frames), timeout=60))
+    assert again.value.code() == grpc.StatusCode.ALREADY_EXISTS
+
+
+def test_priors_are_listed_inspected_and_deleted_by_their_tenant_alone(parties: Parties) -> None:
+    assert parties.grant().status_code == 200
+    made = fetch(parties, max_groups=8).json()
+    pid = made["id"]
+    assert pid in [p["id"] for p in stored(parties)]
+    listed = parties.labels.get(f"/v1/datasets/{parties.dataset_id}/priors").json()["items"]
+    assert pid in [p["id"] for p in listed]
+    other = parties.labels_tenant("delta")
+    for r in (
+        other.get(f"/v1/priors/{pid}"),
+        other.delete(f"/v1/priors/{pid}"),
+        other.get(f"/v1/datasets/{parties.dataset_id}/priors"),
+        other.post(f"/v1/datasets/{parties.dataset_id}/priors", json={"recipient": "publisher"}),
+    ):
+        problem(r, 404, "not-found")
+    assert pid not in [p["id"] for p in other.get("/v1/priors").json()["items"]]
+    problem(parties.labels.get("/v1/priors/not-an-id"), 404, "not-found")
+
+    # a charged release that uses them is still running: they stay
+    engine = make_engine(parties.labels_settings.resolved_database_url())
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                text("UPDATE releases SET priors_id = :p, status = 'charged' WHERE id = :r"),
+                {"p": pid, "r": parties.release_id},
+            )
+        body = problem(parties.labels.delete(f"/v1/priors/{pid}"), 409, "priors-in-use")
+        assert body["release_id"] == parties.release_id
+        with engine.begin() as conn:
+            conn.execute(
+                text("UPDATE releases SET status = 'complete' WHERE id = :r"), {"r": parties.release_id}
+            )
+    finally:
+        engine.dispose()
+    files = parties.labels_settings.paths().priors_files(pid)
+    assert all(p.exists() for p in files)
+    assert parties.labels.delete(f"/v1/priors/{pid}").status_code == 204
+    assert not any(p.exists() for p in files)
+    problem(parties.labels.get(f"/v1/priors/{pid}"), 404, "not-found")
+    problem(parties.labels.delete(f"/v1/priors/{pid}"), 404, "not-found")
+    release = parties.labels.get(f"/v1/releases/{parties.release_id}")
+    assert release.status_code == 200  # the release that used them keeps its record
