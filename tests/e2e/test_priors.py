@@ -5,6 +5,7 @@ only under its tenant's pricing grant, and prices with the granted model by the 
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -268,3 +269,51 @@ def test_priors_are_listed_inspected_and_deleted_by_their_tenant_alone(parties: 
     problem(parties.labels.delete(f"/v1/priors/{pid}"), 404, "not-found")
     release = parties.labels.get(f"/v1/releases/{parties.release_id}")
     assert release.status_code == 200  # the release that used them keeps its record
+
+
+def test_the_cli_grants_fetches_shows_and_deletes(parties: Parties) -> None:
+    from typer.testing import CliRunner
+
+    from labeldp.cli import app
+
+    def run(*args: str) -> tuple[int, str, str]:
+        result = CliRunner().invoke(app, list(args))
+        return result.exit_code, result.stdout, result.stderr
+
+    def key(client: httpx.Client) -> str:
+        return client.headers["Authorization"].removeprefix("Bearer ")
+
+    F = ("--url", str(parties.features.base_url).rstrip("/"), "--api-key", key(parties.features))
+    L = ("--url", parties.labels_base, "--api-key", key(parties.labels))
+    sender = parties.labels_identity["party_id"]
+    code, out, err = run(
+        "features", "pricing", "grant", sender, "--model", parties.model_id, "--max-groups", "6", *F
+    )
+    assert code == 0, err
+    assert out.strip() == f"model {parties.model_id} prices {sender}'s examples, at most 6 groups"
+    code, out, _ = run("features", "pricing", "show", sender, *F)
+    assert code == 0 and parties.model_id in out
+    code, out, err = run("labels", "priors", "fetch", "--dataset", "weeks", "--recipient", "publisher", "-q", *L)
+    assert code == 0, err
+    pid = out.strip()
+    code, out, _ = run("labels", "priors", "show", pid, *L)
+    assert code == 0, out
+    detail = parties.labels.get(f"/v1/priors/{pid}").json()
+    assert out.splitlines()[0] == (
+        f"priors {pid}: {detail['groups']} groups over {WITH_FEATURES:,} of {EXAMPLES:,} examples "
+        f"({EXAMPLES - WITH_FEATURES:,} without a group), model {parties.model_id}"
+    )
+    assert detail["groups"] <= 6 and len(out.splitlines()) == 2 + detail["groups"]
+    code, out, _ = run("labels", "priors", "list", "--dataset", "weeks", *L)
+    assert code == 0 and pid in out
+    code, out, _ = run("features", "pricing", "log", "--json", *F)
+    assert code == 0 and detail["features_priors_id"] in [p["id"] for p in json.loads(out)]
+    code, out, _ = run("labels", "priors", "delete", pid, *L)
+    assert code == 0 and out.strip() == f"priors {pid} deleted"
+    code, _, err = run("labels", "priors", "show", pid, *L)
+    assert code == 1 and "404 not-found" in err
+    code, out, _ = run("features", "pricing", "withdraw", sender, *F)
+    assert code == 0
+    code, _, err = run("labels", "priors", "fetch", "--dataset", "weeks", "--recipient", "publisher", *L)
+    assert code == 3 and "502 priors-refused" in err and "PERMISSION_DENIED" in err
+    assert parties.grant().status_code == 200
