@@ -293,7 +293,9 @@ def test_the_cli_grants_fetches_shows_and_deletes(parties: Parties) -> None:
     assert out.strip() == f"model {parties.model_id} prices {sender}'s examples, at most 6 groups"
     code, out, _ = run("features", "pricing", "show", sender, *F)
     assert code == 0 and parties.model_id in out
-    code, out, err = run("labels", "priors", "fetch", "--dataset", "weeks", "--recipient", "publisher", "-q", *L)
+    code, out, err = run(
+        "labels", "priors", "fetch", "--dataset", "weeks", "--recipient", "publisher", "-q", *L
+    )
     assert code == 0, err
     pid = out.strip()
     code, out, _ = run("labels", "priors", "show", pid, *L)
