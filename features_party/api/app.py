@@ -93,7 +93,14 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
             instance=instance,
         )
         pricer = Pricer(
-            sessions, data_dir, settings.party_id, identity, tables, settings.max_release_bytes, instance
+            sessions,
+            data_dir,
+            settings.party_id,
+            identity,
+            tables,
+            settings.max_release_bytes,
+            instance,
+            on_outcome=metrics.record_pricing,
         )
         server, port = build_server(receiver, settings, pricer)
         svc.grpc_port = port

@@ -28,6 +28,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -96,6 +97,10 @@ class PricingSpool:
     def tenant(self) -> str:
         return self.opened.tenant
 
+    @property
+    def examples(self) -> int:
+        return int(self.opened.request.example_count)
+
     def add(self, data: bytes) -> None:
         with self.lock:
             if self.closed:
@@ -127,6 +132,7 @@ class Pricer:
     tables: FeatureTables
     max_request_bytes: int
     instance: Instance = field(default_factory=Instance.current)
+    on_outcome: Callable[[str, int], None] = lambda outcome, examples: None  # (answered | refusal, examples)
 
     def __post_init__(self) -> None:
         self.senders = SenderRegistry(self.sessions)

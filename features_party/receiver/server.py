@@ -50,6 +50,9 @@ class PricingStream(Protocol):
     @property
     def tenant(self) -> str: ...
 
+    @property
+    def examples(self) -> int: ...
+
     def add(self, data: bytes) -> None: ...
 
     def finish(self) -> list[bytes]: ...
@@ -58,9 +61,12 @@ class PricingStream(Protocol):
 
 
 class PricingWork(Protocol):
-    """Opens a pricing stream from its first frame (verified before any chunk is read)."""
+    """Opens a pricing stream from its first frame (verified before any chunk is read), and counts how
+    each ended (``answered`` with its examples, or the refusal's code)."""
 
     def open(self, first: bytes) -> PricingStream: ...
+
+    def on_outcome(self, outcome: str, examples: int) -> None: ...
 
 
 class ReceiverServer:
@@ -205,16 +211,23 @@ class ReceiverServer:
 
     async def price_examples(self, frames: AsyncIterator[bytes], context: Context) -> AsyncIterator[bytes]:
         """The signed request, then its ID chunks; answers the signed priors and the group chunks."""
+        outcome, examples = "cancelled", 0
         try:
-            answer = await self._pricing(frames, context)
+            answer, examples = await self._pricing(frames, context)
+            outcome = "answered"
         except DomainError as exc:
+            outcome = "idle_timeout" if exc.code == "deadline_exceeded" else exc.code
             await self._refuse(context, exc, "pricing")
         except Exception:
+            outcome = "internal"
             await self._failed(context, "pricing")
+        finally:
+            if self.pricing is not None:
+                self.pricing.on_outcome(outcome, examples)
         for frame in answer:
             yield frame
 
-    async def _pricing(self, frames: AsyncIterator[bytes], context: Context) -> list[bytes]:
+    async def _pricing(self, frames: AsyncIterator[bytes], context: Context) -> tuple[list[bytes], int]:
         if self.pricing is None:
             raise WireError("unimplemented", "this receiver prices no examples")
         with self.admission.before_header(peer_of(context)):
@@ -228,7 +241,7 @@ class ReceiverServer:
                     data := await self._next(frames, self.settings.stream_idle_seconds, "a frame")
                 ) is not None:
                     await self._work(stream.add, data)
-                return await self._work(stream.finish)
+                return await self._work(stream.finish), stream.examples
         finally:
             await asyncio.shield(self._work(stream.close))
 

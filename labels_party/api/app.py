@@ -141,7 +141,7 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
         recipients=RecipientService(sessions, settings.recipient_hosts),
         deliveries=deliveries,
         semi_sensitive=semi_sensitive,
-        priors=PriorsService(sessions, data_dir, signer, settings, instance),
+        priors=PriorsService(sessions, data_dir, signer, settings, instance, metrics),
     )
     for router in ROUTERS:
         app.include_router(router)

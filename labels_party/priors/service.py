@@ -29,6 +29,7 @@ from labels_party.delivery.addresses import UnresolvedError, check_address, dial
 from labels_party.delivery.client import Outcome
 from labels_party.delivery.message import Signer
 from labels_party.delivery.service import credentials_for, told
+from labels_party.metrics import LabelsMetrics
 from labels_party.priors.examples import listed_examples
 from labels_party.priors.exchange import Asked, Exchange, PriorsRefusedError
 from labels_party.priors.store import PriorsStore, group_sizes, read_matrix, stored_header
@@ -66,14 +67,28 @@ class PriorsService:
         signer: Signer,
         settings: LabelsSettings,
         instance: Instance,
+        metrics: LabelsMetrics | None = None,
     ) -> None:
         self.sessions, self.data_dir, self.signer = sessions, data_dir, signer
         self.settings, self.instance = settings, instance
+        self.metrics = metrics or LabelsMetrics()
         self.store = PriorsStore(sessions, data_dir)
 
     def fetch(self, tenant_id: str, dataset_id: str, request: PriorsRequest) -> Priors:
         """Ask the recipient for priors of the dataset's examples and store the checked answer (201);
         502 ``priors-refused`` when it refuses or its answer fails a check (nothing stored)."""
+        try:
+            row = self._fetch(tenant_id, dataset_id, request)
+        except PriorsRefusedError:
+            self.metrics.priors.labels("refused").inc()
+            raise
+        except DomainError:
+            self.metrics.priors.labels("rejected").inc()
+            raise
+        self.metrics.priors.labels("stored").inc()
+        return row
+
+    def _fetch(self, tenant_id: str, dataset_id: str, request: PriorsRequest) -> Priors:
         with self.sessions() as session:
             ds = get_dataset(session, tenant_id, dataset_id)
             recipient = session.execute(

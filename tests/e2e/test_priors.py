@@ -27,6 +27,7 @@ from labels_party.priors import load_priors
 from labels_party.priors.exchange import METHOD
 from labels_party.storage.db import make_engine, session_factory
 from tests.support.labels_api import problem
+from tests.support.metrics import scrape, value
 from tests.support.priors import EXAMPLES, RELEASED, SUPPORT, WITH_FEATURES, Parties, two_parties
 
 
@@ -53,6 +54,9 @@ def test_without_a_grant_the_publisher_refuses_and_nothing_is_stored(parties: Pa
     assert body["grpc_status"] == "PERMISSION_DENIED" and "granted" in body["detail"]
     assert stored(parties) == before
     assert parties.features.get("/v1/pricings").json()["items"] == []
+    assert value(scrape(parties.labels_base), "labeldp_priors_total", outcome="refused") == 1
+    features = scrape(str(parties.features.base_url).rstrip("/"))
+    assert value(features, "labeldp_pricings_total", outcome="permission_denied") >= 1
 
 
 def test_another_tenants_grant_prices_nothing_for_this_one(parties: Parties) -> None:

@@ -25,6 +25,7 @@ from labeldp.priors import price_classes
 from labeldp.samples import adult_income
 from tests.support.features_party import deliver, pin_sender, put_table, train
 from tests.support.messages import SENDER, release
+from tests.support.metrics import scrape, value
 from tests.support.seeded import SeededRandom
 from tests.support.servers import features_server_thread, features_tenant_key
 
@@ -81,6 +82,9 @@ def test_a_classifier_prices_by_its_class_probabilities(tmp_path: Path) -> None:
         assert header.model_id == model and "higher class" in header.rule
         (record,) = c.get("/v1/pricings").json()["items"]
         assert (record["examples"], record["priced"], record["groups"]) == (PRICED, N, len(header.groups))
+        samples = scrape(base)
+        assert value(samples, "labeldp_pricings_total", outcome="answered") == 1
+        assert value(samples, "labeldp_examples_priced_total") == PRICED
 
 
 def test_unreported_classes_share_the_mass_the_release_estimated_for_them() -> None:
