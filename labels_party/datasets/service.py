@@ -98,6 +98,7 @@ class DatasetService:
             priors = list(session.execute(select(Priors).where(Priors.dataset_id == ds.id)).scalars())
             for row in priors:  # priors of a dataset nothing was released from: no release names them
                 session.delete(row)
+            session.flush()  # before the dataset they name (no relationship orders the two deletes)
             session.delete(ds)
         shutil.rmtree(self.data_dir.dataset(dataset_id), ignore_errors=True)
         for path in (p for row in priors for p in self.data_dir.priors_files(row.id)):

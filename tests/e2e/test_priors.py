@@ -323,3 +323,52 @@ def test_the_cli_grants_fetches_shows_and_deletes(parties: Parties) -> None:
     code, _, err = run("labels", "priors", "fetch", "--dataset", "weeks", "--recipient", "publisher", *L)
     assert code == 3 and "502 priors-refused" in err and "PERMISSION_DENIED" in err
     assert parties.grant().status_code == 200
+
+
+def test_which_examples_are_priced_and_how_does_not_depend_on_a_label(parties: Parties) -> None:
+    """Neighbouring datasets: two datasets whose uploads differ in one example's label — the requests list
+    the same IDs in the same order and the publisher answers the same groups and priors, so nothing a
+    priors exchange publishes or stores depends on a raw label (privacy invariant 13)."""
+    assert parties.grant().status_code == 200
+    client = parties.labels_tenant("neighbours")
+    assert client.post("/v1/recipients", json=parties.recipient()).status_code == 201
+    stored_ids = []
+    for name, label_of_w7 in (("a", 7), ("b", 52)):
+        ds = client.post(
+            "/v1/datasets", json={"name": name, "label_type": "count", "lo": 0, "hi": 52}
+        ).json()["id"]
+        rows = "".join(f"w{i},{label_of_w7 if i == 7 else i % 53}\n" for i in range(400))
+        body = "example_id,label\n" + rows
+        assert client.put(
+            f"/v1/datasets/{ds}/labels", content=body, headers={"Content-Type": "text/csv"}
+        ).is_success
+        made = client.post(f"/v1/datasets/{ds}/priors", json={"recipient": "publisher", "max_groups": 8})
+        assert made.status_code == 201, made.text
+        stored_ids.append(made.json()["id"])
+    paths = parties.labels_settings.paths()
+    a, b = (pq.read_table(paths.priors_groups(pid)) for pid in stored_ids)
+    assert a.equals(b) and a.num_rows == 400
+    np.testing.assert_array_equal(
+        np.load(paths.priors_matrix(stored_ids[0])), np.load(paths.priors_matrix(stored_ids[1]))
+    )
+
+
+def test_deleting_a_dataset_deletes_its_priors(parties: Parties) -> None:
+    assert parties.grant().status_code == 200
+    client = parties.labels_tenant("short-lived")
+    assert client.post("/v1/recipients", json=parties.recipient()).status_code == 201
+    ds = client.post("/v1/datasets", json={"name": "w", "label_type": "count", "lo": 0, "hi": 52}).json()[
+        "id"
+    ]
+    client.put(
+        f"/v1/datasets/{ds}/labels",
+        content=b"example_id,label\nw1,3\nw2,4\n",
+        headers={"Content-Type": "text/csv"},
+    )
+    made = client.post(f"/v1/datasets/{ds}/priors", json={"recipient": "publisher"})
+    assert made.status_code == 201, made.text
+    files = parties.labels_settings.paths().priors_files(made.json()["id"])
+    assert all(p.exists() for p in files)
+    assert client.delete(f"/v1/datasets/{ds}").status_code == 204
+    problem(client.get(f"/v1/priors/{made.json()['id']}"), 404, "not-found")
+    assert not any(p.exists() for p in files) and client.get("/v1/priors").json()["items"] == []
