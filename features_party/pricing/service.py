@@ -295,7 +295,7 @@ class Pricer:
             raise WireError("already_exists", f"request {request.request_id} was answered already") from exc
         log.info(
             "examples priced",
-            extra={"release_id": answer.priors_id, "examples": request.example_count},
+            extra={"priors_id": answer.priors_id, "examples": request.example_count},
         )
 
 

@@ -144,7 +144,7 @@ class PriorsService:
             message_sha256=_digest(answer.frames),
         )
         self.store.add(row, ids, keys, answer.groups, answer.priors, answer.frames)
-        log.info("priors stored", extra={"dataset_id": ds.id, "examples": len(ids)})
+        log.info("priors stored", extra={"priors_id": row.id, "dataset_id": ds.id, "examples": len(ids)})
         return row
 
     def list(self, tenant_id: str, paging: PageRequest, dataset_id: str | None = None) -> list[Priors]:
