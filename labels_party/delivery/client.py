@@ -20,7 +20,7 @@ from labeldp.v1 import delivery_pb2 as pb
 from labels_party.delivery.addresses import Target
 
 METHOD = "/labeldp.v1.FeaturesParty/DeliverRelease"
-RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
+RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 BACKOFF_BASE_S = 0.25
 BACKOFF_CAP_S = 8.0
 _jitter = secrets.SystemRandom()
@@ -78,10 +78,11 @@ def with_retries(
     attempts: int,
     sleep: Callable[[float], None],
     receive_bytes: int | None = None,
+    retryable: frozenset[grpc.StatusCode] = RETRYABLE,
 ) -> tuple[_Receipt | None, int, str, str]:
-    """``send`` on a fresh channel until it answers, backing off on UNAVAILABLE and DEADLINE_EXCEEDED
-    (and as long as a refusal asks): (the receipt or None, attempts made, last status, its detail).
-    Anything but a gRPC error that ``send`` raises ends the attempts at once."""
+    """``send`` on a fresh channel until it answers, backing off on ``retryable`` statuses (UNAVAILABLE
+    and DEADLINE_EXCEEDED) and as long as a refusal asks: (the receipt or None, attempts made, last
+    status, its detail). Anything but a gRPC error that ``send`` raises ends the attempts at once."""
     last_code, last_detail = "UNKNOWN", ""
     for attempt in range(1, attempts + 1):
         channel = channel_for(target, credentials, receive_bytes)
@@ -91,7 +92,7 @@ def with_retries(
             code: grpc.StatusCode = exc.code()
             last_code, last_detail = code.name, str(exc.details() or "")
             pushback = _pushback_s(exc)
-            if (code not in RETRYABLE and pushback is None) or attempt == attempts:
+            if (code not in retryable and pushback is None) or attempt == attempts:
                 return None, attempt, last_code, last_detail
             sleep(max(backoff(attempt), pushback or 0.0))
         finally:

@@ -1,5 +1,6 @@
 """Asking a features party for priors over gRPC (``FeaturesParty.PriceExamples``), dialled exactly as
-deliveries are (checked addresses, mutual TLS, retries with backoff), and reading its answer within
+deliveries are (checked addresses, mutual TLS, retries with backoff while it cannot be reached or asks
+to be retried; not after a deadline: it was pricing), and reading its answer within
 bounds: each frame at most gRPC's receive limit (set to what an honest answer needs), the whole answer
 at most ``answer_bytes_bound``, the call at most its deadline.
 
@@ -44,6 +45,9 @@ from labels_party.priors.verify import Expected, check_header
 METHOD = "/labeldp.v1.FeaturesParty/PriceExamples"
 REQUEST_TTL_SECONDS = 600  # a request is answered at once; it need not stay valid for long
 RECEIVE_BYTES = MAX_PRIORS_HEADER_BYTES + GROUP_BYTES * CHUNK_MAX_EXAMPLES + 2**16  # the largest frame
+# retried (with backoff) when the features party was not reached; an attempt that ran out of time is not
+# (it was pricing: another attempt would price everything again) — nor is a refusal, unless it asks
+RETRY_ON = frozenset({grpc.StatusCode.UNAVAILABLE})
 
 
 @dataclass(frozen=True)
@@ -105,6 +109,7 @@ class Exchange:
                 self.attempts,
                 self.sleep,
                 receive_bytes=RECEIVE_BYTES,
+                retryable=RETRY_ON,
             )
         finally:
             path.unlink(missing_ok=True)

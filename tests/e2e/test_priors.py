@@ -372,3 +372,27 @@ def test_deleting_a_dataset_deletes_its_priors(parties: Parties) -> None:
     assert client.delete(f"/v1/datasets/{ds}").status_code == 204
     problem(client.get(f"/v1/priors/{made.json()['id']}"), 404, "not-found")
     assert not any(p.exists() for p in files) and client.get("/v1/priors").json()["items"] == []
+
+
+def test_an_unreachable_publisher_is_retried_then_reported_without_network_detail(parties: Parties) -> None:
+    from labeldp.processes import free_port
+
+    client = parties.labels_tenant("far-away")
+    gone = parties.recipient(grpc_address=f"127.0.0.1:{free_port()}", tls_ca_pem=None)
+    assert client.post("/v1/recipients", json=gone).status_code == 201
+    ds = client.post("/v1/datasets", json={"name": "w", "label_type": "count", "lo": 0, "hi": 52}).json()[
+        "id"
+    ]
+    client.put(
+        f"/v1/datasets/{ds}/labels", content=b"example_id,label\nw1,3\n", headers={"Content-Type": "text/csv"}
+    )
+    body = problem(
+        client.post(f"/v1/datasets/{ds}/priors", json={"recipient": "publisher"}), 502, "priors-refused"
+    )
+    assert (
+        body["grpc_status"] == "UNAVAILABLE" and body["attempts"] == parties.labels_settings.delivery_attempts
+    )
+    assert "could not be reached" in body["reason"] and "refused" not in body["reason"].lower().replace(
+        "priors-refused", ""
+    )
+    assert client.get("/v1/priors").json()["items"] == []

@@ -23,11 +23,15 @@ from features_party.config import FeaturesSettings
 from features_party.storage import db
 from features_party.storage.orm import Pricing, TrainingJob
 from labeldp.common.identity import Identity
+from labeldp.common.model_message import sign_model
 from labeldp.common.wire.pricing import PricingAsk, signed_request, spool_ids
 from labeldp.common.wire.records import read_records
+from labeldp.v1 import delivery_pb2 as pb
 from labeldp.v1 import priors_pb2 as ppb
 from tests.support.features_party import deliver, pin_sender, put_table
+from tests.support.labels_api import problem
 from tests.support.messages import SENDER, identity_bins, release
+from tests.support.receiver import model_payload
 from tests.support.servers import features_server_thread, features_tenant_key
 
 METHOD = "/labeldp.v1.FeaturesParty/PriceExamples"
@@ -42,6 +46,35 @@ class Setup:
     tenant: str
     other_tenant: str
     tmp: Path
+    client: httpx.Client
+    release_id: str
+
+    def job(self, **changes: object) -> str:
+        """A training job row of this tenant (its files never written: only the grant reads it)."""
+        job = TrainingJob(
+            id=str(uuid.uuid4()),
+            tenant_id=self.tenant,
+            release_id=self.release_id,
+            feature_table="census",
+            feature_table_version=1,
+            kind="hgb",
+            debias="affine",
+            loss="squared",
+            validation_fraction=0.2,
+            status="succeeded",
+            progress={},
+            metrics={"validation_loss_vs_binned_true_labels_unbiased": 40.0},
+            provenance={},
+        )
+        for name, value in changes.items():
+            setattr(job, name, value)
+        engine = db.make_engine(self.settings.resolved_database_url())
+        try:
+            with db.session_factory(engine).begin() as s:
+                s.add(job)
+        finally:
+            engine.dispose()
+        return job.id
 
     def ask(self, **changes: object) -> PricingAsk:
         now = int(time.time() * 1000)
@@ -116,31 +149,13 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
             put_table(c, "census", pa.table({"example_id": IDS, "age": list(range(200))})).status_code == 201
         )
         tenant = c.get("/v1/identity").json()["tenant_id"]
-        model_id = str(uuid.uuid4())
-        engine = db.make_engine(settings.resolved_database_url())
-        with db.session_factory(engine).begin() as s:  # a model whose files are gone
-            s.add(
-                TrainingJob(
-                    id=model_id,
-                    tenant_id=tenant,
-                    release_id=rel.release_id,
-                    feature_table="census",
-                    feature_table_version=1,
-                    kind="hgb",
-                    debias="affine",
-                    loss="squared",
-                    validation_fraction=0.2,
-                    status="succeeded",
-                    progress={},
-                    metrics={"validation_loss_vs_binned_true_labels_unbiased": 40.0},
-                    provenance={},
-                )
-            )
-        engine.dispose()
+        port = int(c.get("/v1/identity").json()["grpc_port"])
+        other_tenant = c_other.get("/v1/identity").json()["tenant_id"]
+        found = Setup(settings, port, sender, tenant, other_tenant, tmp, c, rel.release_id)
+        model_id = found.job()  # a model whose files are gone
         granted = c.put(f"/v1/senders/{SENDER}/pricing", json={"model_id": model_id})
         assert granted.status_code == 200, granted.text
-        port = int(c.get("/v1/identity").json()["grpc_port"])
-        yield Setup(settings, port, sender, tenant, c_other.get("/v1/identity").json()["tenant_id"], tmp)
+        yield found
 
 
 def test_a_valid_request_reaches_the_model(setup: Setup) -> None:
@@ -271,3 +286,28 @@ def test_hostile_ids_are_refused_before_the_model_is_loaded(setup: Setup, case: 
     assert setup.pricings() == before
     spools = setup.settings.data_dir / "tmp"
     assert not any(p.is_file() for p in spools.rglob("*")), "a spooled file was left behind"
+
+
+def test_only_a_complete_model_of_the_tenants_own_can_be_granted(setup: Setup) -> None:
+    c = setup.client
+
+    def grant(model_id: str) -> httpx.Response:
+        return c.put(f"/v1/senders/{SENDER}/pricing", json={"model_id": model_id})
+
+    before = c.get(f"/v1/senders/{SENDER}/pricing").json()
+    problem(grant(setup.job(status="running")), 409, "model-not-complete")
+    problem(grant(setup.job(loss="poisson")), 409, "model-not-priceable")
+    problem(grant(setup.job(tenant_id=setup.other_tenant)), 404, "not-found")
+    problem(grant(str(uuid.uuid4())), 404, "not-found")
+    # a semi-sensitive model, trained by the labels party and delivered here: not this party's to price with
+    payload = model_payload(setup.sender, recipient_id="publisher", recipient_tenant=setup.tenant)
+    with grpc.insecure_channel(f"127.0.0.1:{setup.port}") as channel:
+        channel.unary_unary(
+            "/labeldp.v1.FeaturesParty/DeliverModel",
+            request_serializer=pb.SignedModel.SerializeToString,
+            response_deserializer=pb.ModelReceipt.FromString,
+        )(pb.SignedModel(envelope=sign_model(payload, setup.sender)), timeout=30)
+    assert c.get(f"/v1/semi-sensitive-models/{payload.model_id}").status_code == 200
+    problem(grant(payload.model_id), 409, "model-not-priceable")
+    problem(c.put("/v1/senders/nobody/pricing", json={"model_id": before["model_id"]}), 404, "not-found")
+    assert c.get(f"/v1/senders/{SENDER}/pricing").json() == before  # every refusal changed nothing
