@@ -24,6 +24,7 @@ BENCHMARKS = (
     "bench_upload",
     "bench_ledger",
     "bench_delivery",
+    "bench_data_path",
     "bench_features",
     "bench_generalization",
     "bench_load",

@@ -8,6 +8,7 @@ are parsed there, so a malformed frame is answered INVALID_ARGUMENT like every o
 from __future__ import annotations
 
 import logging
+import threading
 from concurrent import futures
 
 import grpc
@@ -16,6 +17,7 @@ from grpc_reflection.v1alpha import reflection
 
 from features_party.config import FeaturesSettings
 from features_party.receiver.service import Receiver
+from labeldp.common.blake2b_batch import compiled
 from labeldp.common.wire.format import MAX_MESSAGE_BYTES
 from labeldp.v1 import delivery_pb2 as pb
 
@@ -75,4 +77,6 @@ def build_server(receiver: Receiver, settings: FeaturesSettings) -> tuple[grpc.S
             "or set LABELDP_FEATURES_ALLOW_PLAINTEXT=true for local development"
         )
     server.start()
+    # load (from numba's disk cache, or compile once) the ID hash kernel now, not in the first delivery
+    threading.Thread(target=compiled, name="warm-id-hash", daemon=True).start()
     return server, port
