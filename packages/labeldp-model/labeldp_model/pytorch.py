@@ -1,0 +1,86 @@
+"""The corrected losses of ``labeldp_model.losses`` as a PyTorch module (``pip install
+labeldp-model[torch]``): train a network on a release's released values as if on the true labels.
+
+    criterion = ReleaseLoss(release, "squared")       # or "poisson" (log rate), "bce" (logit)
+    loss = criterion(model(x).squeeze(-1), released_value)
+    loss.backward()
+
+The same formulas as ``losses`` (one definition of each correction, tested against each other), in
+torch operations so that autograd differentiates them: for ``squared``, ``poisson`` and
+``bce_unbiased`` each row's loss is an unbiased estimate of the loss on its true bin value; ``bce`` is
+the forward correction, smallest where the network's probability is the true class probability.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from labeldp_model.correction import BinsCorrection
+from labeldp_model.errors import ReleasedValuesError
+from labeldp_model.losses import _in_unit_interval, binary, corrected_loss
+from labeldp_model.release import Release
+from labeldp_model.targets import correction_of
+
+
+class ReleaseLoss(nn.Module):
+    """``loss``: ``squared`` (raw = the prediction), ``poisson`` (raw = the log rate), ``bce`` (forward
+    correction; raw = the logit of class 1) or ``bce_unbiased``; ``reduction``: ``mean``, ``sum`` or
+    ``none``. Released values are checked against the release's bin values (a ``ReleasedValuesError``
+    names a stray one)."""
+
+    def __init__(self, release: Release | BinsCorrection, loss: str, reduction: str = "mean") -> None:
+        super().__init__()
+        self.correction = correction_of(release)
+        self.loss = corrected_loss(loss).name
+        if reduction not in ("mean", "sum", "none"):
+            raise ValueError(f"reduction must be mean, sum or none, got {reduction!r}")
+        self.reduction = reduction
+        c = self.correction
+        if c.m > 1:
+            c._check_invertible()
+        if self.loss == "bce":
+            binary(c)
+        elif self.loss == "bce_unbiased":
+            _in_unit_interval(c)
+        values = np.asarray(c.bin_values, dtype=np.float64)
+        self.register_buffer("bin_values", torch.as_tensor(values))
+        self.a, self.b = (1.0, 0.0) if c.m == 1 else (c.a, c.b)
+        self.total, self.total_squares = float(values.sum()), float(np.square(values).sum())
+
+    def _checked(self, released: torch.Tensor) -> torch.Tensor:
+        values = self.get_buffer("bin_values")
+        known = torch.isin(released.detach().to(torch.float64), values)
+        if not bool(known.all()):
+            stray = released.detach()[~known].flatten()[0].item()
+            raise ReleasedValuesError(
+                f"{int((~known).sum())} values are not bin values of the release (first: {stray!r}); "
+                "pass the released_value column (without capped rows)"
+            )
+        return released
+
+    def forward(self, raw: torch.Tensor, released: torch.Tensor) -> torch.Tensor:
+        y = self._checked(released).to(raw.dtype)
+        a, b = self.a, self.b
+        target = (y - b * self.total) / a  # ỹ
+        if self.loss == "squared":
+            rows = (raw - target) ** 2 + (y**2 - b * self.total_squares) / a - target**2
+        elif self.loss == "poisson":
+            rows = torch.exp(raw) - target * raw
+        elif self.loss == "bce_unbiased":
+            rows = nn.functional.softplus(raw) - target * raw
+        else:  # bce: q = b + a·σ(z), 1 − q = b + a·σ(−z)
+            log_a = torch.log(torch.as_tensor(a, dtype=raw.dtype))
+            log_b = torch.log(torch.as_tensor(b, dtype=raw.dtype))
+            log_q = torch.logaddexp(log_b, log_a + nn.functional.logsigmoid(raw))
+            log_not_q = torch.logaddexp(log_b, log_a + nn.functional.logsigmoid(-raw))
+            rows = -(y * log_q + (1 - y) * log_not_q)
+        if self.reduction == "mean":
+            return rows.mean()
+        if self.reduction == "sum":
+            return rows.sum()
+        return rows
+
+
+__all__ = ["ReleaseLoss", "ReleasedValuesError"]
