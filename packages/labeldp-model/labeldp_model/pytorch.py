@@ -21,7 +21,7 @@ from labeldp_model.correction import BinsCorrection
 from labeldp_model.errors import ReleasedValuesError
 from labeldp_model.losses import _in_unit_interval, binary, corrected_loss
 from labeldp_model.release import Release
-from labeldp_model.targets import correction_of
+from labeldp_model.targets import FLOAT32_ROUNDING, correction_of
 
 
 class ReleaseLoss(nn.Module):
@@ -44,21 +44,27 @@ class ReleaseLoss(nn.Module):
             binary(c)
         elif self.loss == "bce_unbiased":
             _in_unit_interval(c)
-        values = np.asarray(c.bin_values, dtype=np.float64)
+        values = np.unique(np.asarray(c.bin_values, dtype=np.float64))
         self.register_buffer("bin_values", torch.as_tensor(values))
         self.a, self.b = (1.0, 0.0) if c.m == 1 else (c.a, c.b)
         self.total, self.total_squares = float(values.sum()), float(np.square(values).sum())
 
     def _checked(self, released: torch.Tensor) -> torch.Tensor:
+        """Each released value snapped to its bin value (float32 keeps ~7 digits), or refused."""
         values = self.get_buffer("bin_values")
-        known = torch.isin(released.detach().to(torch.float64), values)
-        if not bool(known.all()):
-            stray = released.detach()[~known].flatten()[0].item()
+        y = released.detach().to(torch.float64).reshape(-1)
+        right = torch.clamp(torch.searchsorted(values, y), 1, max(values.numel() - 1, 1))
+        left = right - 1 if values.numel() > 1 else torch.zeros_like(right)
+        use_left = (y - values[left]).abs() <= (y - values[right]).abs()
+        nearest = torch.where(use_left, values[left], values[right])
+        stray = (y - nearest).abs() > FLOAT32_ROUNDING * torch.clamp(nearest.abs(), min=1.0)
+        if bool(stray.any()):
+            first = y[stray][0].item()
             raise ReleasedValuesError(
-                f"{int((~known).sum())} values are not bin values of the release (first: {stray!r}); "
+                f"{int(stray.sum())} values are not bin values of the release (first: {first!r}); "
                 "pass the released_value column (without capped rows)"
             )
-        return released
+        return nearest.reshape(released.shape)
 
     def forward(self, raw: torch.Tensor, released: torch.Tensor) -> torch.Tensor:
         y = self._checked(released).to(raw.dtype)

@@ -23,6 +23,7 @@ from labeldp_model.errors import ReleasedValuesError
 from labeldp_model.release import Release
 
 Array = npt.NDArray[np.float64]
+FLOAT32_ROUNDING = 1e-6  # relative: float32 keeps ~7 digits (its ulp is 1.2e-7 relative)
 
 
 def correction_of(release: Release | BinsCorrection) -> BinsCorrection:
@@ -30,21 +31,27 @@ def correction_of(release: Release | BinsCorrection) -> BinsCorrection:
 
 
 def checked_values(correction: BinsCorrection, released_values: npt.ArrayLike) -> Array:
-    """The released values as floats, refused unless each is one of the release's bin values (a
-    capped row of a user-level release has none: drop it; a bin code or a true label is not one)."""
+    """The released values, each snapped to the release's bin value it is (boosters hand labels back as
+    float32: a value within float32 rounding of a bin value is that value), refused otherwise (a capped
+    row of a user-level release has none: drop it; a bin code or a true label is not one)."""
     values = np.asarray(released_values, dtype=np.float64).reshape(-1)
     if not np.all(np.isfinite(values)):
         raise ReleasedValuesError(
             "released values must be finite: drop the rows without one (capped rows of a user-level release)"
         )
-    known = np.asarray(correction.bin_values, dtype=np.float64)
-    stray = ~np.isin(values, known)
+    known = np.unique(np.asarray(correction.bin_values, dtype=np.float64))
+    right = np.clip(np.searchsorted(known, values), 1, max(known.size - 1, 1))
+    left = right - 1 if known.size > 1 else np.zeros_like(right)
+    nearest = np.where(
+        np.abs(values - known[left]) <= np.abs(values - known[right]), known[left], known[right]
+    )
+    stray = np.abs(values - nearest) > FLOAT32_ROUNDING * np.maximum(1.0, np.abs(nearest))
     if stray.any():
         raise ReleasedValuesError(
             f"{int(stray.sum())} values are not bin values of the release (first: {values[stray][0]!r}); "
             "pass the released_value column"
         )
-    return values
+    return nearest
 
 
 def unbiased_targets(release: Release | BinsCorrection, released_values: npt.ArrayLike) -> Array:
