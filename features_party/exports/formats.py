@@ -50,7 +50,10 @@ def encode(fmt: str, schema: pa.Schema, tables: Iterable[pa.Table]) -> Iterator[
     else:
         writer = pa.ipc.new_stream(sink, schema)
     try:
-        yield sink.take()
+        if (
+            header := sink.take()
+        ):  # Parquet's magic bytes; an IPC stream writes its schema with the first batch
+            yield header
         for table in tables:
             if fmt == PARQUET:
                 assert isinstance(writer, pq.ParquetWriter)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,7 +56,7 @@ class Export:
     media_type: str
     filename: str
     headers: dict[str, str]
-    chunks: Iterator[bytes] = field(repr=False)
+    chunks: Generator[bytes, None, None] = field(repr=False)
 
 
 class Exports:
@@ -223,7 +223,7 @@ class Exports:
         selected: list[Piece],
         headers: dict[str, str],
     ) -> Export:
-        def chunks() -> Iterator[bytes]:
+        def chunks() -> Generator[bytes, None, None]:
             try:
                 yield from formats.encode(fmt, schema, tables)
             finally:

@@ -7,6 +7,7 @@ that leaves mid-stream — answered clearly with nothing left behind."""
 from __future__ import annotations
 
 import io
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from features_party.config import FeaturesSettings
-from features_party.exports import partitions, plan
+from features_party.exports import formats, partitions, plan
 from labeldp.common.identity import Identity
 from labeldp.mechanisms import BinsNoise, PublishedMechanism
 from labeldp_model import Release
@@ -231,25 +232,79 @@ def test_a_client_that_leaves_mid_stream_leaves_nothing_behind(
     party: Party, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With one export allowed at a time: a second one while the first streams is 429 with Retry-After;
-    once the first client hangs up after its first row group, the slot is free again and no file of
-    the export remains."""
-    monkeypatch.setattr(plan, "MAX_GROUP_ROWS", 200)
-    monkeypatch.setattr(plan, "MIN_GROUP_ROWS", 100)
+    once the first client hangs up after the first bytes, the slot is free again and no file of the
+    export (its spilled partitions) remains. The first export is held after its header until the
+    client has left, so that the order is certain."""
     monkeypatch.setattr(partitions, "IN_MEMORY_UP_TO", 10)
     monkeypatch.setattr(partitions, "PARTITION_ROWS", 900)
+    gate, real = threading.Event(), formats.encode
+
+    def held(fmt: str, schema: pa.Schema, tables: Iterator[pa.Table]) -> Iterator[bytes]:
+        chunks = real(fmt, schema, tables)
+        for chunk in chunks:
+            yield chunk
+            if chunk:
+                break
+        gate.wait(30)
+        yield from chunks
+
+    monkeypatch.setattr(formats, "encode", held)
     url = f"/v1/releases/{party.release_id}/training-set"
     with party.c.stream("GET", url, params={"feature_table": "census", "format": "arrow"}) as r:
         assert r.status_code == 200
-        first = next(r.iter_bytes(64))
-        assert first
+        assert next(r.iter_bytes(64))
         busy = party.c.get(url, params={"feature_table": "census"})
         assert busy.status_code == 429 and busy.json()["type"] == "too-many-exports"
         assert int(busy.headers["Retry-After"]) > 0
-    # the stream was cut: the server notices, closes the generator and frees the slot
+    gate.set()  # the client has left; the export's thread finishes its chunk and is closed
     for _ in range(100):
         again = party.c.get(f"/v1/releases/{party.release_id}/released-values")
         if again.status_code == 200:
             break
         time.sleep(0.1)
     assert again.status_code == 200
-    assert not [p for p in party.data_dir.rglob(".export-*")]
+    assert not list(party.data_dir.rglob(".export-*"))
+
+
+def test_the_client_and_the_command_write_the_export_and_its_description(
+    party: Party, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``FeaturesClient.download_training_set`` resumes a stream cut after its first blocks at the
+    first row group it had not written, and writes one Parquet file with the description beside it;
+    ``labeldp features export`` does the same from the command line."""
+    from typer.testing import CliRunner
+
+    from labeldp.cli import app
+    from labeldp.client import FeaturesClient
+
+    monkeypatch.setattr(plan, "MAX_GROUP_ROWS", 500)
+    monkeypatch.setattr(plan, "MIN_GROUP_ROWS", 100)
+    real = httpx.Response.iter_bytes
+    cuts = {"left": 2}
+
+    def cut(self: httpx.Response, chunk_size: int | None = None) -> Iterator[bytes]:
+        for i, block in enumerate(real(self, 4096)):
+            if i == 5 and cuts["left"]:
+                cuts["left"] -= 1
+                raise httpx.RemoteProtocolError("peer closed connection")
+            yield block
+
+    monkeypatch.setattr(httpx.Response, "iter_bytes", cut)
+    key = party.c.headers["Authorization"].removeprefix("Bearer ")
+    out = tmp_path / "train.parquet"
+    with FeaturesClient(str(party.c.base_url), key) as client:
+        rows = client.download_training_set(party.release_id, out, "census", row_groups_per_request=3)
+    assert cuts["left"] == 0 and rows == 5_500
+    assert _same(pq.read_table(out), _expected(party))
+    assert Release.load(out).release_id == party.release_id
+    assert not list(tmp_path.glob("*.partial"))
+    monkeypatch.setattr(httpx.Response, "iter_bytes", real)
+    values = tmp_path / "values.parquet"
+    done = CliRunner().invoke(
+        app,
+        ["features", "export", "--release", party.release_id, "-o", str(values)],
+        env={"LABELDP_FEATURES_URL": str(party.c.base_url), "LABELDP_FEATURES_API_KEY": key},
+    )
+    assert done.exit_code == 0, done.output
+    assert "6,000 rows" in done.output and pq.read_table(values).num_rows == 6_000
+    assert Release.load(values).description["export"] == "released-values"

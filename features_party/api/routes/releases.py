@@ -2,10 +2,12 @@
 training set (the release joined to a feature table) and the released values alone — for trainers
 outside the service (``features_party.exports``)."""
 
+from collections.abc import AsyncIterator
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
+from starlette.concurrency import iterate_in_threadpool
 
 from features_party.api.deps import Caller, ExportService, Releases
 from features_party.api.routes.feature_tables import TableName
@@ -51,8 +53,18 @@ EXPORT_ERRORS = errors(
 
 
 def _streamed(export: Export) -> StreamingResponse:
+    async def body() -> AsyncIterator[bytes]:
+        """The export's bytes from the thread pool; when the client leaves, the cancellation reaches
+        this frame once the chunk in progress is done, and the export is closed at once (its files
+        and its slot freed), not whenever the garbage collector gets to it."""
+        try:
+            async for chunk in iterate_in_threadpool(export.chunks):
+                yield chunk
+        finally:
+            export.chunks.close()
+
     return StreamingResponse(
-        export.chunks,
+        body(),
         media_type=export.media_type,
         headers={**export.headers, "Content-Disposition": f'attachment; filename="{export.filename}"'},
     )
