@@ -25,6 +25,7 @@ BENCHMARKS = (
     "bench_ledger",
     "bench_delivery",
     "bench_features",
+    "bench_export",
     "bench_generalization",
     "bench_load",
     "bench_demo",
