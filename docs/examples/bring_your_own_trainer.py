@@ -61,7 +61,7 @@ features = prices.features.append_column("example_id", ids).take(pa.array(rows))
 csv.write_csv(features, work / "features.csv")
 services = ExitStack()
 atexit.register(services.close)
-conn = services.enter_context(local_parties(work, work / "logs", uuid.uuid4().hex[:8], 1.0, None, say=print))
+conn = services.enter_context(local_parties(work, work / "logs", uuid.uuid4().hex[:8], 4.0, None, say=print))
 advertiser = services.enter_context(LabelsClient(conn.labels_url, conn.labels_key))
 publisher = services.enter_context(FeaturesClient(conn.features_url, conn.features_key))
 publisher.pin_sender(advertiser.identity()["party_id"], advertiser.identity()["public_key_pem"])
@@ -195,7 +195,7 @@ for epsilon, (release_id, _, _) in exported.items():
         np.asarray(publisher.predict(job["id"], test_ids))
     )
 table = pd.DataFrame(scores).T.rename(columns=lambda e: f"RMSE at ε = {e:g} (USD)")
-print(table.round(0))
+print(table.round(0).to_string())
 
 # %% [markdown]
 # Where the bins are few (ε = 1), the uncorrected models are pulled towards the middle of the price
