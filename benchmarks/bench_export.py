@@ -140,7 +140,7 @@ def baseline(folder: str, n: int) -> None:
 
 
 def main(sizes: tuple[int, ...] = SIZES) -> None:
-    rows = []
+    rows: list[dict[str, Any]] = []
     for n in sizes:
         with tempfile.TemporaryDirectory() as tmp:
             write_features(Path(tmp) / "features.parquet", n)

@@ -83,15 +83,15 @@ publisher.upload_table("diamonds", work / "features.csv")
 # randomized response.
 
 # %%
-exported = {}
+exported: dict[float, tuple[str, Path, Release]] = {}
 for epsilon in (1.0, 4.0):
-    release = advertiser.release(
+    answer = advertiser.release(
         dataset["id"], epsilon, me["party_id"], "squared", idempotency_key=f"byo-{epsilon}"
     )
-    advertiser.deliver(release["id"])
+    advertiser.deliver(answer["id"])
     path = work / f"train-eps{epsilon:g}.parquet"
-    rows_out = publisher.download_training_set(release["id"], path, "diamonds")
-    exported[epsilon] = (release["id"], path, Release.load(path))
+    rows_out = publisher.download_training_set(answer["id"], path, "diamonds")
+    exported[epsilon] = (answer["id"], path, Release.load(path))
     r = exported[epsilon][2]
     print(
         f"ε = {epsilon:g}: {rows_out:,} rows; {r.correction.m} bins {np.round(r.correction.bin_values)}, "
@@ -115,7 +115,7 @@ def encode(table: pa.Table, like: pd.DataFrame | None = None) -> pd.DataFrame:
 
 test_table = features.filter(pc.is_in(features.column("example_id"), value_set=ids.take(pa.array(test))))
 X_by_eps = {}
-for epsilon, (_, path, _) in exported.items():
+for epsilon, (_release_id, path, _release) in exported.items():
     train_table = pq.read_table(path)
     X = encode(train_table)
     mean, scale = X.mean(), X.std().replace(0, 1)
@@ -138,13 +138,14 @@ truth = np.asarray(prices.labels[[int(i[1:]) for i in test_ids]])
 # %%
 def network(X: np.ndarray, y: np.ndarray, criterion: torch.nn.Module, start: float) -> torch.nn.Module:
     torch.manual_seed(0)  # the network's initialisation: the labels' noise came from the service
-    net = torch.nn.Sequential(torch.nn.Linear(X.shape[1], 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
-    torch.nn.init.zeros_(net[2].weight)
-    torch.nn.init.constant_(net[2].bias, start / 1000)
+    head = torch.nn.Linear(64, 1)
+    torch.nn.init.zeros_(head.weight)
+    torch.nn.init.constant_(head.bias, start / 1000)
+    net = torch.nn.Sequential(torch.nn.Linear(X.shape[1], 64), torch.nn.ReLU(), head)
     optimizer = torch.optim.Adam(net.parameters(), lr=3e-3)
     Xt, yt = torch.tensor(X), torch.tensor(y, dtype=torch.float32)
     for _ in range(40):
-        for batch in torch.randperm(len(Xt)).split(256):
+        for batch in torch.split(torch.randperm(len(Xt)), 256):
             optimizer.zero_grad()
             criterion(1000 * net(Xt[batch]).squeeze(-1), yt[batch]).backward()
             optimizer.step()
@@ -157,9 +158,9 @@ def rmse(predicted: np.ndarray) -> float:
 
 scores: dict[str, dict[float, float]] = {}
 for epsilon, (X, X_test, released) in X_by_eps.items():
-    release = exported[epsilon][2]
+    rel = exported[epsilon][2]
     for name, criterion, start in (
-        ("PyTorch, corrected", ReleaseLoss(release, "squared"), initial_score(release, "squared", released)),
+        ("PyTorch, corrected", ReleaseLoss(rel, "squared"), initial_score(rel, "squared", released)),
         ("PyTorch, uncorrected", torch.nn.MSELoss(), float(released.mean())),
     ):
         net = network(X, released, criterion, start)
@@ -174,13 +175,15 @@ for epsilon, (X, X_test, released) in X_by_eps.items():
 
 # %%
 for epsilon, (X, X_test, released) in X_by_eps.items():
-    release = exported[epsilon][2]
-    start = initial_score(release, "squared", released)
-    corrected = lightgbm.LGBMRegressor(objective=Objective(release, "squared"), n_estimators=200, verbose=-1)
+    rel = exported[epsilon][2]
+    start = initial_score(rel, "squared", released)
+    corrected = lightgbm.LGBMRegressor(objective=Objective(rel, "squared"), n_estimators=200, verbose=-1)
     corrected.fit(X, released, init_score=np.full(len(X), start))
     plain = lightgbm.LGBMRegressor(n_estimators=200, verbose=-1).fit(X, released)
-    scores.setdefault("LightGBM, corrected", {})[epsilon] = rmse(corrected.predict(X_test) + start)
-    scores.setdefault("LightGBM, uncorrected", {})[epsilon] = rmse(plain.predict(X_test))
+    scores.setdefault("LightGBM, corrected", {})[epsilon] = rmse(
+        np.asarray(corrected.predict(X_test)) + start
+    )
+    scores.setdefault("LightGBM, uncorrected", {})[epsilon] = rmse(np.asarray(plain.predict(X_test)))
 
 # %% [markdown]
 # ## 5. Beside the service's own model
@@ -189,7 +192,7 @@ for epsilon, (X, X_test, released) in X_by_eps.items():
 # asked for the same held-out diamonds by ID.
 
 # %%
-for epsilon, (release_id, _, _) in exported.items():
+for epsilon, (release_id, _path, _release) in exported.items():
     job = publisher.wait_for_job(publisher.train(release_id, "diamonds", model="hgb", debias="affine")["id"])
     scores.setdefault("the service's model", {})[epsilon] = rmse(
         np.asarray(publisher.predict(job["id"], test_ids))

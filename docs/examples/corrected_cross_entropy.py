@@ -74,7 +74,7 @@ def train(criterion: torch.nn.Module) -> np.ndarray:
     optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
     Xt, yt = torch.tensor(X[~test]), torch.tensor(released, dtype=torch.float32)
     for _ in range(8):
-        for batch in torch.randperm(len(Xt)).split(256):
+        for batch in torch.split(torch.randperm(len(Xt)), 256):
             optimizer.zero_grad()
             criterion(net(Xt[batch]).squeeze(-1), yt[batch]).backward()
             optimizer.step()
