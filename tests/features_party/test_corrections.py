@@ -4,9 +4,10 @@ integer sampler's probabilities), and each check shown to fail for a correction 
 
 Unbiased corrections (squared, Poisson, unbiased cross-entropy, sample rows for any loss): for every
 true bin ``i`` and prediction ``f``, ``Σ_o T[i, o]·ℓ̃(f, v_o) = ℓ(f, v_i)`` and the same for the
-gradient. The forward correction for two classes: at the true class probability the expected gradient
-is 0 and the expected squared gradient is the Fisher Hessian it reports. Then the same numbers through
-PyTorch's autograd, LightGBM and XGBoost (both interfaces of each), and scikit-learn's signed weights.
+gradient. The forward correction for two classes and for many: at the true class probabilities the
+expected gradient is 0 and the expected squared gradient is the Fisher Hessian it reports. Then the
+same numbers through PyTorch's autograd, LightGBM and XGBoost (both interfaces of each), and
+scikit-learn's signed weights.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from labeldp_model import (
     ReleaseFormatError,
     UnknownMechanismError,
     gradient_hessian,
+    initial_logits,
     initial_score,
     loss_values,
     sample_rows,
@@ -170,6 +172,72 @@ def test_the_forward_correction_is_right_at_the_true_probability(epsilon: float)
         assert initial_score(rel, "bce", released) == pytest.approx(np.log(p / (1 - p)), abs=1e-4)
 
 
+def four_classes(epsilon: float) -> PublishedMechanism:
+    """RR-Top-k over four classes whose prior order is not theirs (bin j reports the j-th most likely):
+    all four reported at ε = 3, three of them at ε = 1."""
+    prior = np.array([0.1, 0.4, 0.2, 0.3])
+    return optimize_rr_top_k(prior, epsilon).describe(prior=prior, epsilon_prior=0.1)
+
+
+def released_distribution(mech: PublishedMechanism, truth: np.ndarray) -> np.ndarray:
+    """P(released bin o) for true classes drawn from ``truth``: the mechanism's own transition (an
+    unreported class's row is uniform over the bins)."""
+    return np.asarray(truth @ mech.transition_matrix())
+
+
+def categorical_moments(
+    release: Release, z: np.ndarray, released: np.ndarray, values: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """At logits ``z`` (one row): the gradient's mean and mean square when bin ``o`` is released with
+    probability ``released[o]`` and reads as ``values[o]``, and the Hessian reported."""
+    mean, second = np.zeros(values.size), np.zeros(values.size)
+    for o in range(values.size):
+        g, h = gradient_hessian(release, "cross_entropy", z, [values[o]])
+        mean, second = mean + released[o] * g[0], second + released[o] * g[0] ** 2
+    return mean, second, h[0]
+
+
+@pytest.mark.parametrize(("epsilon", "reported"), [(3.0, 4), (1.0, 3)])
+def test_the_categorical_forward_correction_is_right_at_the_true_probabilities(
+    epsilon: float, reported: int
+) -> None:
+    """For true class probabilities P: at logits log p*, p* = P on the reported classes (in ascending
+    order) plus the unreported mass spread evenly over them, the expected gradient over the mechanism's
+    released classes is 0, the expected squared gradient is the reported Fisher Hessian, and the start
+    from the released shares is p*. A correction made for ε + 1 is off; so is one read a class over."""
+    mech = four_classes(epsilon)
+    assert mech.m == reported
+    rel, wrong = release_of(mech), one_epsilon_off(mech)
+    v = np.asarray(mech.bin_values)
+    order = np.argsort(v)  # column j ↔ the j-th class in ascending order
+    rng = np.random.default_rng(3)
+    for truth in (np.array([0.1, 0.4, 0.2, 0.3]), *rng.dirichlet(np.ones(4), 4)):
+        r = released_distribution(mech, truth)
+        unreported = 1 - truth[v.astype(int)].sum()
+        p = truth[v[order].astype(int)] + unreported / mech.m
+        z = np.log(p)[None, :]
+        mean, second, hessian = categorical_moments(rel, z, r, v)
+        assert np.max(np.abs(mean)) < 1e-12 and second == pytest.approx(hessian, rel=1e-9)
+        assert np.max(np.abs(categorical_moments(wrong, z, r, v)[0])) > 1e-3
+        assert np.max(np.abs(categorical_moments(rel, z, r, np.roll(v, 1))[0])) > 1e-3
+        released = np.repeat(v, np.round(r * 1e6).astype(int))
+        start = initial_logits(rel, released)
+        assert np.allclose(np.exp(start) / np.exp(start).sum(), p, atol=1e-5)
+
+
+def test_the_categorical_loss_of_two_classes_is_the_binary_one() -> None:
+    """Two logits (0, z) are the binary logit z: ``cross_entropy`` gives ``bce``'s loss, and the
+    gradient in the second logit is ``bce``'s (an independent formula for two classes)."""
+    rel = release_of(two_classes(1.0))
+    for y in (0.0, 1.0):
+        z = np.c_[np.zeros_like(F), F]
+        values = np.full(F.size, y)
+        assert np.allclose(loss_values(rel, "cross_entropy", z, values), loss_values(rel, "bce", F, values))
+        gradient, _ = gradient_hessian(rel, "cross_entropy", z, values)
+        assert np.allclose(gradient[:, 1], gradient_hessian(rel, "bce", F, values)[0])
+        assert np.allclose(gradient.sum(axis=1), 0)  # adding a constant to every logit changes nothing
+
+
 def test_sample_rows_make_any_loss_unbiased() -> None:
     """Absolute error is not affine in the label: the expanded rows and signed weights still give
     E[Σ_j w_j·|f − v_j| | bin i] = |f − v_i|, and scikit-learn fits with them."""
@@ -208,6 +276,23 @@ def test_the_pytorch_module_computes_the_same_losses_and_gradients(loss: str) ->
     assert np.allclose(scores.grad.numpy(), scale * gradient, rtol=1e-10, atol=1e-12)
     mean = ReleaseLoss(rel, loss)(scores, torch.tensor(released))
     assert mean.item() == pytest.approx(rows.mean().item())
+
+
+def test_the_pytorch_module_computes_the_categorical_loss_and_gradient() -> None:
+    mech = four_classes(1.0)
+    rel = release_of(mech)
+    v = np.asarray(mech.bin_values)
+    released = np.tile(v, 5)
+    raw = np.random.default_rng(5).normal(0, 2, (released.size, mech.m))
+    scores = torch.tensor(raw, requires_grad=True)
+    rows = ReleaseLoss(rel, "cross_entropy", reduction="none")(scores, torch.tensor(released))
+    assert np.allclose(rows.detach().numpy(), loss_values(rel, "cross_entropy", raw, released), atol=1e-12)
+    rows.sum().backward()
+    assert scores.grad is not None
+    gradient, _ = gradient_hessian(rel, "cross_entropy", raw, released)
+    assert np.allclose(scores.grad.numpy(), gradient, rtol=1e-10, atol=1e-12)
+    with pytest.raises(ReleasedValuesError, match="rows of 3 logits"):
+        ReleaseLoss(rel, "cross_entropy")(scores[:, :2], torch.tensor(released))
 
 
 def _synthetic(mech: PublishedMechanism, n: int = 4_000) -> tuple[np.ndarray, np.ndarray]:
@@ -306,3 +391,67 @@ def test_a_new_mechanism_kind_is_one_entry(monkeypatch: pytest.MonkeyPatch) -> N
     v = np.asarray(mech.bin_values)
     assert np.array_equal(unbiased_targets(rel, v), v)
     assert np.allclose(loss_values(rel, "squared", F[: v.size], v), (F[: v.size] - v) ** 2)
+
+
+def _classes(mech: PublishedMechanism, n: int = 2_000) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Features, true classes (a quarter of the first feature's range each) and released values drawn
+    by the mechanism's transition (test data, seeded)."""
+    rng = np.random.default_rng(7)
+    X = rng.uniform(0, 1, (n, 3))
+    truth = np.minimum((X[:, 0] * 4).astype(int), 3)
+    T = mech.transition_matrix()
+    released = np.array([rng.choice(mech.m, p=T[c]) for c in truth])
+    return X, truth, np.asarray(mech.bin_values)[released]
+
+
+def _p_true(raw: np.ndarray, truth: np.ndarray, mech: PublishedMechanism) -> float:
+    """The mean probability the model gives each row's true class (rows of a reported class)."""
+    classes = np.sort(np.asarray(mech.bin_values))
+    p = np.exp(raw - raw.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    inside = np.isin(truth, classes)
+    return float(p[inside][np.arange(int(inside.sum())), np.searchsorted(classes, truth[inside])].mean())
+
+
+@pytest.mark.parametrize("epsilon", [3.0, 1.0])
+def test_boosters_learn_the_true_classes_with_the_categorical_objective(epsilon: float) -> None:
+    """Both native interfaces boost ``m`` logits per row in the package's column order: the corrected
+    models put more probability on the true class than LightGBM's own multi-class objective on the
+    released classes, which learns the released ones (about ``keep``). LightGBM's classifier works
+    where the classes are 0…m−1 (all four reported) and is refused with a reason where they are not."""
+    mech = four_classes(epsilon)
+    rel = release_of(mech)
+    X, truth, released = _classes(mech)
+    start = np.tile(initial_logits(rel, released), (len(X), 1))
+    common = {"num_class": mech.m, "num_leaves": 7, "learning_rate": 0.1, "verbose": -1}
+    booster = lightgbm.train(
+        {**common, "objective": Objective(rel, "cross_entropy")},
+        lightgbm.Dataset(X, released, init_score=start),
+        num_boost_round=30,
+    )
+    corrected = _p_true(booster.predict(X, raw_score=True) + start, truth, mech)
+    plain = lightgbm.train(
+        {**common, "objective": "multiclass"},
+        lightgbm.Dataset(X, np.searchsorted(np.sort(np.asarray(mech.bin_values)), released)),
+        num_boost_round=30,
+    )
+    uncorrected = _p_true(np.log(plain.predict(X)), truth, mech)
+    assert uncorrected == pytest.approx(rel.correction.keep, abs=0.05)
+    assert corrected > uncorrected + (1 - uncorrected) / 3  # a third of the way from keep to certainty
+    xgb = xgboost.train(
+        {"num_class": mech.m, "max_depth": 3, "learning_rate": 0.1, "disable_default_eval_metric": 1},
+        xgboost.DMatrix(X, label=released, base_margin=start),
+        num_boost_round=30,
+        obj=Objective(rel, "cross_entropy"),
+    )
+    raw = xgb.predict(xgboost.DMatrix(X, base_margin=start), output_margin=True)
+    assert _p_true(raw, truth, mech) > uncorrected + (1 - uncorrected) / 3
+    classifier = lightgbm.LGBMClassifier(
+        objective=Objective(rel, "cross_entropy"), n_estimators=30, num_leaves=7, verbose=-1
+    )
+    if mech.m == 4:  # classes 0…3: the classifier's ranks are the classes
+        classifier.fit(X, released, init_score=start)
+        assert _p_true(classifier.predict(X, raw_score=True) + start, truth, mech) == pytest.approx(corrected)
+    else:
+        with pytest.raises(ReleasedValuesError, match=r"lightgbm\.train or xgboost\.train"):
+            classifier.fit(X, released, init_score=start)

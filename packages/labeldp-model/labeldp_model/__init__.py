@@ -30,7 +30,7 @@ from labeldp_model.errors import (
     UnknownMechanismError,
 )
 from labeldp_model.kinds import KINDS
-from labeldp_model.losses import LOSSES, gradient_hessian, initial_score, loss_values
+from labeldp_model.losses import LOSSES, gradient_hessian, initial_logits, initial_score, loss_values
 from labeldp_model.objectives import Objective
 from labeldp_model.release import METADATA_KEY, Release
 from labeldp_model.targets import sample_rows, unbiased_targets
@@ -57,6 +57,7 @@ __all__ = [
     "UnknownMechanismError",
     "__version__",
     "gradient_hessian",
+    "initial_logits",
     "initial_score",
     "loss_values",
     "sample_rows",

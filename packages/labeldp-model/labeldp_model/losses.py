@@ -15,10 +15,18 @@ released class. Its expectation is not the loss on the true class, but it is sma
 (backward) estimate, which can go to −∞ on a single row and needs a model that cannot fit rows one by
 one.
 
-Raw scores: ``squared`` a prediction, ``poisson`` a log rate, ``bce`` and ``bce_unbiased`` a logit.
-Gradients and Hessians are those of half the squared error (as LightGBM's and XGBoost's own), of the
-Poisson and cross-entropy losses themselves, and for ``bce`` the expected (Fisher) Hessian, which is
-positive where the exact one need not be.
+``cross_entropy`` is the same forward correction for ``m ≥ 2`` classes (RR-Top-k): the softmax ``p``
+of the ``m`` logits becomes ``q = a·p + b`` (each ``q_j ≥ b``; they sum to 1), and the loss is
+``−log q`` of the released class. When every class can be released (RR-Top-k reported them all) ``p``
+is learned as the true class probabilities; when some cannot (``outside_mass`` > 0), the probability
+of a label outside the reported classes is learned spread evenly over the ``m`` of them.
+
+Raw scores: ``squared`` a prediction, ``poisson`` a log rate, ``bce`` and ``bce_unbiased`` a logit,
+``cross_entropy`` an ``n × m`` matrix of logits whose column ``j`` is the ``j``-th class in ascending
+order. Gradients and Hessians are those of half the squared error (as LightGBM's and XGBoost's own),
+of the Poisson and cross-entropy losses themselves, and for ``bce`` and ``cross_entropy`` the expected
+(Fisher) Hessian, which is positive where the exact one need not be (for ``cross_entropy`` its
+diagonal, as boosters take it).
 """
 
 from __future__ import annotations
@@ -151,6 +159,57 @@ def _bce_unbiased_start(c: BinsCorrection, y: Array) -> float:
     return _logit(float(np.mean(unbiased_targets(c, y))))
 
 
+# -- many classes: the forward correction ----------------------------------------------------------
+def classes(correction: BinsCorrection) -> Array:
+    """The release's classes in ascending order: column ``j`` of a ``cross_entropy`` raw score is the
+    ``j``-th (the order LightGBM's and XGBoost's classifiers and a bin-sorted label encoder use)."""
+    values = np.unique(np.asarray(correction.bin_values, dtype=np.float64))
+    if values.size < 2 or values.size != correction.m:
+        raise ReleasedValuesError(
+            f"cross_entropy needs a release of at least two distinct classes; this one's bin values are "
+            f"{np.asarray(correction.bin_values).tolist()}"
+        )
+    correction._check_invertible()
+    return values
+
+
+def _columns(c: BinsCorrection, z: Array, y: Array) -> tuple[Array, npt.NDArray[np.intp]]:
+    """The logits as an ``n × m`` matrix (one column per class) and each row's released column."""
+    values = classes(c)
+    if z.ndim != 2 or z.shape[1] != values.size or z.shape[0] != y.size:
+        raise ReleasedValuesError(
+            f"cross_entropy takes {y.size} rows of {values.size} logits (one per class, in ascending "
+            f"order of the class), got an array of shape {z.shape}"
+        )
+    return z, np.searchsorted(values, checked_values(c, y))
+
+
+def _log_softmax(z: Array) -> Array:
+    return z - np.logaddexp.reduce(z, axis=1, keepdims=True)
+
+
+def _softmax_forward_value(c: BinsCorrection, z: Array, y: Array) -> Array:
+    z, o = _columns(c, z, y)
+    log_p = _log_softmax(z)[np.arange(o.size), o]
+    return -np.logaddexp(np.log(c.a) + log_p, np.log(c.b) if c.b > 0 else -np.inf)
+
+
+def _softmax_forward_gradient(c: BinsCorrection, z: Array, y: Array) -> tuple[Array, Array]:
+    z, o = _columns(c, z, y)
+    p = np.exp(_log_softmax(z))
+    q = c.a * p + c.b  # P(released class j) under the model
+    rows = np.arange(o.size)
+    # dL/dz_k = −(a·p_o/q_o)·(1[k = o] − p_k);  Fisher (diagonal): Σ_j a²·p_j²·(1[k = j] − p_k)²/q_j
+    gradient = -(c.a * p[rows, o] / q[rows, o])[:, None] * ((np.arange(z.shape[1]) == o[:, None]) - p)
+    weight = (c.a * p) ** 2 / q
+    hessian = weight.sum(axis=1, keepdims=True) * p**2 + weight * (1 - 2 * p)
+    return gradient, hessian
+
+
+def _softmax_forward_start(c: BinsCorrection, y: Array) -> float:
+    raise ReleasedValuesError("cross_entropy starts from one score per class: use initial_logits")
+
+
 @dataclass(frozen=True)
 class CorrectedLoss:
     """One corrected loss: its per-row value, gradient and Hessian in the raw score, and the constant
@@ -161,6 +220,12 @@ class CorrectedLoss:
     value: Callable[[BinsCorrection, Array, Array], Array]
     gradient_hessian: Callable[[BinsCorrection, Array, Array], tuple[Array, Array]]
     start: Callable[[BinsCorrection, Array], float]
+    columns: bool = False  # the raw score is a matrix, one column per class
+
+    def shaped(self, scores: npt.ArrayLike) -> Array:
+        """The raw scores as this loss takes them: a vector, or rows of one score per class."""
+        raw = np.asarray(scores, dtype=np.float64)
+        return raw if self.columns else raw.reshape(-1)
 
 
 LOSSES: dict[str, CorrectedLoss] = {
@@ -169,6 +234,14 @@ LOSSES: dict[str, CorrectedLoss] = {
     "bce": CorrectedLoss("bce", "logit", _forward_value, _forward_gradient, _forward_start),
     "bce_unbiased": CorrectedLoss(
         "bce_unbiased", "logit", _bce_unbiased_value, _bce_unbiased_gradient, _bce_unbiased_start
+    ),
+    "cross_entropy": CorrectedLoss(
+        "cross_entropy",
+        "logits, one column per class in ascending order",
+        _softmax_forward_value,
+        _softmax_forward_gradient,
+        _softmax_forward_start,
+        columns=True,
     ),
 }
 
@@ -187,17 +260,35 @@ def loss_values(
     release: Release | BinsCorrection, loss: str, raw: npt.ArrayLike, released_values: npt.ArrayLike
 ) -> Array:
     """The corrected loss of each row (see the module docstring for what the raw score is)."""
-    return corrected_loss(loss).value(correction_of(release), _raw(raw), _raw(released_values))
+    spec = corrected_loss(loss)
+    return spec.value(correction_of(release), spec.shaped(raw), _raw(released_values))
 
 
 def gradient_hessian(
     release: Release | BinsCorrection, loss: str, raw: npt.ArrayLike, released_values: npt.ArrayLike
 ) -> tuple[Array, Array]:
-    """The corrected loss's gradient and Hessian in the raw score, per row."""
-    return corrected_loss(loss).gradient_hessian(correction_of(release), _raw(raw), _raw(released_values))
+    """The corrected loss's gradient and Hessian in the raw score, per row (and per class for
+    ``cross_entropy``: the Hessian's diagonal)."""
+    spec = corrected_loss(loss)
+    return spec.gradient_hessian(correction_of(release), spec.shaped(raw), _raw(released_values))
 
 
 def initial_score(release: Release | BinsCorrection, loss: str, released_values: npt.ArrayLike) -> float:
     """The constant raw score that minimizes the mean corrected loss over these rows (a booster's
     ``init_score``/``base_margin``; custom objectives start from 0 otherwise)."""
     return corrected_loss(loss).start(correction_of(release), _raw(released_values))
+
+
+def initial_logits(release: Release | BinsCorrection, released_values: npt.ArrayLike) -> Array:
+    """``cross_entropy``'s constant start, one logit per class (ascending): the log of each class's
+    corrected share ``(share released − b)/a`` (clipped at a small positive share, then normalized),
+    which minimizes the mean corrected loss whenever every corrected share is positive."""
+    c = correction_of(release)
+    values = classes(c)
+    released = np.searchsorted(values, checked_values(c, _raw(released_values)))
+    if released.size == 0:
+        raise ReleasedValuesError("no released values to start from")
+    shares = np.bincount(released, minlength=values.size) / released.size
+    p = np.clip((shares - c.b) / c.a, _CLIP, None)
+    log_p = np.log(p / p.sum())
+    return log_p - log_p.mean()

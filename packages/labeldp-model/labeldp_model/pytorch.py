@@ -5,10 +5,14 @@ labeldp-model[torch]``): train a network on a release's released values as if on
     loss = criterion(model(x).squeeze(-1), released_value)
     loss.backward()
 
+    criterion = ReleaseLoss(release, "cross_entropy")  # m classes: model(x) gives n × m logits
+    loss = criterion(model(x), released_value)        # column j: the j-th class in ascending order
+
 The same formulas as ``losses`` (one definition of each correction, tested against each other), in
 torch operations so that autograd differentiates them: for ``squared``, ``poisson`` and
-``bce_unbiased`` each row's loss is an unbiased estimate of the loss on its true bin value; ``bce`` is
-the forward correction, smallest where the network's probability is the true class probability.
+``bce_unbiased`` each row's loss is an unbiased estimate of the loss on its true bin value; ``bce`` and
+``cross_entropy`` are the forward correction, smallest where the network's probabilities are the true
+class probabilities.
 """
 
 from __future__ import annotations
@@ -19,14 +23,16 @@ from torch import nn
 
 from labeldp_model.correction import BinsCorrection
 from labeldp_model.errors import ReleasedValuesError
-from labeldp_model.losses import _in_unit_interval, binary, corrected_loss
+from labeldp_model.losses import _in_unit_interval, binary, classes, corrected_loss
 from labeldp_model.release import Release
 from labeldp_model.targets import FLOAT32_ROUNDING, correction_of
 
 
 class ReleaseLoss(nn.Module):
     """``loss``: ``squared`` (raw = the prediction), ``poisson`` (raw = the log rate), ``bce`` (forward
-    correction; raw = the logit of class 1) or ``bce_unbiased``; ``reduction``: ``mean``, ``sum`` or
+    correction; raw = the logit of class 1), ``bce_unbiased`` or ``cross_entropy`` (forward correction
+    for ``m`` classes; raw = ``n × m`` logits, one column per class in ascending order); ``reduction``:
+    ``mean``, ``sum`` or
     ``none``. Released values are checked against the release's bin values (a ``ReleasedValuesError``
     names a stray one)."""
 
@@ -44,6 +50,8 @@ class ReleaseLoss(nn.Module):
             binary(c)
         elif self.loss == "bce_unbiased":
             _in_unit_interval(c)
+        elif self.loss == "cross_entropy":
+            classes(c)
         values = np.unique(np.asarray(c.bin_values, dtype=np.float64))
         self.register_buffer("bin_values", torch.as_tensor(values))
         self.a, self.b = (1.0, 0.0) if c.m == 1 else (c.a, c.b)
@@ -67,6 +75,8 @@ class ReleaseLoss(nn.Module):
         return nearest.reshape(released.shape)
 
     def forward(self, raw: torch.Tensor, released: torch.Tensor) -> torch.Tensor:
+        if self.loss == "cross_entropy":
+            return self._reduce(self._cross_entropy(raw, self._checked(released)))
         y = self._checked(released).to(raw.dtype)
         a, b = self.a, self.b
         target = (y - b * self.total) / a  # ỹ
@@ -82,6 +92,24 @@ class ReleaseLoss(nn.Module):
             log_q = torch.logaddexp(log_b, log_a + nn.functional.logsigmoid(raw))
             log_not_q = torch.logaddexp(log_b, log_a + nn.functional.logsigmoid(-raw))
             rows = -(y * log_q + (1 - y) * log_not_q)
+        return self._reduce(rows)
+
+    def _cross_entropy(self, raw: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """``−log(a·p_o + b)`` with ``p`` the softmax of the row's logits and ``o`` its released class
+        (``y``: the released values, each exactly a bin value)."""
+        values = self.get_buffer("bin_values")
+        if raw.dim() != 2 or raw.shape[1] != values.numel() or raw.shape[0] != y.numel():
+            raise ReleasedValuesError(
+                f"cross_entropy takes {y.numel()} rows of {values.numel()} logits (one per class, in "
+                f"ascending order of the class), got a tensor of shape {tuple(raw.shape)}"
+            )
+        column = torch.searchsorted(values, y.reshape(-1))
+        log_p = nn.functional.log_softmax(raw, dim=1).gather(1, column[:, None]).squeeze(1)
+        log_a = torch.log(torch.as_tensor(self.a, dtype=raw.dtype))
+        log_b = torch.log(torch.as_tensor(self.b, dtype=raw.dtype))
+        return -torch.logaddexp(log_a + log_p, log_b)
+
+    def _reduce(self, rows: torch.Tensor) -> torch.Tensor:
         if self.reduction == "mean":
             return rows.mean()
         if self.reduction == "sum":
