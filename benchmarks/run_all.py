@@ -27,6 +27,7 @@ BENCHMARKS = (
     "bench_features",
     "bench_export",
     "bench_generalization",
+    "bench_own_trainer",
     "bench_load",
     "bench_demo",
 )
