@@ -38,6 +38,7 @@ from labeldp_model import Release
 from labeldp_model.pytorch import ReleaseLoss
 from labeldp_model.release import FORMAT, FORMAT_VERSION
 
+torch.set_num_threads(1)  # networks this small train fastest on one thread (more only wait for each other)
 adult = adult_income()
 labels = np.asarray(adult.labels, dtype=np.int64)
 frame = pd.get_dummies(adult.features.to_pandas(), dtype=float)
