@@ -208,7 +208,7 @@ print(table.round(0).to_string())
 # numbers move from run to run. Over five runs each at ε = 1, 2, 4 and 8 —
 # [the benchmark](../benchmarks/results.md#bring-your-own-trainer), 2026-11-27 — without the correction
 # both learners miss by 214 to 1,318 USD more at ε ≤ 4, and by less than 10 USD more at ε = 8, where
-# 24 bins are kept with probability 0.991:
+# 23 to 25 bins are kept with probability 0.991:
 #
 # ![test RMSE against the true prices versus ε, five runs each](../benchmarks/own_trainer.png)
 #
