@@ -26,7 +26,9 @@ BENCHMARKS = (
     "bench_delivery",
     "bench_data_path",
     "bench_features",
+    "bench_export",
     "bench_generalization",
+    "bench_own_trainer",
     "bench_load",
     "bench_demo",
 )

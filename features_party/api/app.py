@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 from features_party.api.deps import FeaturesServices
 from features_party.api.routes import ROUTERS
 from features_party.config import FeaturesSettings
+from features_party.exports import Exports, TooManyExportsError
 from features_party.metrics import FeaturesMetrics
 from features_party.receiver.server import build_server
 from features_party.receiver.service import Receiver
@@ -64,6 +65,9 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
             lease_seconds=settings.training_lease_seconds,
             scheduler=settings.dask_scheduler,
             max_queued_per_tenant=settings.max_queued_jobs_per_tenant,
+        ),
+        exports=Exports(
+            releases, tables, data_dir.spool(instance.token), max_concurrent=settings.max_concurrent_exports
         ),
     )
 
@@ -126,7 +130,8 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
     app.state.services = svc
 
     @app.exception_handler(TooManyJobsError)
-    async def _too_many_jobs(_: Request, exc: TooManyJobsError) -> JSONResponse:
+    @app.exception_handler(TooManyExportsError)
+    async def _too_many(_: Request, exc: TooManyJobsError | TooManyExportsError) -> JSONResponse:
         response = as_problem(exc)
         response.headers["Retry-After"] = str(exc.retry_after_s)
         return response

@@ -191,6 +191,38 @@ def join(
     show(j, as_json, line)
 
 
+@app.command("export")
+def export(
+    release: Annotated[str, typer.Option(help="A received release id.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Parquet file to write.")],
+    table: Annotated[
+        str | None,
+        typer.Option(help="Feature table to join it with (without: the released values alone)."),
+    ] = None,
+    url: FeaturesUrl = FEATURES_URL,
+    api_key: FeaturesKey = "",
+) -> None:
+    """The release's training set — the table's rows with a released label, with released_bin and
+    released_value — or its released values alone, as Parquet, with the release's description beside
+    it (OUT.labeldp.json) for labeldp_model's corrections; a cut connection resumes where it stopped."""
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+
+    with (
+        features_client(url, api_key) as client,
+        progress(
+            stderr_console(), TextColumn("exporting"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
+        ) as bar,
+    ):
+        task = bar.add_task("export", total=None)
+        rows = client.download_training_set(
+            release,
+            out,
+            table,
+            on_row_groups=lambda done, total: bar.update(task, completed=done, total=total),
+        )
+    typer.echo(f"{out}: {rows:,} rows; description in {out.name}.labeldp.json (labeldp_model.Release.load)")
+
+
 # --- training, models, predictions --------------------------------------------------------------------
 
 

@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "docs" / "examples").glob("*.py"))
 # examples that start the services as processes (the others need only the library)
-STARTS_SERVICES = {"publisher_model.py"}
+STARTS_SERVICES = {"publisher_model.py", "bring_your_own_trainer.py"}
 QUIET = {"NO_MKDOCS_2_WARNING": "1", "DISABLE_MKDOCS_2_WARNING": "true"}  # the toolchain's notices
 
 
