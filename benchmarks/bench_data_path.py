@@ -54,8 +54,9 @@ from labeldp.common.tls import dev_ca
 from labeldp.demo.parties import cli
 from labeldp.mechanisms import RROnBins, integer_grid
 from labeldp.processes import FeaturesProcess, free_port
+from labels_party.delivery.addresses import Target
 from labels_party.delivery.client import deliver
-from labels_party.delivery.message import Signer, write_message
+from labels_party.delivery.message import Addressee, Signer, write_message
 from labels_party.storage.data_dir import DataDir
 from labels_party.storage.db import sqlite_url
 from tests.support.servers import LabelsProcess, tenant_key
@@ -317,7 +318,7 @@ def delivery_row(tmp: Path, n: int, runs: int, profiles: Profiles) -> dict[str, 
 
         return write_message(
             DataDir(tmp / "sender"), Signer(sender, "advertiser", 3600), release_id=str(uuid.uuid4()),
-            recipient="publisher", label_type="count", mechanism=mechanism, pieces=pieces(),
+            recipient=Addressee("publisher"), label_type="count", mechanism=mechanism, pieces=pieces(),
         )  # fmt: skip
 
     messages = [message(n) for _ in range(runs)]
@@ -344,12 +345,16 @@ def delivery_row(tmp: Path, n: int, runs: int, profiles: Profiles) -> dict[str, 
         ).raise_for_status()
         assert features.proc is not None
         pid = features.proc.pid
-        assert deliver(warm, f"localhost:{port}", creds, timeout_s=600, attempts=1).delivered
+        assert deliver(
+            warm, Target(f"localhost:{port}", "localhost"), creds, timeout_s=600, attempts=1
+        ).delivered
 
         def ours(i: int) -> float:
             def run() -> float:
                 start = time.perf_counter()
-                outcome = deliver(messages[i], f"localhost:{port}", creds, timeout_s=1800, attempts=1)
+                outcome = deliver(
+                    messages[i], Target(f"localhost:{port}", "localhost"), creds, timeout_s=1800, attempts=1
+                )
                 assert outcome.delivered, outcome
                 return time.perf_counter() - start
 

@@ -25,6 +25,7 @@ BENCHMARKS = (
     "bench_ledger",
     "bench_delivery",
     "bench_data_path",
+    "bench_hostile",
     "bench_features",
     "bench_export",
     "bench_generalization",

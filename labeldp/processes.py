@@ -57,8 +57,11 @@ class ServiceProcess:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc is not None else None
 
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "labeldp.cli", self.party, "serve", "--port", str(self.port)]
+
     def start(self, timeout: float = 60.0) -> None:
-        cmd = [sys.executable, "-m", "labeldp.cli", self.party, "serve", "--port", str(self.port)]
+        cmd = self.command()
         quiet = subprocess.DEVNULL
         if self.log_path is None:
             self.proc = subprocess.Popen(

@@ -90,7 +90,6 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
             settings.party_id,
             settings.max_release_bytes,
             on_outcome=metrics.record_delivery,
-            idle_timeout_s=settings.stream_idle_seconds,
             instance=instance,
         )
         server, port = build_server(receiver, settings)

@@ -354,8 +354,9 @@ def semi_sensitive_models_show(
         m = client.received_model(model)
     g = m["guarantee"]
     line = (
-        f"model {m['model_id']} from {m['sender_id']}: ε₁ = {number(g['epsilon_labels'])} (labels), "
-        f"ε₂ = {number(g['epsilon_dpsgd'])}, δ = {number(g['delta'])} (DP-SGD), {g['adjacency']}"
+        f"model {m['model_id']} from {m['sender_id']}: "
+        + (f"ε₁ = {number(g['epsilon_labels'])} (labels), " if g["label_release_id"] else "no label phase, ")
+        + f"ε₂ = {number(g['epsilon_dpsgd'])}, δ = {number(g['delta'])} (DP-SGD), {g['adjacency']}"
     )
     show(m, as_json, line)
 

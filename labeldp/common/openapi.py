@@ -51,8 +51,8 @@ REQUEST_ID = {
     "in": "header",
     "required": False,
     "description": "an ID to trace this request by: echoed back and written to the service's log "
-    "(one is generated when absent)",
-    "schema": {"type": "string", "maxLength": 200},
+    "(one is generated when absent); 1 to 200 printable ASCII characters, or 422 `invalid-request`",
+    "schema": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[!-~]+$"},
 }
 
 GENERIC = {
@@ -62,8 +62,8 @@ GENERIC = {
     409: "the resource's state forbids it",
     413: "`payload-too-large`: the body is over the limit",
     415: "`unsupported-media-type`: send one of the declared content types",
-    422: "`invalid-request` (each validation error listed in its errors member), `invalid-text` (a string "
-    "with a lone surrogate escape), or a domain code naming the problem",
+    422: "`invalid-request` (each validation error listed in its errors member), `invalid-text` (a JSON "
+    "body that is not UTF-8, or a string with a lone surrogate escape), or a domain code naming the problem",
 }
 # the codes any operation may answer with a status, whatever its own declarations say
 COMMON_CODES = {
@@ -226,21 +226,33 @@ def install(app: FastAPI) -> None:
 
     @app.get("/docs", include_in_schema=False)
     def swagger() -> HTMLResponse:
-        return get_swagger_ui_html(
-            openapi_url="/openapi.json",
-            title=f"{app.title} — Swagger UI",
-            swagger_js_url=f"{ASSETS_PATH}/swagger-ui-bundle.js",
-            swagger_css_url=f"{ASSETS_PATH}/swagger-ui.css",
-            swagger_favicon_url=f"{ASSETS_PATH}/favicon.png",
-            swagger_ui_parameters={"persistAuthorization": True},
+        return unframed(
+            get_swagger_ui_html(
+                openapi_url="/openapi.json",
+                title=f"{app.title} — Swagger UI",
+                swagger_js_url=f"{ASSETS_PATH}/swagger-ui-bundle.js",
+                swagger_css_url=f"{ASSETS_PATH}/swagger-ui.css",
+                swagger_favicon_url=f"{ASSETS_PATH}/favicon.png",
+                swagger_ui_parameters={"persistAuthorization": True},
+            )
         )
 
     @app.get("/redoc", include_in_schema=False)
     def redoc() -> HTMLResponse:
-        return get_redoc_html(
-            openapi_url="/openapi.json",
-            title=f"{app.title} — ReDoc",
-            redoc_js_url=f"{ASSETS_PATH}/redoc.standalone.js",
-            redoc_favicon_url=f"{ASSETS_PATH}/favicon.png",
-            with_google_fonts=False,
+        return unframed(
+            get_redoc_html(
+                openapi_url="/openapi.json",
+                title=f"{app.title} — ReDoc",
+                redoc_js_url=f"{ASSETS_PATH}/redoc.standalone.js",
+                redoc_favicon_url=f"{ASSETS_PATH}/favicon.png",
+                with_google_fonts=False,
+            )
         )
+
+
+def unframed(page: HTMLResponse) -> HTMLResponse:
+    """A page no other site may frame (clickjacking: the documentation pages hold a bearer key once
+    someone authorizes in them), in both the current and the older header."""
+    page.headers["Content-Security-Policy"] = "frame-ancestors 'none'"
+    page.headers["X-Frame-Options"] = "DENY"
+    return page

@@ -72,7 +72,11 @@ def register(labels: LabelsClient, features: FeaturesClient, conn: Connection) -
         raise ApiError(409, "sender-key-mismatch", "the publisher pinned another key for this advertiser")
     if publisher["party_id"] not in {r["name"] for r in labels.recipients()}:
         labels.register_recipient(
-            publisher["party_id"], conn.grpc_address, conn.tls_ca_pem, publisher["key_id"]
+            publisher["party_id"],
+            conn.grpc_address,
+            conn.tls_ca_pem,
+            publisher["key_id"],
+            publisher["tenant_id"],
         )
     return advertiser["party_id"], publisher["party_id"]
 

@@ -43,6 +43,7 @@ from labels_party.budget.errors import BudgetExhaustedError
 from labels_party.budget.ledger import Charging, Ledger
 from labels_party.budget.partitioned import charge_partitioned
 from labels_party.datasets.service import get_dataset
+from labels_party.delivery.message import Addressee
 from labels_party.metrics import LabelsMetrics
 from labels_party.releases.audit import ReleaseAudit, audit_release
 from labels_party.releases.plan import Plan, ReleaseRequest, plan_release
@@ -264,9 +265,9 @@ class ReleaseService:
             return release, False
         # Charged and committed: from here on the budget is spent whatever happens.
         if not wait:
-            self.background.submit(self._finish_quietly, release.id, plan, recipient.name)
+            self.background.submit(self._finish_quietly, release.id, plan, Addressee.of(recipient))
             return release, True
-        return self._finish(release.id, plan, recipient.name), True
+        return self._finish(release.id, plan, Addressee.of(recipient)), True
 
     def _charge(
         self,
@@ -362,10 +363,10 @@ class ReleaseService:
             },
         )
 
-    def _finish(self, release_id: str, plan: Plan, recipient: str) -> Release:
+    def _finish(self, release_id: str, plan: Plan, recipient: Addressee) -> Release:
         return self.jobs.run(release_id, lambda: self.work.privatize(release_id, plan, recipient))
 
-    def _finish_quietly(self, release_id: str, plan: Plan, recipient: str) -> None:
+    def _finish_quietly(self, release_id: str, plan: Plan, recipient: Addressee) -> None:
         # a failure is recorded on the release by ChargedWork.run; nobody waits for it here
         with contextlib.suppress(Exception):
             self._finish(release_id, plan, recipient)

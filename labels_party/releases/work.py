@@ -21,7 +21,7 @@ from labeldp.mechanisms import PublishedMechanism, release_labels, release_user_
 from labeldp.scale import bin_array, output_tables, partitions_in, release_partitions
 from labeldp.scale.release import ID_COLUMN, LABEL_COLUMN
 from labels_party.budget.partitioned import KEY_COLUMN, USER_COLUMN
-from labels_party.delivery.message import Signer, write_message
+from labels_party.delivery.message import Addressee, Signer, write_message
 from labels_party.releases.cluster import ReleaseCluster
 from labels_party.releases.plan import Plan
 from labels_party.releases.record import record_table, write_record
@@ -36,7 +36,7 @@ class ReleaseWork:
     def __init__(self, data_dir: DataDir, signer: Signer, cluster: ReleaseCluster) -> None:
         self.data_dir, self.signer, self.cluster = data_dir, signer, cluster
 
-    def privatize(self, release_id: str, plan: Plan, recipient: str) -> dict[str, object]:
+    def privatize(self, release_id: str, plan: Plan, recipient: Addressee) -> dict[str, object]:
         """Draw the noise and write the output and the signed message; the release's columns on
         completion (``ChargedWork.run`` records them)."""
         published, capped = self._privatize(release_id, plan, recipient)
@@ -45,7 +45,7 @@ class ReleaseWork:
             "examples_capped": capped if plan.user else None,
         }
 
-    def _privatize(self, release_id: str, plan: Plan, recipient: str) -> tuple[PublishedMechanism, int]:
+    def _privatize(self, release_id: str, plan: Plan, recipient: Addressee) -> tuple[PublishedMechanism, int]:
         """Draw the noise, write the output (example_id, bin code) and the signed message. Examples
         over a user-level release's bound have the code ``m`` (no label information)."""
         if self.cluster.runs(plan):
@@ -84,7 +84,7 @@ class ReleaseWork:
         self._message(release_id, plan, recipient, published, [(examples.ids, bins)])
         return published, int(result.capped.sum())
 
-    def _privatize_on_cluster(self, release_id: str, plan: Plan, recipient: str) -> PublishedMechanism:
+    def _privatize_on_cluster(self, release_id: str, plan: Plan, recipient: Addressee) -> PublishedMechanism:
         """Counting and randomizing on the cluster's workers (``labeldp.scale``) over the partitions
         ``stage`` wrote; the prior's noise and the optimization run here, after the charge like every
         draw. The stored output and the message are streamed from the output partitions, one at a
@@ -127,7 +127,7 @@ class ReleaseWork:
         return published
 
     def _message(
-        self, release_id: str, plan: Plan, recipient: str, published: PublishedMechanism, pieces: Pieces
+        self, release_id: str, plan: Plan, recipient: Addressee, published: PublishedMechanism, pieces: Pieces
     ) -> None:
         write_message(
             self.data_dir,

@@ -102,6 +102,7 @@ def train_and_sign(
         sender_id=signer.party_id,
         sender_key_id=signer.identity.key_id,
         recipient_id=plan.recipient.name,
+        recipient_tenant=plan.recipient.recipient_tenant,
         dataset_id=row.dataset_id,
         created_at_unix_ms=now,
         expires_at_unix_ms=now + 1000 * signer.ttl_seconds,

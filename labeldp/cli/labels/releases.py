@@ -50,12 +50,16 @@ def recipients_add(
     api_key: LabelsKey = "",
     as_json: AsJson = False,
 ) -> None:
-    """Register a features party (its name, receiver, CA and key fingerprint) as a recipient."""
+    """Register a features party (its name, receiver, CA and key fingerprint, and the tenant that
+    gave its identity: every message names it) as a recipient."""
     with labels_client(url, api_key) as client:
         peer = read_identity(identity)
         address = grpc_address or f"{grpc_host}:{peer.get('grpc_port')}"
         pem = ca.read_text() if ca is not None else None
-        out = client.register_recipient(peer["party_id"], address, pem, str(peer.get("key_id")))
+        tenant = peer.get("tenant_id")
+        out = client.register_recipient(
+            peer["party_id"], address, pem, str(peer.get("key_id")), str(tenant) if tenant else None
+        )
     tls = "mutual TLS" if pem else "plaintext"
     show(out, as_json, f"recipient {out['name']} at {address} ({tls}), key {peer.get('key_id')}")
 
