@@ -25,7 +25,12 @@ from labeldp.mechanisms.factory import (
     optimal_mechanism,
     sampler_of,
 )
-from labeldp.mechanisms.grouped import NO_GROUP, GroupedRelease, release_grouped_labels
+from labeldp.mechanisms.grouped import (
+    NO_GROUP,
+    GroupedRelease,
+    release_grouped_labels,
+    release_grouped_user_labels,
+)
 from labeldp.mechanisms.losses import LOSS_NAMES, Loss, LossName, resolve_loss
 from labeldp.mechanisms.mechanism import Mechanism, MechanismKind
 from labeldp.mechanisms.objective import (
@@ -123,6 +128,7 @@ __all__ = [
     "randomized_response",
     "release_classes",
     "release_grouped_labels",
+    "release_grouped_user_labels",
     "release_labels",
     "release_user_labels",
     "resolve_loss",

@@ -108,3 +108,33 @@ def test_classes_get_rr_top_k_on_their_groups_prior() -> None:
 def test_bad_groups_are_refused(groups: np.ndarray, group_priors: np.ndarray, match: str) -> None:
     with pytest.raises(ParameterError, match=match):
         release_grouped_labels(np.array([1.0, 2.0]), groups, group_priors, SUPPORT, 1.0)
+
+
+def test_a_user_level_release_keeps_its_bounding_and_split_and_randomizes_groups_at_its_epsilon_2() -> None:
+    """τ = 2 of each user's three examples are kept whatever the groups; the kept grouped examples
+    follow their group's mechanism at the release's ε₂, the capped ones carry the release's code m and
+    no group; every group's description states the release's split (its ε₁ included)."""
+    from labeldp.mechanisms import contribution_ranks, release_grouped_user_labels
+
+    n = 120_000
+    labels, groups = labels_and_groups(n)
+    users = np.arange(n) // 3
+    keys = np.arange(n, dtype=np.int64) * 7919 + 11
+    out = release_grouped_user_labels(
+        labels, groups, priors(), users, keys, SUPPORT, 3.0, "squared", 2, salt=99
+    )
+    kept = contribution_ranks(users, keys, 99) < 2
+    m = out.fallback_mechanism.m
+    assert np.all(out.bin_indices[~kept] == m) and np.all(out.groups[~kept] == NO_GROUP)
+    assert np.array_equal(out.groups[kept], groups[kept])
+    assert out.user is not None and out.user.contribution_bound == 2
+    eps2 = out.user.epsilon_randomize
+    for g, (p, centre) in enumerate(zip(priors(), (3, 10, 17), strict=True)):
+        published = out.published_groups()[g]
+        assert published.privacy_unit == "user" and published.epsilon_randomize == eps2
+        assert published.epsilon_prior == out.user.epsilon_prior > 0
+        expected = optimal_mechanism(SUPPORT, p, eps2, "squared")
+        at = kept & (groups == g) & (labels == centre)
+        observed = np.bincount(out.bin_indices[at], minlength=expected.m)
+        ok, ratio = chi_square_ok(observed, expected.transition_matrix()[centre], alpha=ALPHA)
+        assert ok, f"group {g}: chi-square at {ratio:.2f} of its critical value"
