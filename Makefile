@@ -51,8 +51,10 @@ typecheck: $(DEV)
 imports: $(DEV)
 	$(BIN)/lint-imports
 
+# every tier spread over every core (pytest-xdist; work stealing: an idle worker takes tests queued for a
+# busy one); each worker starts its own throwaway PostgreSQL cluster, a database per test
 unit: $(DEV)
-	$(BIN)/python -m pytest -q --durations=20
+	$(BIN)/python -m pytest -q -n auto --dist worksteal --durations=20
 
 fast: $(DEV)
 	$(BIN)/python -m pytest -q -n auto --dist worksteal --durations=10 \
