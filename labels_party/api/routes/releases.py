@@ -19,8 +19,9 @@ RELEASE_422 = (
     "public_prior of the wrong length or masses; `invalid-loss`: a loss the dataset's label type does not "
     "take; `invalid-parameter`: parameters the mechanisms refuse; "
     "`user-delta-too-large`: δ_τ would reach 1; `empty-release`: no labels, or no example to release; "
-    "`duplicate-example-id`, `unknown-example-ids`: example_ids repeats one, or names one the dataset "
-    "lacks; `missing-labels`: universe examples without a label and no default_label"
+    "`duplicate-example-id`, `unknown-example-ids`: example_ids repeats one, or names some the dataset "
+    "lacks (how many in `unknown`, the first 10 in `example_ids`); `missing-labels`: universe examples "
+    "without a label and no default_label"
 )
 router = APIRouter(prefix="/v1", tags=["releases"])
 
