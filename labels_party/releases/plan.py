@@ -35,6 +35,7 @@ from labeldp.mechanisms import (
 )
 from labeldp.mechanisms.objective import check_objective, default_objective
 from labels_party.budget.epsilon import MICRO, to_micro
+from labels_party.budget.idempotency import Fingerprint, ids_digest
 from labels_party.budget.ledger import UserCharge
 from labels_party.datasets.spec import DatasetSpec
 from labels_party.datasets.store import DatasetFiles
@@ -58,6 +59,8 @@ class ReleaseRequest:
     model_capacity: float | None = None  # objective model: the declared capacity (None: the default)
 
     def digest(self, dataset_id: str) -> str:
+        """The request as sent, hashed: what releases made before resolved requests were kept hold
+        their keys to."""
         body = {"dataset": dataset_id, **asdict(self)}
         if self.privacy_unit == "example":  # the digest of example-level requests predates these
             for name in ("privacy_unit", "contribution_bound", "epsilon_bound"):
@@ -66,6 +69,34 @@ class ReleaseRequest:
             if body[name] is None:
                 body.pop(name)
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+    def fingerprint(self, dataset_id: str, spec: DatasetSpec) -> Fingerprint:
+        """The request as its Idempotency-Key is held to it (``budget/idempotency.py``): resolved
+        against the dataset's declaration — the loss, the objective and its capacity as they default,
+        numbers as floats — by the API's field names. ε₁ and ε_τ stay as sent: ε₁'s default follows
+        from the data, which a retry must not have to read."""
+        loss = spec.loss(self.loss)
+        objective = self.resolved_objective(loss)
+        user = self.privacy_unit == "user"
+
+        def number(value: float | None) -> float | None:
+            return None if value is None else float(value)
+
+        fields: dict[str, object] = {
+            "dataset_id": dataset_id,
+            "privacy_unit": self.privacy_unit,
+            "epsilon_user" if user else "epsilon": float(self.epsilon),
+            "loss": loss,
+            "recipient": self.recipient,
+            "epsilon_prior": number(self.epsilon_prior),
+            "example_ids": ids_digest(self.example_ids),
+            "objective": objective.name,
+            "model_capacity": objective.model_capacity if objective.name == "model" else None,
+        }
+        if user:
+            fields["contribution_bound"] = self.contribution_bound
+            fields["epsilon_bound"] = number(self.epsilon_bound)
+        return Fingerprint(fields, legacy=self.digest(dataset_id))
 
     def resolved_objective(self, loss: str) -> Objective:
         """The objective asked for (or the loss's default), validated (a ``DomainError`` before
