@@ -10,8 +10,11 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
+from sqlalchemy import text
 
 from labeldp.mechanisms import DEFAULT_MODEL_CAPACITY
+from labels_party.releases.plan import ReleaseRequest
+from labels_party.storage.db import make_engine
 from tests.support.labels_api import (
     WEEKS,
     Api,
@@ -98,6 +101,26 @@ def test_idempotency_key_is_required_and_replays_charge_nothing(api: Api) -> Non
     )
     assert other["fields"] == ["example_ids", "model_capacity", "objective"]
     assert len(charges(c)) == 2
+
+
+def test_a_release_made_before_requests_were_resolved_replays_by_its_digest(api: Api) -> None:
+    """A release from before migration 0015 keeps only the digest of its request as sent: the same
+    body replays; another is refused, without names (none were kept)."""
+    c = with_recipient(api.tenant("acme", "10"))
+    ds = dataset(c)
+    upload(c, ds, csv([("a", 1), ("b", 2)]))
+    first = release(c, ds, "old", loss="squared")
+    legacy = ReleaseRequest(0.5, "squared", "publisher").digest(ds)
+    engine = make_engine(api.database_url)
+    with engine.begin() as conn:
+        conn.execute(
+            text("UPDATE releases SET request = NULL, request_hash = :h WHERE id = :id"),
+            {"h": legacy, "id": first.json()["id"]},
+        )
+    engine.dispose()
+    assert release(c, ds, "old", loss="squared").content == first.content
+    reused = problem(release(c, ds, "old", loss="poisson"), 422, "idempotency-key-reused")
+    assert reused["fields"] == [] and len(charges(c)) == 1
 
 
 def test_exhausted_budget_is_409_and_reuploading_ids_does_not_reset_it(api: Api) -> None:
