@@ -170,12 +170,20 @@ class Plan:
         return UserCharge.of_examples(self.in_memory.user_keys, self.epsilon_micro)
 
 
+def invalid_epsilon(detail: str, parameter: str) -> DomainError:
+    """422 ``invalid-epsilon`` naming the request field it is about in ``parameter`` (as
+    ``invalid-parameter`` does), so that a form can show it at that field."""
+    if not parameter:
+        return DomainError("invalid-epsilon", detail)
+    return DomainError("invalid-epsilon", detail, parameter=parameter)
+
+
 def check_limits(request: ReleaseRequest, name: str) -> None:
     """The ε range (``name``: what the request called it) and the smallest explicit ε₁."""
     if not MIN_EPSILON <= request.epsilon <= MAX_EPSILON:
-        raise DomainError("invalid-epsilon", f"{name} must lie in [{MIN_EPSILON}, {MAX_EPSILON}]")
+        raise invalid_epsilon(f"{name} must lie in [{MIN_EPSILON}, {MAX_EPSILON}]", name)
     if request.epsilon_prior is not None and not request.epsilon_prior >= MIN_EPSILON_PRIOR:
-        raise DomainError("invalid-epsilon", f"epsilon_prior must be at least {MIN_EPSILON_PRIOR}")
+        raise invalid_epsilon(f"epsilon_prior must be at least {MIN_EPSILON_PRIOR}", "epsilon_prior")
 
 
 def split(request: ReleaseRequest, n: int, k: int) -> tuple[int, float, float, float]:
@@ -186,7 +194,7 @@ def split(request: ReleaseRequest, n: int, k: int) -> tuple[int, float, float, f
         epsilon = float_at_most(Fraction(micro, MICRO))
         eps_prior, eps_randomize = prior_split(epsilon, n, k, request.epsilon_prior)
     except (ParameterError, ValueError) as exc:
-        raise DomainError("invalid-epsilon", str(exc)) from exc
+        raise invalid_epsilon(str(exc), getattr(exc, "parameter", "")) from exc
     return micro, epsilon, eps_prior, eps_randomize
 
 
@@ -212,7 +220,7 @@ def split_for_users(request: ReleaseRequest, examples: ExampleSet, k: int) -> tu
             epsilon_bound=request.epsilon_bound,
         )
     except ParameterError as exc:
-        raise DomainError("invalid-epsilon", str(exc)) from exc
+        raise invalid_epsilon(str(exc), exc.parameter) from exc
     salt = secrets.randbits(64)
     if plan.bound is not None:
         ranks = contribution_ranks(examples.user_keys, examples.keys, salt)

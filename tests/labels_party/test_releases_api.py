@@ -168,7 +168,8 @@ def test_release_validation_errors_store_nothing(api: Api) -> None:
     problem(release(c, ds, "v1", recipient="stranger"), 422, "unknown-recipient")
     problem(release(c, ds, "v2", loss="hinge"), 422, "invalid-request")
     problem(release(c, ds, "v3", epsilon=-1), 422, "invalid-request")
-    problem(release(c, ds, "v4", epsilon=1.0, epsilon_prior=1.0), 422, "invalid-epsilon")
+    split = problem(release(c, ds, "v4", epsilon=1.0, epsilon_prior=1.0), 422, "invalid-epsilon")
+    assert split["parameter"] == "epsilon_prior"  # the field, for a form to show it at
     unknown = problem(release(c, ds, "v5", example_ids=["a", "zzz", "yyy"]), 422, "unknown-example-ids")
     assert unknown["example_ids"] == ["zzz", "yyy"] and unknown["unknown"] == 2  # named, in the order sent
     problem(release(c, ds, "v6", loss="zero_one"), 422, "invalid-loss")

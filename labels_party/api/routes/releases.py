@@ -14,7 +14,8 @@ from labels_party.api.schemas.releases import AuditOut, PreviewIn, PreviewOut, R
 
 # what a release or a preview refuses in its request, before anything is charged
 RELEASE_422 = (
-    "`invalid-epsilon`: ε (or its split) outside what the service takes; `invalid-request`: parameters "
+    "`invalid-epsilon`: ε (or its split) outside what the service takes (the field in `parameter`); "
+    "`invalid-request`: parameters "
     "that do not fit together (e.g. contribution_bound without privacy_unit user); `invalid-prior`: a "
     "public_prior of the wrong length or masses; `invalid-loss`: a loss the dataset's label type does not "
     "take; `invalid-parameter`: parameters the mechanisms refuse; "
