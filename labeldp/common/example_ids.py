@@ -12,6 +12,7 @@ from labeldp.common.errors import DomainError
 from labeldp.common.inputs import MAX_EXAMPLE_ID_BYTES
 
 MAX_REPORTED_ROWS = 10
+MAX_NAMED_IDS = 10  # unknown IDs a caller sent, named back (its own input: never another's)
 _CONTROL = r"[\x00-\x1f\x7f]"
 
 
@@ -129,3 +130,20 @@ def example_ids(table: pa.Table) -> pa.Array:
             columns=["example_id"],
         )
     return ids
+
+
+def unknown_ids(wanted: pa.Array, known: pa.Array | pa.ChunkedArray, where: str) -> None:
+    """422 ``unknown-example-ids`` when some IDs a caller sent are not in ``known``: how many, and the
+    first ``MAX_NAMED_IDS`` of them in ``example_ids`` (the first three in the detail too) — the
+    caller's own input, in the order sent, so it can find and fix them."""
+    missing = wanted.filter(pc.invert(pc.is_in(wanted, value_set=known)))
+    if not len(missing):
+        return
+    named = missing.slice(0, MAX_NAMED_IDS).to_pylist()
+    shown = ", ".join(repr(i) for i in named[:3]) + (", …" if len(missing) > 3 else "")
+    raise DomainError(
+        "unknown-example-ids",
+        f"{len(missing)} example_ids are not in {where}: {shown}",
+        example_ids=named,
+        unknown=len(missing),
+    )

@@ -351,3 +351,53 @@ def test_an_invalid_request_names_the_option_and_its_bound_and_exits_2(tmp_path:
         code, out, err = run("labels", "datasets", "list", "--url", "http://127.0.0.1:9", "--api-key", "k",
                              "--json")  # fmt: skip
         assert code == 3 and "unreachable" in err and json.loads(out)["type"] == "unreachable"
+
+
+def test_a_refused_upload_prints_its_first_rows_and_reason_never_their_values(tmp_path: Path) -> None:
+    """Without --json too: the reason, then the first offending data rows (the first row after the
+    header is 1, whether the row failed to parse or failed a check), and none of the values."""
+    labels_dir = tmp_path / "labels"
+    labels_dir.mkdir()
+    _, key = tenant_key(sqlite_url(labels_dir), "acme", "1")
+    settings = LabelsSettings(data_dir=labels_dir, database_url=sqlite_url(labels_dir), allow_plaintext=True)
+    with labels_server_thread(settings) as base:
+        L = ("--url", base, "--api-key", key)
+        code, _, err = run("labels", "datasets", "create", "prices", "--label-type", "real", "--lo", "0",
+                           "--hi", "100", "--support", "uniform:11", *L)  # fmt: skip
+        assert code == 0, err
+        rows_note = "(the first data row is 1, a header not counted)"
+        cases = {
+            "example_id,label\nk-1,1\nk-2,inf\nk-3,7\nk-4,nan\n": (
+                "422 invalid-label: labels must be finite numbers",
+                f"rows: 2, 4 {rows_note}",
+            ),
+            "example_id,label\nk-1,1\nk-2,150.5\n": (
+                "422 out-of-bounds: labels outside the public bounds [0, 100]",
+                f"rows: 2 {rows_note}",
+            ),
+            "example_id,label\nk-1,1\nk-2,2\nk-1,3\n": (
+                "422 duplicate-example-id: 1 example IDs appear more than once",
+                f"rows: 1, 3 {rows_note}",
+            ),
+            "example_id,label\nk-1,1\n,2\n": (
+                "422 missing-example-id: example_id must not be empty",
+                f"rows: 2 {rows_note}",
+            ),
+            "example_id,label\nk-1,1\nk-2,2,42.5\n": (
+                "422 unparseable-upload: data row 2 has 3 fields; the header has 2",
+                f"rows: 2 {rows_note}",
+            ),
+            "example_id;label\nk-1;1\n": (
+                "422 missing-column: the upload needs an example_id column",
+                "semicolons",
+            ),
+        }
+        for i, (text, (reason, where)) in enumerate(cases.items()):
+            path = tmp_path / f"bad{i}.csv"
+            path.write_text(text)
+            code, out, err = run("labels", "upload", str(path), "--dataset", "prices", *L)
+            assert code == 2 and out == "", (text, err)
+            assert err.startswith(f"error: {reason}") and where in err, (text, err)
+            assert not any(v in err for v in ("inf", "nan", "150.5", "42.5", "k-")), (text, err)
+        code, out, err = run("labels", "datasets", "show", "prices", "--json", *L)
+        assert code == 0 and json.loads(out)["label_count"] == 0, err  # nothing stored

@@ -86,10 +86,12 @@ def test_train_inspect_predict_and_survive_a_restart(tmp_path: Path) -> None:
         )
         missing = c.post(f"/v1/models/{job}/predictions", json={"rows": [{"age": 30}]})
         assert missing.status_code == 422 and missing.json()["type"] == "missing-features"
-        assert (
-            c.post(f"/v1/models/{job}/predictions", json={"example_ids": ["zzz"]}).json()["type"]
-            == "unknown-example-ids"
-        )
+        unknown = c.post(f"/v1/models/{job}/predictions", json={"example_ids": ["zzz"]}).json()
+        assert unknown["type"] == "unknown-example-ids" and unknown["example_ids"] == ["zzz"]
+        asked = [f"q{i}" for i in range(12)] + ["zzz"]  # 13 unknown
+        many = c.post(f"/v1/models/{job}/predictions", json={"example_ids": asked}).json()
+        assert many["unknown"] == 13 and many["example_ids"] == asked[:10]  # the first 10, in order
+        assert many["detail"] == "13 example_ids are not in feature table 'census': 'q0', 'q1', 'q2', …"
         # a job that fails keeps its error
         c.put(
             "/v1/feature-tables/strangers",

@@ -58,7 +58,13 @@ def test_a_model_is_charged_first_trained_signed_and_verifiable(
     again = c.post(
         f"/v1/datasets/{ds}/semi-sensitive-models", json=body(rid), headers={"Idempotency-Key": "m1"}
     )
-    assert again.status_code == 200 and again.json()["id"] == model["id"]
+    assert again.status_code == 200 and again.content == made.content
+    assert again.headers["Idempotent-Replayed"] == "true" and made.headers["Idempotent-Replayed"] == "false"
+    url = f"/v1/datasets/{ds}/semi-sensitive-models"
+    stated = c.post(url, json=body(rid, epochs=2.0, clip_norm=1.0), headers={"Idempotency-Key": "m1"})
+    assert stated.status_code == 200 and stated.content == made.content  # a default stated, 2 as 2.0
+    reused = c.post(url, json=body(rid, epochs=3, delta=2e-7), headers={"Idempotency-Key": "m1"})
+    assert reused.status_code == 422 and reused.json()["fields"] == ["delta", "epochs"], reused.text
     assert len([e for e in c.get("/v1/ledger").json()["items"] if e["kind"] == "charge"]) == 2
     # the message verifies with the labels party's pinned key and carries the guarantee
     raw = c.get(f"/v1/semi-sensitive-models/{model['id']}/message").content

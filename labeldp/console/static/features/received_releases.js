@@ -5,7 +5,7 @@ import { all, download, get, path } from "../common/api.js";
 import { h, replace } from "../common/dom.js";
 import { count, num, plural, short, when } from "../common/format.js";
 import { mechanismView } from "../common/mechanism.js";
-import { code, facts, field, idLink, note, problem, section, table, title } from "../common/ui.js";
+import { code, facts, field, idLink, note, refused, section, table, title, unmarkFields } from "../common/ui.js";
 
 function fromMillis(value) {
   const ms = Number(value);
@@ -40,7 +40,7 @@ export async function receivedReleasesPage({ signal }) {
 function exportSection(r, tables) {
   const form = h(
     "form",
-    {},
+    { novalidate: true },
     h(
       "div",
       { class: "fields" },
@@ -60,12 +60,13 @@ function exportSection(r, tables) {
     const url = table
       ? `${path("releases", r.release_id, "training-set")}?feature_table=${encodeURIComponent(table)}`
       : path("releases", r.release_id, "released-values");
+    unmarkFields(form);
     replace(result, h("p", { class: "loading" }, "Exporting…"));
     try {
       const size = await download(url, `${table ? "training-set" : "released-values"}-${r.release_id}.parquet`);
       replace(result, h("p", { class: "success" }, `Downloaded ${count(size)} bytes. The release's description (mechanism and correction) is in the file's metadata: labeldp_model.Release.from_metadata reads it.`));
     } catch (error) {
-      replace(result, problem(error));
+      replace(result, refused(form, error));
     }
   });
   return section(
