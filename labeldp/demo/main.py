@@ -159,7 +159,7 @@ def run_demo(
             console.print("[bold cyan][…][/] drawing the figures")
             figures = draw(world, report, out)
             report.timings_s["total"] = round(time.monotonic() - started, 1)
-            print_report(console, report)
+            print_report(console, report.as_json())
             write_report(report, out / "report.json")
             console.print(f"wrote {out / 'report.json'} and " + ", ".join(str(p) for p in figures))
             console.print(f"done in {report.timings_s['total']:.0f} s")
