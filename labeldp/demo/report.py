@@ -71,14 +71,14 @@ def print_report(console: Console, v: Mapping[str, Any]) -> None:
     table.add_column("model")
     table.add_column(f"RMSE ({units})", justify="right")
     table.add_column("labels it was trained on")
-    per = "per user" if p["unit"] == "user" else ""
+    per = " per user" if p["unit"] == "user" else ""
     lap = (
         f"Laplace at ε = {epsilon:g}/τ on the kept clicks, clipped"
         if p["unit"] == "user"
         else f"Laplace noise at ε = {epsilon:g}, clipped"
     )
     rows = (
-        ("RR-on-Bins (labeldp)", "rr_on_bins_private", f"one ε = {epsilon:g} {per} release, debiased"),
+        ("RR-on-Bins (labeldp)", "rr_on_bins_private", f"one ε = {epsilon:g}{per} release, debiased"),
         ("Laplace baseline", "laplace_baseline", lap),
         ("non-private", "non_private", "the true labels (no privacy)"),
         ("constant (mean)", "predict_mean", "none: predicts the mean label"),

@@ -22,7 +22,7 @@ from sqlalchemy import create_engine, text
 from labeldp.demo.world import MISSING_EVERY, TEST_EVERY
 from labeldp.processes import free_port
 from labeldp.samples import diamond_prices, synthetic_users
-from tests.support import postgres
+from tests.support import demo_report, postgres
 
 pytestmark = pytest.mark.processes
 
@@ -104,6 +104,12 @@ def test_demo_runs_both_parties_end_to_end_and_cleans_up(tmp_path: Path) -> None
     assert f"labels party (advertiser) at http://127.0.0.1:{labels_port} " in done.stdout
     assert f"features party (publisher) at http://127.0.0.1:{features_port}," in done.stdout
     assert f"console: http://127.0.0.1:{labels_port}/console/ (advertiser)" in done.stdout
+    # the report the README and the quick start show: the same words, every number within its
+    # tolerance of this run's (tests/support/demo_report.py)
+    fresh = demo_report.rendered(json.loads((out / "report.json").read_text()))
+    for page in demo_report.PAGES:
+        _, shown = demo_report.shown(page)
+        assert not demo_report.differences(shown, fresh), (page.name, demo_report.differences(shown, fresh))
     for step in ("registering", "uploading", "releasing at ε = 1", "delivering", "joining", "training"):
         assert step in done.stdout
     assert "mutual TLS" in done.stdout and "test error against the true labels" in done.stdout
