@@ -295,7 +295,8 @@ def models_download(
     url: FeaturesUrl = FEATURES_URL,
     api_key: FeaturesKey = "",
 ) -> None:
-    """The model as one scikit-learn pipeline (skops): load it with ``skops.io.load``."""
+    """The model as one scikit-learn pipeline (skops): load it with ``skops.io.load`` and its trusted
+    types, where labeldp need not be installed (docs/guides/publisher.md#take-a-model-out)."""
     with features_client(url, api_key) as client:
         size = client.download_model(model, out)
     typer.echo(f"{out}: {size:,} bytes (load it: docs/guides/publisher.md#take-a-model-out)")
