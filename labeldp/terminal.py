@@ -59,7 +59,7 @@ def cell(value: object) -> str:
 
 
 def print_json(value: object) -> None:
-    typer.echo(json.dumps(value, indent=2, default=str))
+    typer.echo(json.dumps(value, indent=2, default=str, ensure_ascii=False))  # ε as ε, not \u03b5
 
 
 def show(answer: object, as_json: bool, line: str) -> None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from labeldp.cli.metrics import metric_lines
 from labeldp.cli.options import (
     FEATURES_URL,
     AsJson,
@@ -25,7 +26,6 @@ from labeldp.cli.options import (
     read_identity,
 )
 from labeldp.terminal import (
-    cell,
     number,
     print_json,
     print_table,
@@ -265,8 +265,8 @@ def train(
     if quiet:
         typer.echo(trained["id"])
         return
-    metrics = ", ".join(f"{k} {cell(v)}" for k, v in trained["metrics"].items())
-    show(trained, as_json, f"model {trained['id']} trained: {metrics}")
+    lines = metric_lines(trained["metrics"], trained["loss"])
+    show(trained, as_json, "\n".join([f"model {trained['id']} trained ({trained['loss']} loss):", *lines]))
 
 
 @models.command("list")
@@ -284,9 +284,8 @@ def models_show(
     """One model: status, metrics and provenance (release, ε, feature table, code version)."""
     with features_client(url, api_key) as client:
         m = client.model(model)
-    metrics = ", ".join(f"{k} {cell(v)}" for k, v in m["metrics"].items())
-    line = f"model {m['id']} {m['status']} ({m['model']}, {m['loss']}, debias {m['debias']}): {metrics}"
-    show(m, as_json, line)
+    head = f"model {m['id']} {m['status']} ({m['model']}, {m['loss']} loss, debias {m['debias']})"
+    show(m, as_json, "\n".join([head, *metric_lines(m["metrics"], m["loss"])]))
 
 
 @models.command("download")
@@ -296,10 +295,11 @@ def models_download(
     url: FeaturesUrl = FEATURES_URL,
     api_key: FeaturesKey = "",
 ) -> None:
-    """The model as one scikit-learn pipeline (skops): load it with ``skops.io.load``."""
+    """The model as one scikit-learn pipeline (skops): load it with ``skops.io.load`` and its trusted
+    types, where labeldp need not be installed (docs/guides/publisher.md#take-a-model-out)."""
     with features_client(url, api_key) as client:
         size = client.download_model(model, out)
-    typer.echo(f"{out}: {size:,} bytes (skops.io.load it; README: Take a model out)")
+    typer.echo(f"{out}: {size:,} bytes (load it: docs/guides/publisher.md#take-a-model-out)")
 
 
 @app.command("predict")

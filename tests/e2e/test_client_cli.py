@@ -99,10 +99,13 @@ def test_upload_release_deliver_and_train_from_the_cli(tmp_path: Path, files: di
         )  # fmt: skip
         assert code == 0 and release["id"] in out
         # budget 2, spent 1: ε = 1.5 more is refused with the server's code, exit 1
-        code, _, err = run(
-            "labels", "release", "--dataset", "prices", "--epsilon", "1.5", "--recipient", "publisher", *L
-        )
+        code, out, err = run(
+            "labels", "release", "--dataset", "prices", "--epsilon", "1.5", "--recipient", "publisher",
+            "--json", *L,
+        )  # fmt: skip
         assert code == 1 and "409 budget-exhausted" in err
+        # --json writes ε as ε (not \u03b5), still valid JSON
+        assert "ε = 1.5" in json.loads(out)["detail"] and "ε = 1.5" in out and "\\u03b5" not in out
         # a user-level release (no user_id column: every example is its own user, so τ = 1 keeps all)
         code, out, err = run(
             "labels", "release", "--dataset", "prices", "--privacy-unit", "user", "--epsilon-user", "0.5",
@@ -240,6 +243,11 @@ def test_every_resource_has_a_command_with_json_and_exit_codes(
         [row] = ok("labels", "releases", "list", "--dataset", "prices", *L).splitlines()[1:]
         assert row.split()[:5] == [rel, "complete", "1", f"{N:,}", "publisher"]
         assert numbers(released["bins"]) in row
+        # without --dataset: every dataset's releases, as GET /v1/releases, each with its dataset's name
+        head, every = ok("labels", "releases", "list", *L).splitlines()
+        assert head.split()[:3] == ["ID", "DATASET", "STATUS"]
+        assert every.split()[:6] == [rel, "prices", "complete", "1", f"{N:,}", "publisher"]
+        assert json.loads(ok("labels", "releases", "list", "--json", *L)) == [released]
         ok("labels", "releases", "download", rel, "-o", str(tmp_path / "noisy.parquet"), *L)
         assert pq.read_table(tmp_path / "noisy.parquet").num_rows == N
         budget = json.loads(ok("labels", "budget", "--dataset", "prices", "--epsilon", "2", "--json", *L))
@@ -262,7 +270,21 @@ def test_every_resource_has_a_command_with_json_and_exit_codes(
         )
         model = ok("features", "train", "--release", rel, "--table", "diamonds", "-q", *F).strip()
         assert json.loads(ok("features", "models", "list", "--json", *F))[0]["id"] == model
-        assert "succeeded" in ok("features", "models", "show", model, *F)
+        shown = ok("features", "models", "show", model, *F).splitlines()
+        assert "succeeded" in shown[0] and "squared loss" in shown[0]
+        metrics = json.loads(ok("features", "models", "show", model, "--json", *F))["metrics"]
+        # one line per metric, named for people, with its unit (the machine names are in --json)
+        assert len(shown) == 1 + len(metrics) and not any("_" in line for line in shown[1:])
+        assert any(
+            line.split()[:3] == ["training", "examples", f"{metrics['train_examples']:,}"] for line in shown
+        )
+        noisy = number(metrics["validation_loss_vs_noisy_labels"])
+        root = number(metrics["validation_loss_vs_noisy_labels"] ** 0.5)
+        assert any(
+            line.lstrip().startswith("validation loss against the noisy labels")
+            and f"{noisy} (mean squared error, label units²; root {root} label units)" in line
+            for line in shown
+        ), shown
         by_id = ok("features", "predict", model, "--ids", "d1,d2", *F).splitlines()
         assert [line.split("\t")[0] for line in by_id] == ["d1", "d2"]
         rows = tmp_path / "rows.json"

@@ -44,6 +44,9 @@ def test_train_inspect_predict_and_survive_a_restart(tmp_path: Path) -> None:
         assert done["status"] == "succeeded", done
         assert done["progress"]["iterations"] == 200 and done["progress"]["elapsed_s"] > 0
         model = c.get(f"/v1/models/{job}").json()
+        # each count means one thing from start to end: the release's examples; those the model fits on
+        assert done["progress"]["release_examples"] == N
+        assert done["progress"]["training_examples"] == model["metrics"]["train_examples"]
         assert model["loss"] == "poisson" and model["debias"] == "affine"
         stamps = [model["created_at"], done["created_at"], done["finished_at"]]
         stamps += [t["updated_at"] for t in c.get("/v1/feature-tables").json()["items"]]

@@ -45,6 +45,21 @@ def test_dataset_specs_are_validated(api: Api) -> None:
         422,
         "invalid-request",
     )
+    # at most 10,000 support points (docs/limitations.md: the optimizer's worst case is O(k²))
+    problem(
+        c.post(
+            "/v1/datasets",
+            json={
+                "name": "x",
+                "label_type": "real",
+                "lo": 0,
+                "hi": 1,
+                "support": {"kind": "uniform", "k": 10_001},
+            },
+        ),
+        422,
+        "invalid-request",
+    )
     ok = c.post(
         "/v1/datasets",
         json={
