@@ -100,10 +100,10 @@ def refusal(exc: BaseException, invalid: InvalidRows, header: list[str] | None =
     if "Empty CSV file" in text:
         return CsvRefusal("unparseable-upload", "the CSV body is empty: it needs a header line", [], [])
     numbered = _ROW.search(text)
-    first = text.split(":", 1)[0].strip() or type(exc).__name__
+    # Arrow's other messages may quote the row: name the exception's class, never its text
     return CsvRefusal(
         "unparseable-upload",
-        f"could not parse the CSV body ({first})",
+        f"could not parse the CSV body ({type(exc).__name__})",
         _data_row(int(numbered.group(1))) if numbered else [],
         [],
     )

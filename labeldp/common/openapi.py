@@ -12,8 +12,8 @@ anyone remembering to):
   error; domain codes name the problem) — routes declare their own further codes (``errors(...)``);
 * a header the server requires is required in the document (``Idempotency-Key``), and the optional
   ``X-Request-ID`` every request may carry (echoed back, logged) is declared on every operation; an
-  operation that takes an ``Idempotency-Key`` declares ``Idempotent-Replayed`` on its successes (the
-  body of a replay is the first answer's, byte for byte: the header says nothing was charged);
+  operation that takes an ``Idempotency-Key`` declares ``Idempotent-Replayed`` on its successes (a
+  replay is the job the key created, in its current state: the header says nothing was charged);
 * operation IDs are the route functions' names (``list_datasets``), stable and readable for
   generated clients; an operation's summary is the first sentence of its docstring (its description);
 * every error answer's schema names the codes it may carry: ``type`` is one of the codes its

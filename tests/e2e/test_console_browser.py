@@ -273,6 +273,20 @@ def test_plan_preview_then_create_and_deliver_a_release(demo: Demo, open_page: A
     at_prior.wait_for()
     assert "epsilon_prior must be < epsilon" in at_prior.inner_text() and prior.get_attribute("aria-invalid")
     prior.fill("")
+    # τ as a number: the API calls it contribution_bound, and the number's input shows its first reason
+    page.get_by_label("each user (all of a user's examples)").check()
+    bound = page.get_by_label("contribution bound τ")
+    bound.select_option("number")
+    tau = page.get_by_label("τ (when a number)")
+    tau.fill("0")
+    page.get_by_role("button", name="Preview (free)").click()
+    at_tau = page.locator(".field", has=tau).locator(".field-error")
+    at_tau.wait_for()
+    assert tau.get_attribute("aria-invalid") == "true" and at_tau.count() == 1
+    assert bound.get_attribute("aria-invalid") is None
+    tau.fill("3")
+    bound.select_option("auto")
+    page.get_by_label("each example", exact=True).check()
     page.get_by_role("button", name="Preview (free)").click()
     page.get_by_role("heading", level=2, name="Create").wait_for()
     text = page.locator("main").inner_text()

@@ -34,7 +34,7 @@ router = APIRouter(prefix="/v1", tags=["releases"])
     responses={
         200: {
             "model": ReleaseOut,
-            "description": "a replay: the release this key created, as first answered; nothing charged "
+            "description": "a replay: the release this key created, in its current state; nothing charged "
             "(`Idempotent-Replayed: true`)",
         },
         202: {

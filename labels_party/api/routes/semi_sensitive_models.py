@@ -28,7 +28,7 @@ router = APIRouter(prefix="/v1", tags=["semi-sensitive models"])
     responses={
         200: {
             "model": SemiSensitiveModelOut,
-            "description": "a replay: the model this key created, as first answered; nothing charged "
+            "description": "a replay: the model this key created, in its current state; nothing charged "
             "(`Idempotent-Replayed: true`)",
         },
         **errors(

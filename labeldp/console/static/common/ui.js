@@ -151,10 +151,7 @@ export function unmarkFields(form) {
 function mark(control, message) {
   const wrapper = control.closest(".field, fieldset") ?? control.parentElement;
   let note = control.dataset.errorId ? document.getElementById(control.dataset.errorId) : null;
-  if (note) {
-    note.append(` ${message}`);
-    return;
-  }
+  if (note) return; // the first reason about an input is shown beside it; the alert lists them all
   note = h("p", { class: "field-error", id: uid("error") }, message);
   wrapper.append(note);
   control.dataset.errorId = note.id;
@@ -168,10 +165,13 @@ function mark(control, message) {
  * API's words; the input marked aria-invalid and described by them), and the returned alert lists
  * every reason, by the field's label where the form has one.
  */
-export function refused(form, error) {
+export function refused(form, error, { rename = {} } = {}) {
   unmarkFields(form);
   const listed = reasons(error).map((r) => {
-    const control = r.field ? controlFor(form, r.field) : null;
+    // `rename` maps an API field to the input that holds it where the two differ (τ as a number)
+    const [head, ...rest] = r.field.split(".");
+    const field = head in rename ? [rename[head], ...rest].join(".") : r.field;
+    const control = field ? controlFor(form, field) : null;
     if (!control) return r.field ? `${r.field}: ${r.message}` : r.message;
     mark(control, r.message);
     const label = control.labels?.[0]?.textContent ?? r.field;

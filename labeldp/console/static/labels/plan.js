@@ -150,7 +150,7 @@ export async function planPage({ params: [id], signal }) {
       replace(createArea, createView(id, planned, form));
       output.querySelector("h2")?.focus?.();
     } catch (error) {
-      replace(output, refused(form, error));
+      replace(output, refused(form, error, { rename: tauInput(form) }));
     }
   });
   showUnit();
@@ -166,6 +166,11 @@ export async function planPage({ params: [id], signal }) {
   ];
 }
 
+/** The API names τ `contribution_bound`; when it is a number, the number's input holds it. */
+function tauInput(form) {
+  return form.elements.namedItem("contribution_bound")?.value === "number" ? { contribution_bound: "tau" } : {};
+}
+
 function createView(datasetId, planned, form) {
   const message = h("div", {});
   const button = h("button", { type: "button" }, "Create the release (charges the budget)");
@@ -178,7 +183,7 @@ function createView(datasetId, planned, form) {
       });
       window.location.hash = `#/releases/${encodeURIComponent(release.id)}`;
     } catch (error) {
-      replace(message, refused(form, error));
+      replace(message, refused(form, error, { rename: tauInput(form) }));
       button.disabled = false;
     }
   });
