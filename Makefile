@@ -51,10 +51,12 @@ typecheck: $(DEV)
 imports: $(DEV)
 	$(BIN)/lint-imports
 
-# every tier spread over every core (pytest-xdist; work stealing: an idle worker takes tests queued for a
-# busy one); each worker starts its own throwaway PostgreSQL cluster, a database per test
+# every tier spread over two workers per core (pytest-xdist; work stealing: an idle worker takes tests
+# queued for a busy one): most of the long tests wait on services, processes, Docker or a browser, not
+# on the CPU. Each worker starts its own throwaway PostgreSQL cluster, a database per test.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
 unit: $(DEV)
-	$(BIN)/python -m pytest -q -n auto --dist worksteal --durations=20
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=20
 
 fast: $(DEV)
 	$(BIN)/python -m pytest -q -n auto --dist worksteal --durations=10 \
