@@ -330,7 +330,7 @@ def test_an_invalid_request_names_the_option_and_its_bound_and_exits_2(tmp_path:
     )
     with labels_server_thread(settings) as base:
         L = ("--url", base, "--api-key", key)
-        schemas = httpx.get(f"{base}/openapi.json").json()["components"]["schemas"]
+        schemas = httpx.get(f"{base}/openapi.json", timeout=60).json()["components"]["schemas"]
         least = schemas["ReleaseIn"]["properties"]["epsilon"]["anyOf"][0]["minimum"]
         most = schemas["PreviewIn"]["properties"]["epsilon"]["anyOf"][0]["maximum"]
         nobody = {"name": "publisher", "grpc_address": f"127.0.0.1:{free_port()}"}  # nothing listens there

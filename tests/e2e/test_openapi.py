@@ -51,7 +51,7 @@ def operations(document: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, A
 
 
 def test_the_document_declares_auth_errors_bodies_and_headers(base: str) -> None:
-    document = httpx.get(f"{base}/openapi.json").json()
+    document = httpx.get(f"{base}/openapi.json", timeout=60).json()
     assert document["components"]["securitySchemes"]["bearer"] == {
         "type": "http",
         "scheme": "bearer",
