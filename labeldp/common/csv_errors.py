@@ -6,8 +6,8 @@ c-8,12.5,extra``: a label is a secret) and counts the header as row 1, where eve
 upload counts data rows (the first row after the header is row 1: ``example_ids.first_rows``). So a
 CSV read passes ``InvalidRows`` as its invalid-row handler, which sees the row's number and field
 counts before Arrow writes its message, and ``refusal`` builds the answer from those alone: a message
-of labeldp's own, the data row, no value. Messages Arrow words otherwise keep only their first clause
-(the words before any ``:``), which names the kind of failure and never a value.
+of labeldp's own, the data row, no value. A message labeldp does not recognize is answered by the
+exception's class alone: Arrow's wording may change, and any of it might quote the row.
 
 A header that lacks ``example_id`` but holds a ``;``, a tab or a ``|`` gets a hint about the delimiter
 (``delimiter_hint``): uploads are comma-separated and nothing guesses another delimiter silently.
