@@ -81,6 +81,13 @@ class FeaturesSettings(BaseSettings):
         description="training jobs one tenant may have waiting in this process (the running one aside); "
         "one more answers 429 too-many-jobs with Retry-After. Tenants are served in turn",
     )
+    max_concurrent_exports: int = Field(
+        2,
+        ge=1,
+        le=64,
+        description="training-set and released-value exports this process streams at once (each holds "
+        "a partition of its join, up to ~200 MiB); one more answers 429 too-many-exports with Retry-After",
+    )
     superseded_grace_seconds: float = Field(
         3600.0,
         ge=0,

@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 from features_party.api.deps import FeaturesServices
 from features_party.api.routes import ROUTERS
 from features_party.config import FeaturesSettings
+from features_party.exports import Exports, TooManyExportsError
 from features_party.metrics import FeaturesMetrics
 from features_party.pricing import Pricer, PricingGrants, Pricings
 from features_party.receiver.server import build_server
@@ -69,6 +70,9 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
         ),
         grants=PricingGrants(sessions),
         pricings=Pricings(sessions),
+        exports=Exports(
+            releases, tables, data_dir.spool(instance.token), max_concurrent=settings.max_concurrent_exports
+        ),
     )
 
     def collect_versions() -> None:
@@ -139,7 +143,8 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
     app.state.services = svc
 
     @app.exception_handler(TooManyJobsError)
-    async def _too_many_jobs(_: Request, exc: TooManyJobsError) -> JSONResponse:
+    @app.exception_handler(TooManyExportsError)
+    async def _too_many(_: Request, exc: TooManyJobsError | TooManyExportsError) -> JSONResponse:
         response = as_problem(exc)
         response.headers["Retry-After"] = str(exc.retry_after_s)
         return response

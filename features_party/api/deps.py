@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from features_party.config import FeaturesSettings
 from features_party.pricing import PricingGrants, Pricings
+from features_party.exports import Exports
 from features_party.receiver.store import ReceivedModels, ReceivedReleases, SenderRegistry
 from features_party.tables.service import FeatureTables
 from features_party.tenants import authenticate
@@ -36,6 +37,7 @@ class FeaturesServices:
     training: TrainingService
     grants: PricingGrants
     pricings: Pricings
+    exports: Exports
     grpc_port: int = 0  # set once the receiver listens
 
 
@@ -53,7 +55,7 @@ def caller(credentials: Bearer, svc: Services) -> Authenticated:
         key = authenticate(session, token)
     if key is None:
         raise invalid_key()
-    return Authenticated(key.tenant_id, key.id)
+    return key
 
 
 Caller = Annotated[Authenticated, Depends(caller)]
@@ -98,3 +100,8 @@ async def _pricings(svc: Services) -> Pricings:
 
 Grants = Annotated[PricingGrants, Depends(_grants)]
 PricingLog = Annotated[Pricings, Depends(_pricings)]
+async def _exports(svc: Services) -> Exports:
+    return svc.exports
+
+
+ExportService = Annotated[Exports, Depends(_exports)]

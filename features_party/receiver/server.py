@@ -34,6 +34,7 @@ from grpc_reflection.v1alpha import reflection
 from features_party.config import FeaturesSettings
 from features_party.receiver.admission import Admission, BusyError, peer_of
 from features_party.receiver.service import Receiver
+from labeldp.common.blake2b_batch import compiled
 from labeldp.common.errors import DomainError
 from labeldp.common.wire.format import MAX_MESSAGE_BYTES, PUSHBACK_METADATA, WireError
 from labeldp.v1 import delivery_pb2 as pb
@@ -162,19 +163,28 @@ class ReceiverServer:
 
     # -- the two calls --------------------------------------------------------------------------------
     async def deliver_release(self, frames: AsyncIterator[bytes], context: Context) -> pb.DeliveryReceipt:
-        outcome, examples = "cancelled", 0  # what the metrics count if the sender goes away
+        # Counted before the answer leaves: `context.abort` sends the status at once, so a count in a
+        # `finally` would land after the sender (and a scrape of /metrics) has seen the refusal.
+        counted = False
+
+        def count(outcome: str, examples: int = 0) -> None:
+            nonlocal counted
+            counted = True
+            self.receiver.on_outcome(outcome, examples)
+
         try:
             receipt, outcome = await self._release(frames, context)
-            examples = receipt.example_count
+            count(outcome, receipt.example_count)
             return receipt
         except DomainError as exc:
-            outcome = "idle_timeout" if exc.code == "deadline_exceeded" else exc.code
+            count("idle_timeout" if exc.code == "deadline_exceeded" else exc.code)
             await self._refuse(context, exc, "release")
         except Exception:
-            outcome = "internal"
+            count("internal")
             await self._failed(context, "release")
         finally:
-            self.receiver.on_outcome(outcome, examples)
+            if not counted:  # the sender went away (the task was cancelled)
+                self.receiver.on_outcome("cancelled", 0)
 
     async def _release(
         self, frames: AsyncIterator[bytes], context: Context
@@ -278,4 +288,6 @@ def build_server(
 ) -> tuple[ReceiverServer, int]:
     """A started gRPC server and the port it listens on (``grpc_port`` 0 picks a free one)."""
     server = ReceiverServer(receiver, settings, pricing)
+    # load (from numba's disk cache, or compile once) the ID hash kernel now, not in the first delivery
+    threading.Thread(target=compiled, name="warm-id-hash", daemon=True).start()
     return server, server.port

@@ -271,7 +271,8 @@ class Receiver:
         schema = pa.schema([("example_id", pa.string()), ("bin", pa.uint16())])
         seen = UniqueIds(header.example_count, self.spool_dir)
         try:
-            with pq.ParquetWriter(staged, schema) as writer:
+            # no dictionary for the IDs (each unique: pyarrow would build one until it overflowed)
+            with pq.ParquetWriter(staged, schema, use_dictionary=["bin"]) as writer:
                 offset = 0
                 for data in read_records(spool):
                     ids, bins = decode_chunk(data, header, offset)

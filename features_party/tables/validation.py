@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from labeldp.common.csv_errors import InvalidRows, delimiter_hint, read_serially, refusal
 from labeldp.common.errors import DomainError
 from labeldp.common.example_ids import example_ids, first_rows
 from labeldp.common.parquet_bounds import DELTA_BYTE_ARRAY, page_sizes, read_footer
@@ -159,12 +160,35 @@ def _read_parquet(path: Path, limits: Limits) -> pa.Table:
 
 
 def _read_csv(path: Path, limits: Limits) -> pa.Table:
+    """The whole CSV (threaded); a failure names its data row, never a value (``csv_errors``)."""
     options = pacsv.ConvertOptions(column_types={"example_id": pa.string()})
-    with pacsv.open_csv(
-        path, read_options=pacsv.ReadOptions(block_size=CSV_HEADER_BLOCK), convert_options=options
-    ) as head:
-        _check_names(head.schema.names, limits)
-    return pacsv.read_csv(path, convert_options=options)
+    invalid, header = InvalidRows(), None
+    try:
+        with pacsv.open_csv(
+            path,
+            read_options=pacsv.ReadOptions(block_size=CSV_HEADER_BLOCK, use_threads=False),
+            parse_options=invalid.options(),
+            convert_options=options,
+        ) as head:
+            header = head.schema.names
+    except (pa.ArrowException, UnicodeDecodeError, ValueError, OSError) as exc:
+        found = refusal(exc, invalid)
+        raise table_error(found.code, found.message, found.rows, found.columns) from exc
+    _check_names(header, limits)
+    if "example_id" not in header:
+        raise table_error(
+            "missing-column",
+            "the table needs an example_id column" + delimiter_hint(header),
+            columns=["example_id"],
+        )
+    try:
+        return pacsv.read_csv(path, parse_options=invalid.options(), convert_options=options)
+    except (pa.ArrowException, UnicodeDecodeError, ValueError, OSError) as exc:
+        found = refusal(exc, invalid, header)
+        if not found.rows:  # a threaded read does not number its rows: read once more, on one thread
+            again, error = read_serially(path, options)
+            found = refusal(error, again, header) if error is not None else found
+        raise table_error(found.code, found.message, found.rows, found.columns) from exc
 
 
 def text_bytes(col: pa.ChunkedArray) -> int:

@@ -217,20 +217,22 @@ def _verify(raw: bytes, trusted: KeyLookup) -> VerifiedModel:
         raise ModelMessageError("the signed payload is not a model description") from exc
     if (payload.sender_id, payload.sender_key_id) != (envelope.sender_id, envelope.sender_key_id):
         raise ModelMessageError("the envelope and the signed payload name different senders")
-    if payload.recipient_tenant:  # authentic now: only that tenant's pins count (``for_tenant``)
-        owners = [o for o in owners if o == payload.recipient_tenant]
-        if not owners:
-            raise ModelMessageError(
-                "the tenant this model is for has not pinned the key that signed it", "UNAUTHENTICATED"
-            )
     return VerifiedModel(payload, tuple(owners))
 
 
 def check_model(raw: bytes, trusted: KeyLookup, receiver_id: str, now_unix_ms: int) -> VerifiedModel:
-    """``verify_model``, then what a recipient must also check: addressed to it, not expired, and every
-    field within its public bounds (``check_bounds``)."""
+    """``verify_model``, then what a recipient must also check: signed by a key the tenant it names
+    pinned (``recipient_tenant``; anyone else may verify it with the sender's key alone), addressed to
+    it, not expired, and every field within its public bounds (``check_bounds``)."""
     verified = _verify(raw, trusted)
     payload = verified.payload
+    if payload.recipient_tenant:  # authentic now: only that tenant's pins count (``for_tenant``)
+        owners = tuple(o for o in verified.owners if o == payload.recipient_tenant)
+        if not owners:
+            raise ModelMessageError(
+                "the tenant this model is for has not pinned the key that signed it", "UNAUTHENTICATED"
+            )
+        verified = VerifiedModel(payload, owners)
     if payload.recipient_id != receiver_id:
         raise ModelMessageError(f"this model is addressed to {payload.recipient_id!r}", "PERMISSION_DENIED")
     if payload.expires_at_unix_ms <= now_unix_ms:

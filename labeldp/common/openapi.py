@@ -11,7 +11,9 @@ anyone remembering to):
   JSON body 413 (the body limit), one with parameters or a body 422 (``invalid-request`` names each
   error; domain codes name the problem) — routes declare their own further codes (``errors(...)``);
 * a header the server requires is required in the document (``Idempotency-Key``), and the optional
-  ``X-Request-ID`` every request may carry (echoed back, logged) is declared on every operation;
+  ``X-Request-ID`` every request may carry (echoed back, logged) is declared on every operation; an
+  operation that takes an ``Idempotency-Key`` declares ``Idempotent-Replayed`` on its successes (a
+  replay is the job the key created, in its current state: the header says nothing was charged);
 * operation IDs are the route functions' names (``list_datasets``), stable and readable for
   generated clients; an operation's summary is the first sentence of its docstring (its description);
 * every error answer's schema names the codes it may carry: ``type`` is one of the codes its
@@ -53,6 +55,14 @@ REQUEST_ID = {
     "description": "an ID to trace this request by: echoed back and written to the service's log "
     "(one is generated when absent); 1 to 200 printable ASCII characters, or 422 `invalid-request`",
     "schema": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[!-~]+$"},
+}
+
+REPLAYED = "Idempotent-Replayed"  # on every success of an operation that takes an Idempotency-Key
+REPLAYED_HEADER = {
+    "description": "`true`: this answer replays the first request made with this Idempotency-Key (its "
+    "body is that answer's): nothing was charged and no noise drawn now; `false`: the request was "
+    "carried out now",
+    "schema": {"type": "string", "enum": ["true", "false"]},
 }
 
 GENERIC = {
@@ -148,6 +158,10 @@ def _complete(document: dict[str, Any]) -> dict[str, Any]:
                 if parameter.get("in") == "header" and parameter.get("name") in REQUIRED_HEADERS:
                     parameter["required"] = True
                     parameter["schema"] = _not_null(parameter["schema"])
+                if parameter.get("in") == "header" and parameter.get("name") == "Idempotency-Key":
+                    for status, response in responses.items():
+                        if int(status) < 300:
+                            response.setdefault("headers", {})[REPLAYED] = dict(REPLAYED_HEADER)
             if path.startswith("/v1/"):
                 op.setdefault("parameters", []).append(dict(REQUEST_ID))
     for unused in ("HTTPValidationError", "ValidationError"):

@@ -85,7 +85,9 @@ def exit_with_supervisor() -> None:
 
     def orphaned() -> None:
         log.warning("the supervisor (process %s) is gone; this worker stops", named)
-        threading.Timer(ORPHAN_GRACE_S, os._exit, args=(1,)).start()
+        deadline = threading.Timer(ORPHAN_GRACE_S, os._exit, args=(1,))
+        deadline.daemon = True  # a worker that stops in time exits at once
+        deadline.start()
         os.kill(os.getpid(), signal.SIGTERM)
 
     exit_with(int(named), orphaned)

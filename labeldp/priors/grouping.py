@@ -21,11 +21,10 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import ndtr
 
-from labeldp.mechanisms import ParameterError, Support
+from labeldp.mechanisms import NO_GROUP, ParameterError, Support
 
 MAX_GROUPS = 1024
 MAX_GROUP_CELLS = 262_144  # G·k: the group priors travel in one signed header
-NO_GROUP = -1
 _MIN_MASS = 1e-12  # every support point keeps this much of a group's mass (relative to its largest)
 
 

@@ -60,8 +60,11 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
     lease = settings.release_lease_seconds
     budget = BudgetService(sessions, data_dir)
     # the fork server imports what the file work needs once (pyarrow.dataset: what read_table imports
-    # on first use); its children start with it
-    offload = Offload(settings.file_workers, preload=("labels_party.datasets.file_work", "pyarrow.dataset"))
+    # on first use; warm: the ID hash kernel); its children start with it
+    offload = Offload(
+        settings.file_workers,
+        preload=("labels_party.datasets.file_work", "pyarrow.dataset", "labels_party.datasets.warm"),
+    )
     releases = ReleaseService(
         sessions, data_dir, work, ledger, instance, lease, metrics, on_charged=budget.refresh
     )

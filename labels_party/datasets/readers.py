@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from labeldp.common.csv_errors import InvalidRows, delimiter_hint, refusal
 from labeldp.common.errors import DomainError
 from labeldp.common.example_ids import first_rows
 from labeldp.common.files import parquet_batches
@@ -77,9 +78,10 @@ def _unparseable(fmt: str, exc: BaseException) -> DomainError:
     return upload_error("unparseable-upload", f"could not parse the {fmt} body: {exc}"[:500])
 
 
-def _require(present: Iterable[str], wanted: tuple[str, ...]) -> None:
+def _require(present: Iterable[str], wanted: tuple[str, ...], hint: bool = False) -> None:
     """Every wanted column present (``user_id`` is optional), and none of them twice: a reader would
-    otherwise keep one of two ``label`` columns silently."""
+    otherwise keep one of two ``label`` columns silently. ``hint``: a CSV header, which may show
+    another delimiter."""
     listed = list(present)
     twice = sorted({n for n in listed if n in wanted and listed.count(n) > 1})
     if twice:
@@ -87,36 +89,40 @@ def _require(present: Iterable[str], wanted: tuple[str, ...]) -> None:
     names = set(listed)
     for required in wanted:
         if required not in names and required != "user_id":  # the one optional column
-            raise upload_error(
-                "missing-column", f"the upload needs a{'n' if required[0] == 'e' else ''} {required} column"
-            )
+            needs = f"the upload needs a{'n' if required[0] == 'e' else ''} {required} column"
+            raise upload_error("missing-column", needs + (delimiter_hint(listed) if hint else ""))
 
 
-def _csv_error(exc: Exception) -> DomainError:
+def _csv_error(exc: Exception, invalid: InvalidRows, header: list[str] | None = None) -> DomainError:
+    """A CSV the reader could not parse: its data row, never its values (``csv_errors``)."""
     if isinstance(exc, pa.ArrowInvalid) and "straddl" in str(exc):  # a row longer than a read block
         return upload_error(
             "row-too-long",
             f"a CSV row is longer than {CSV_BLOCK_BYTES // 2**20} MiB; example and user IDs are at most "
             f"{MAX_EXAMPLE_ID_BYTES} bytes",
         )
-    return _unparseable("csv", exc)
+    found = refusal(exc, invalid, header)
+    return upload_error(found.code, found.message, found.rows)
 
 
 def _csv_batches(path: Path, wanted: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
     read = pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES, use_threads=False)  # no read-ahead: bounded memory
+    invalid = InvalidRows()
     try:
-        header = pacsv.open_csv(path, read_options=read).schema.names
+        header = pacsv.open_csv(path, read_options=read, parse_options=invalid.options()).schema.names
     except (pa.ArrowException, UnicodeDecodeError, ValueError, OSError) as exc:
-        raise _csv_error(exc) from exc
-    _require(header, wanted)
+        raise _csv_error(exc, invalid) from exc
+    _require(header, wanted, hint=True)
     present = [c for c in wanted if c in header]
     convert = pacsv.ConvertOptions(
         column_types={c: pa.string() for c in present}, include_columns=present, strings_can_be_null=False
     )
     try:
-        yield from pacsv.open_csv(path, read_options=read, convert_options=convert)
+        yield from pacsv.open_csv(
+            path, read_options=read, parse_options=invalid.options(), convert_options=convert
+        )
     except (pa.ArrowException, UnicodeDecodeError, ValueError, OSError) as exc:
-        raise _csv_error(exc) from exc
+        raise _csv_error(exc, invalid, header) from exc
 
 
 def _scalar(value: object) -> bool:

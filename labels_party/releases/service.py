@@ -40,9 +40,11 @@ from labeldp.scale.release import PARTITION_ROWS
 from labels_party.budget.charged_work import ChargedWork
 from labels_party.budget.epsilon import MICRO
 from labels_party.budget.errors import BudgetExhaustedError
+from labels_party.budget.idempotency import Fingerprint
 from labels_party.budget.ledger import Charging, Ledger
 from labels_party.budget.partitioned import charge_partitioned
 from labels_party.datasets.service import get_dataset
+from labels_party.datasets.spec import DatasetSpec
 from labels_party.delivery.message import Addressee
 from labels_party.metrics import LabelsMetrics
 from labels_party.releases.audit import ReleaseAudit, audit_release
@@ -246,21 +248,21 @@ class ReleaseService:
         key: str,
         wait: bool,
     ) -> tuple[Release, bool]:
-        digest = request.digest(dataset_id)
-        existing = self.jobs.find(tenant_id, key, digest)
-        if existing is not None:
-            return existing, False
-        rows = PARTITION_ROWS if self.cluster.scheduler is not None else None
         with self.sessions() as session:  # a short read; the files are read after it
             ds = get_dataset(session, tenant_id, dataset_id)
             recipient = session.execute(
                 select(Recipient).where(Recipient.tenant_id == tenant_id, Recipient.name == request.recipient)
             ).scalar_one_or_none()
+        fingerprint = request.fingerprint(dataset_id, DatasetSpec.model_validate(ds.spec))
+        existing = self.jobs.find(tenant_id, key, fingerprint)
+        if existing is not None:
+            return existing, False
+        rows = PARTITION_ROWS if self.cluster.scheduler is not None else None
         plan = plan_release(ds, self.data_dir, request, partition_rows=rows)
         if recipient is None:
             raise DomainError("unknown-recipient", f"no registered recipient named {request.recipient!r}")
         self.cluster.ready(plan)  # a configured cluster must answer before anything is charged
-        release, created = self._charge(tenant_id, api_key_id, dataset_id, key, digest, plan, recipient)
+        release, created = self._charge(tenant_id, api_key_id, dataset_id, key, fingerprint, plan, recipient)
         if not created:  # lost the race for this Idempotency-Key
             return release, False
         # Charged and committed: from here on the budget is spent whatever happens.
@@ -275,7 +277,7 @@ class ReleaseService:
         api_key_id: str | None,
         dataset_id: str,
         key: str,
-        digest: str,
+        fingerprint: Fingerprint,
         plan: Plan,
         recipient: Recipient,
     ) -> tuple[Release, bool]:
@@ -286,7 +288,6 @@ class ReleaseService:
             tenant_id=tenant_id,
             dataset_id=dataset_id,
             idempotency_key=key,
-            request_hash=digest,
             status="charged",
             recipient_id=recipient.id,
             epsilon_micro=plan.epsilon_micro,
@@ -301,6 +302,7 @@ class ReleaseService:
             contribution_bound=str(plan.user.bound) if plan.user else None,
             users=plan.user.users if plan.user else None,
         )
+        self.jobs.stamp(release, fingerprint)
         if self.cluster.runs(plan):
             return self._charge_on_cluster(release, plan, api_key_id)
 
@@ -341,7 +343,7 @@ class ReleaseService:
             )
         except IntegrityError:
             self.work.remove_outputs(release.id)
-            existing = self.jobs.find(release.tenant_id, release.idempotency_key, release.request_hash)
+            existing = self.jobs.winner(release)
             if existing is None:
                 raise
             return existing, False

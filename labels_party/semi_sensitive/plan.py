@@ -22,6 +22,7 @@ from labeldp.common.db import owned
 from labeldp.common.errors import DomainError
 from labeldp.mechanisms import ParameterError, PublishedMechanism, float_at_most
 from labels_party.budget.epsilon import ATTO, MICRO, to_atto, to_micro
+from labels_party.budget.idempotency import Fingerprint
 from labels_party.datasets.membership import user_keys_of
 from labels_party.datasets.service import get_dataset
 from labels_party.datasets.spec import DatasetSpec
@@ -53,7 +54,19 @@ class SemiSensitiveRequest:
     width: int = 32
     recipient: str | None = None  # without a label release: whom the model message is addressed to
 
+    def fingerprint(self, dataset_id: str) -> Fingerprint:
+        """The request as its Idempotency-Key is held to it (``budget/idempotency.py``): every field
+        by its API name, the schema's defaults applied, numbers as numbers of one kind."""
+        fields: dict[str, object] = {
+            name: float(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+            for name, value in asdict(self).items()
+        }
+        fields["batch_size"], fields["width"] = self.batch_size, self.width  # counts stay integers
+        return Fingerprint({"dataset_id": dataset_id, **fields}, legacy=self.digest(dataset_id))
+
     def digest(self, dataset_id: str) -> str:
+        """The request as sent, hashed: what models made before resolved requests were kept hold
+        their keys to."""
         fields = asdict(self)
         if fields["recipient"] is None:  # the digest of requests with a label release predates it
             fields.pop("recipient")

@@ -39,6 +39,7 @@ from labeldp.mechanisms import ParameterError
 from labels_party.budget.charged_work import ChargedWork
 from labels_party.budget.epsilon import as_float, to_atto, to_micro
 from labels_party.budget.errors import DeltaBudgetExhaustedError
+from labels_party.budget.idempotency import Fingerprint
 from labels_party.budget.ledger import Charging, Ledger, UserCharge
 from labels_party.budget.ledger_keys import distinct
 from labels_party.delivery.message import Signer
@@ -121,13 +122,13 @@ class SemiSensitiveService:
         self, tenant_id: str, api_key_id: str | None, dataset_id: str, request: SemiSensitiveRequest, key: str
     ) -> tuple[SemiSensitiveModel, bool]:
         """The model and whether it was trained now (False: an idempotent replay)."""
-        digest = request.digest(dataset_id)
-        existing = self.jobs.find(tenant_id, key, digest)
+        fingerprint = request.fingerprint(dataset_id)
+        existing = self.jobs.find(tenant_id, key, fingerprint)
         if existing is not None:
             return existing, False
         self._affordable(tenant_id, request)
         plan = plan_model(self.sessions, self.data_dir, tenant_id, dataset_id, request)
-        row, created = self._charge(tenant_id, api_key_id, dataset_id, key, digest, request, plan)
+        row, created = self._charge(tenant_id, api_key_id, dataset_id, key, fingerprint, request, plan)
         if not created:  # lost the race for this Idempotency-Key
             return row, False
         # Charged and committed: from here on the budget is spent whatever happens.
@@ -164,7 +165,7 @@ class SemiSensitiveService:
         api_key_id: str | None,
         dataset_id: str,
         key: str,
-        digest: str,
+        fingerprint: Fingerprint,
         request: SemiSensitiveRequest,
         plan: ModelPlan,
     ) -> tuple[SemiSensitiveModel, bool]:
@@ -176,7 +177,6 @@ class SemiSensitiveService:
             label_release_id=plan.release.id if plan.release is not None else None,
             recipient_id=plan.recipient.id,
             idempotency_key=key,
-            request_hash=digest,
             status="charged",
             examples=len(plan.example_ids),
             epsilon_dpsgd_micro=plan.epsilon_micro,
@@ -187,6 +187,7 @@ class SemiSensitiveService:
             clip_norm=request.clip_norm,
             api_key_id=api_key_id,
         )
+        self.jobs.stamp(row, fingerprint)
         keys = distinct(plan.example_keys)
         # every user pays ε₂ for each of its training examples (group privacy), as label releases charge
         users = UserCharge.of_examples(plan.user_keys, row.epsilon_dpsgd_micro)

@@ -38,6 +38,8 @@ class ChargedJob:
 
     idempotency_key: Mapped[str] = mapped_column(String(200))
     request_hash: Mapped[str] = mapped_column(String(64))
+    # the request as resolved (defaults applied), to name what a reused key's request changed
+    request: Mapped[dict[str, object] | None] = mapped_column(JSON, nullable=True)
     status: Mapped[str] = mapped_column(String(16))  # charged | complete | failed
     api_key_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     # the process doing the charged work, and until when its heartbeat vouches for it

@@ -22,7 +22,7 @@ import pytest
 from features_party.config import FeaturesSettings
 from features_party.tables.validation import DECODED_ALLOWANCE, DECODED_PER_BODY_BYTE
 from labeldp.common.identity import Identity, public_key_pem
-from labeldp.common.model_message import sign_model
+from labeldp.common.model_message import sign_model, verify_model
 from labeldp.common.wire.sender import ReleaseMessage, build_frames
 from labeldp.v1 import delivery_pb2 as pb
 from labeldp.v1 import delivery_pb2_grpc as pb_grpc
@@ -178,6 +178,9 @@ def test_another_tenants_pin_of_the_senders_key_neither_takes_nor_blocks_its_rel
             model.model_id
         ]
         assert mallory.get("/v1/semi-sensitive-models").json()["items"] == []
+        artifact = victim.get(f"/v1/semi-sensitive-models/{model.model_id}/artifact").content
+        verified = verify_model(artifact, lambda s, k: signer.public_key)  # anyone, with the key alone
+        assert verified.recipient_tenant == publisher["tenant_id"]
         # a message naming a tenant whose pins do not hold the signing key is not authenticated
         stranger = replace(legacy, release_id=str(uuid.uuid4()), recipient_tenant=str(uuid.uuid4()))
         assert deliver(port, stranger, signer) == grpc.StatusCode.UNAUTHENTICATED

@@ -70,7 +70,11 @@ def test_a_replay_returns_the_same_bytes_and_draws_nothing(api: Api) -> None:
         hashlib.sha256(message.read_bytes()).hexdigest() == digest_before
         and message.stat().st_mtime_ns == mtime
     )
-    assert len(charges(c)) == 1 and len(list((api.data_dir / "releases").iterdir())) == 1
+    rid = first.json()["id"]
+    assert len(charges(c)) == 1
+    assert sorted(p.name for p in (api.data_dir / "releases").iterdir()) == sorted(
+        [f"{rid}.parquet", f"{rid}.record.parquet"]
+    )
 
 
 def test_a_refused_release_writes_nothing(api: Api) -> None:

@@ -75,7 +75,7 @@ def test_more_classes_group_by_the_likeliest_class() -> None:
         (np.ones((0, 2)), "between 1 and 4"),
     ],
 )
-def test_hostile_group_priors_are_refused(priors: object, match: str) -> None:
+def test_hostile_group_priors_are_refused(priors: list[list[float]], match: str) -> None:
     with pytest.raises(ParameterError, match=match):
         check_group_priors(priors, 2, 4)
 
