@@ -13,8 +13,8 @@ from fastapi import Depends, Request
 from sqlalchemy.orm import Session, sessionmaker
 
 from features_party.config import FeaturesSettings
-from features_party.pricing import PricingGrants, Pricings
 from features_party.exports import Exports
+from features_party.pricing import PricingGrants, Pricings
 from features_party.receiver.store import ReceivedModels, ReceivedReleases, SenderRegistry
 from features_party.tables.service import FeatureTables
 from features_party.tenants import authenticate
@@ -100,6 +100,8 @@ async def _pricings(svc: Services) -> Pricings:
 
 Grants = Annotated[PricingGrants, Depends(_grants)]
 PricingLog = Annotated[Pricings, Depends(_pricings)]
+
+
 async def _exports(svc: Services) -> Exports:
     return svc.exports
 
