@@ -50,6 +50,15 @@ def mechanism_to_proto(published: PublishedMechanism) -> MechanismFields:
     )
 
 
+def group_to_proto(published: PublishedMechanism) -> pb.GroupMechanism:
+    """One group's mechanism as a grouped header carries it: without the derived bin intervals (they
+    would double a header of 1,024 groups), with the group's prior."""
+    mechanism = mechanism_to_proto(published).mechanism
+    del mechanism.bin_lower[:]
+    del mechanism.bin_upper[:]
+    return pb.GroupMechanism(mechanism=mechanism, prior=published.prior)
+
+
 def _support_bins_of_old_sender(header: pb.ReleaseHeader) -> list[int]:
     """Messages from senders before ``support_bins`` existed: derive the map from the bin intervals
     (RR-on-Bins) or from the reported classes (RR-Top-k)."""
