@@ -24,6 +24,7 @@ from labeldp.client.types import (
     PriorsDetail,
     Recipient,
     Release,
+    ReleaseGroup,
     SemiSensitiveModel,
     Upload,
 )
@@ -114,11 +115,17 @@ class LabelsClient(ApiClient):
         privacy_unit: str = "example",
         contribution_bound: int | str | None = None,
         objective: str | None = None,
+        example_ids: list[str] | None = None,
+        priors_id: str | None = None,
     ) -> Release:
         """``epsilon`` is per example, or per user when ``privacy_unit`` is ``user`` (then with a
         ``contribution_bound``: τ, ``auto`` or ``private``); ``objective``: ``label`` or ``model``
-        (None: the service's default)."""
+        (None: the service's default); ``priors_id``: a feature-aware release on stored priors."""
         body: dict[str, Any] = {"recipient": recipient, "loss": loss}
+        if example_ids is not None:
+            body["example_ids"] = example_ids
+        if priors_id is not None:
+            body["prior"] = {"from": "features-party", "priors_id": priors_id}
         if objective is not None:
             body["objective"] = objective
         if privacy_unit == "user":
@@ -142,9 +149,17 @@ class LabelsClient(ApiClient):
         epsilon_prior: float | None = None,
         prior_release_id: str | None = None,
         objective: str | None = None,
+        *,
+        example_ids: list[str] | None = None,
+        priors_id: str | None = None,
     ) -> Preview:
-        """Free and tenant-only: the mechanism and expected loss a release would have."""
+        """Free and tenant-only: the mechanism and expected loss a release would have (with
+        ``priors_id``: beside the same release without them)."""
         body: dict[str, Any] = {"epsilon": epsilon, "loss": loss, "recipient": "preview"}
+        if example_ids is not None:
+            body["example_ids"] = example_ids
+        if priors_id is not None:
+            body["prior"] = {"from": "features-party", "priors_id": priors_id}
         if objective is not None:
             body["objective"] = objective
         if epsilon_prior is not None:
@@ -152,6 +167,10 @@ class LabelsClient(ApiClient):
         if prior_release_id is not None:
             body["prior_release_id"] = prior_release_id
         return self.call("POST", f"/v1/datasets/{dataset_id}/releases:preview", json=body)
+
+    def release_groups(self, release_id: str) -> list[ReleaseGroup]:
+        """A feature-aware release's mechanism per group ([] for a release without priors)."""
+        return list(self.items(f"/v1/releases/{release_id}/groups"))
 
     def deliver(self, release_id: str) -> Delivery:
         return self.call("POST", f"/v1/releases/{release_id}/deliveries")

@@ -8,7 +8,9 @@ same group mechanisms and the same ledger charges — everything but that exampl
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -280,3 +282,69 @@ def test_neighbouring_datasets_publish_the_same_groups_mechanisms_and_charges(pa
     for key in ("priors", "ids", "groups", "mechanisms", "charges", "release", "header_groups"):
         assert first[key] == second[key], key
     assert len(first["bins"]) == len(ids)
+
+
+def test_the_cli_recipe_prices_previews_releases_and_shows_the_groups(
+    parties: Parties, tmp_path: Path
+) -> None:
+    """The documented recipe (docs/guides/advertiser.md): fetch priors for a file of IDs, preview and
+    release on them, show the release's groups — the CLI against the two real parties."""
+    from typer.testing import CliRunner
+
+    from labeldp.cli import app
+
+    def run(*args: str) -> tuple[int, str, str]:
+        result = CliRunner().invoke(app, list(args))
+        return result.exit_code, result.stdout, result.stderr
+
+    L = (
+        "--url",
+        parties.labels_base,
+        "--api-key",
+        parties.labels.headers["Authorization"].removeprefix("Bearer "),
+    )
+    ids = tmp_path / "stage-2.txt"
+    ids.write_text("\n".join(parties.ids[STAGE_2][:500]) + "\n")
+    code, out, err = run(
+        "labels",
+        "priors",
+        "fetch",
+        "--dataset",
+        "weeks",
+        "--recipient",
+        "publisher",
+        "--example-ids",
+        str(ids),
+        "-q",
+        *L,
+    )
+    assert code == 0, err
+    pid = out.strip()
+    assert parties.labels.get(f"/v1/priors/{pid}").json()["examples_requested"] == 500
+    code, out, err = run(
+        "labels",
+        "preview",
+        "--dataset",
+        "weeks",
+        "--epsilon",
+        "1",
+        "--priors",
+        pid,
+        "--example-ids",
+        str(ids),
+        *L,
+    )
+    assert code == 0, err
+    assert "with priors: 500 examples in" in out and "without the priors the expected squared error" in out
+    code, out, err = run(
+        "labels", "release", "--dataset", "weeks", "--recipient", "publisher", "--epsilon", "1",
+        "--priors", pid, "--example-ids", str(ids), "--json", *L,
+    )  # fmt: skip
+    assert code == 0, err
+    made = json.loads(out)["release"]
+    assert made["priors_id"] == pid and made["examples"] == 500
+    code, out, err = run("labels", "releases", "show", made["id"], *L)
+    assert code == 0, err
+    groups = parties.labels.get(f"/v1/releases/{made['id']}/groups").json()["items"]
+    used = [g for g in groups if g["examples"]]
+    assert f"feature-aware (priors {pid}): 500 examples in {len(used)} of {len(groups)} groups" in out

@@ -13,7 +13,6 @@ from labels_party.api.schemas.budget import BudgetRefusal
 from labels_party.api.schemas.releases import (
     AuditOut,
     GroupOut,
-    GroupsOut,
     PreviewIn,
     PreviewOut,
     ReleaseIn,
@@ -182,17 +181,19 @@ def audit_release(
 
 @router.get(
     "/releases/{release_id}/groups",
-    response_model=GroupsOut,
+    response_model=Page[GroupOut],
     responses=errors(s409="`release-not-complete`"),
 )
-def get_groups(release_id: str, caller: Caller, releases: Releases) -> GroupsOut:
-    """A feature-aware release's mechanism per group — each optimal for its group's prior, as the
-    message states them — and how many examples each released (none for a release without priors)."""
-    return GroupsOut(
-        items=[
-            GroupOut(group=g, examples=n, mechanism=m)
-            for g, n, m in releases.groups(caller.tenant_id, release_id)
-        ]
+def get_groups(
+    release_id: str, caller: Caller, releases: Releases, paging: Paging, request: Request
+) -> Page[GroupOut]:
+    """A feature-aware release's mechanism per group, in group order (a page) — each optimal for its
+    group's prior, as the message states them — and how many examples each released (none for a
+    release without priors)."""
+    found = releases.groups(caller.tenant_id, release_id)
+    window = found[paging.offset : paging.offset + paging.limit + 1]
+    return Page[GroupOut].of(
+        window, paging, request, lambda g: GroupOut(group=g[0], examples=g[1], mechanism=g[2])
     )
 
 

@@ -283,10 +283,6 @@ class GroupOut(BaseModel):
     mechanism: PublishedMechanism = Field(description="optimal for the group's prior (mechanism.prior)")
 
 
-class GroupsOut(BaseModel):
-    items: list[GroupOut]
-
-
 class AuditOut(BaseModel):
     """A release's privacy audit with the raw labels: tenant-only, free, never logged."""
 
