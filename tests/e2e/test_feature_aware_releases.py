@@ -348,3 +348,58 @@ def test_the_cli_recipe_prices_previews_releases_and_shows_the_groups(
     groups = parties.labels.get(f"/v1/releases/{made['id']}/groups").json()["items"]
     used = [g for g in groups if g["examples"]]
     assert f"feature-aware (priors {pid}): 500 examples in {len(used)} of {len(groups)} groups" in out
+
+
+def test_a_user_level_release_on_priors_keeps_its_bounding_split_and_charges(parties: Parties) -> None:
+    """The seam of user-level releases and priors: which examples are kept (≤ τ per user) and what every
+    user and example is charged are as without priors; the noisy prior is still drawn at ε₁ (the
+    examples without a group and τ need it); kept examples with a group are randomized by their group's
+    mechanism at the release's ε₂, which states the same ε₁; examples over τ get no group."""
+    ids = parties.ids[STAGE_2][:600]
+    users = [f"u{i // 5}" for i in range(len(ids))]  # 120 users of 5 examples each
+    body = "example_id,label,user_id\n" + "".join(
+        f"{e},{i % 53},{u}\n" for i, (e, u) in enumerate(zip(ids, users, strict=True))
+    )
+    ds = parties.labels.post(
+        "/v1/datasets", json={"name": "weeks-users", "label_type": "count", "lo": 0, "hi": 52}
+    ).json()["id"]
+    up = parties.labels.put(
+        f"/v1/datasets/{ds}/labels", content=body.encode(), headers={"Content-Type": "text/csv"}
+    )
+    assert up.status_code in (200, 201), up.text
+    priors = priced(parties, ds, ids)
+    made = parties.labels.post(
+        f"/v1/datasets/{ds}/releases",
+        json={
+            "privacy_unit": "user",
+            "epsilon_user": 2.0,
+            "contribution_bound": 2,
+            "recipient": "publisher",
+            "prior": {"from": "features-party", "priors_id": priors["id"]},
+        },
+        headers={"Idempotency-Key": "user-level-on-priors"},
+    )
+    assert made.status_code == 201, made.text
+    rel = made.json()
+    assert rel["privacy_unit"] == "user" and rel["priors_id"] == priors["id"] and rel["users"] == 120
+    assert rel["examples_capped"] == 600 - 240 and 0 < rel["epsilon_prior"] < 2.0
+    own = rel["mechanism"]
+    table = output(parties, rel["id"])
+    groups = np.asarray(table.column("group").to_numpy(), dtype=np.int64)
+    bins = np.asarray(table.column("bin").to_numpy(), dtype=np.int64)
+    capped = (groups == -1) & (bins == len(own["bin_values"]))
+    assert int(capped.sum()) == 360 and int((groups >= 0).sum()) == 240  # every kept example is priced
+    kept_per_user: dict[str, int] = {}
+    for e, g in zip(table.column("example_id").to_pylist(), groups, strict=True):
+        if g >= 0:
+            u = users[ids.index(e)]
+            kept_per_user[u] = kept_per_user.get(u, 0) + 1
+    assert set(kept_per_user.values()) == {2} and len(kept_per_user) == 120
+    for g in parties.labels.get(f"/v1/releases/{rel['id']}/groups").json()["items"]:
+        m = g["mechanism"]
+        assert m["privacy_unit"] == "user" and m["contribution_bound"] == 2
+        assert (
+            m["epsilon_randomize"] == own["epsilon_randomize"] and m["epsilon_prior"] == own["epsilon_prior"]
+        )
+    [entry] = ledger_of(parties, rel["id"])
+    assert entry["examples"] == 240 and entry["users"] == 120 and entry["user_epsilon"] == 2.0
