@@ -28,6 +28,8 @@ BENCHMARKS = (
     "bench_hostile",
     "bench_features",
     "bench_export",
+    "bench_pricing",
+    "bench_feature_aware",
     "bench_generalization",
     "bench_own_trainer",
     "bench_load",
