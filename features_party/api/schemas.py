@@ -55,11 +55,12 @@ class ReceivedReleaseOut(BaseModel):
     max_multiplicative_advantage: float = Field(
         description="the most one released bin moves an attacker's log-odds between two labels: implemented ε"
     )
-    keep_probability: float = Field(
+    keep_probability: float | None = Field(
         description="the bin transition P(released bin j | the label's bin i) is keep_probability on the "
-        "diagonal and move_probability off it"
+        "diagonal and move_probability off it (null for the unbiased randomizer: its rows are in "
+        "mechanism.base_weights and the windows)"
     )
-    move_probability: float
+    move_probability: float | None
     header: dict[str, Any] = Field(description="the signed header's other fields (for audit)")
 
     @classmethod
@@ -76,8 +77,8 @@ class ReceivedReleaseOut(BaseModel):
             mechanism=mechanism,
             worst_case_additive_advantage=mechanism.worst_case_additive_advantage,
             max_multiplicative_advantage=mechanism.max_multiplicative_advantage,
-            keep_probability=mechanism.threshold.keep_probability,
-            move_probability=mechanism.threshold.move_probability,
+            keep_probability=None if mechanism.kind == "unbiased" else mechanism.threshold.keep_probability,
+            move_probability=None if mechanism.kind == "unbiased" else mechanism.threshold.move_probability,
             header=r.summary,
         )
 

@@ -33,8 +33,8 @@ from labeldp.mechanisms._types import FloatArray, IntArray
 from labeldp.mechanisms.epsilon import UserBudget, float_at_most
 from labeldp.mechanisms.factory import optimal_mechanism
 from labeldp.mechanisms.losses import LossName
-from labeldp.mechanisms.rr_on_bins import RROnBins
 from labeldp.mechanisms.rng import SecureRandom
+from labeldp.mechanisms.rr_on_bins import RROnBins
 from labeldp.mechanisms.support import Support
 from labeldp.mechanisms.validation import ParameterError, check_epsilon
 

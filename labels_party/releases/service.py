@@ -22,7 +22,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -35,7 +35,10 @@ from labeldp.common.db import owned
 from labeldp.common.errors import DomainError
 from labeldp.common.instance import Instance
 from labeldp.common.pages import PageRequest
-from labeldp.mechanisms import PublishedMechanism, optimal_mechanism
+from labeldp.mechanisms import ParameterError, PublishedMechanism, optimal_mechanism
+from labeldp.mechanisms.factory import check_mechanism_epsilon
+from labeldp.mechanisms.unbiased import UNBIASED_LOSSES
+from labeldp.mechanisms.unbiased_weights import MAX_UNBIASED_SUPPORT
 from labeldp.scale.release import PARTITION_ROWS
 from labels_party.budget.charged_work import ChargedWork
 from labels_party.budget.epsilon import MICRO
@@ -65,7 +68,8 @@ class Preview:
     examples: int
     prior_source: PriorSource
     mechanism: PublishedMechanism  # optimized for the chosen prior; for the tenant's eyes only
-    expected_loss: float  # under that prior
+    expected_loss: float  # under that prior (the unbiased randomizer: its variance)
+    side_by_side: dict[str, float] = field(default_factory=dict)  # RR-on-Bins beside unbiased
 
 
 MIN_PRIOR_MASS, MAX_PRIOR_MASS = 1e-300, 1e300
@@ -188,13 +192,50 @@ class ReleaseService:
         else:
             prior = plan.support.counts(plan.in_memory.labels).astype(np.float64)
         at = plan.objective.epsilon_for(plan.epsilon_randomize, plan.objective_examples)
-        mechanism = optimal_mechanism(plan.support, prior, plan.epsilon_randomize, plan.loss, optimize_at=at)
+        rr_at = None if plan.mechanism == "unbiased" else at
+        mechanism = optimal_mechanism(
+            plan.support, prior, plan.epsilon_randomize, plan.loss, optimize_at=rr_at, kind=plan.mechanism
+        )
         user = plan.user.split.for_bound(plan.user.split.bound or 1) if plan.user else None
         published = mechanism.describe(
             prior=prior, epsilon_prior=plan.epsilon_prior, epsilon_total=plan.epsilon, user=user
         )
         expected = mechanism.expected_loss(plan.support.values, prior)
-        return Preview(plan.epsilon, plan.epsilon_prior, plan.examples.n, source, published, expected)
+        return Preview(
+            plan.epsilon,
+            plan.epsilon_prior,
+            plan.examples.n,
+            source,
+            published,
+            expected,
+            self._side_by_side(plan, prior, mechanism.kind, expected),
+        )
+
+    @staticmethod
+    def _side_by_side(plan: Plan, prior: np.ndarray, kind: str, expected: float) -> dict[str, float]:
+        """Where both can serve the release (example-level, squared or Poisson loss): RR-on-Bins's
+        expected loss (its objective as the request resolves it) beside the unbiased randomizer's
+        expected variance, under the same prior — the other one optimized here too."""
+        if plan.user is not None or plan.loss not in UNBIASED_LOSSES:
+            return {}
+        try:
+            check_mechanism_epsilon("unbiased", plan.epsilon_randomize)
+        except ParameterError:
+            return {}
+        if not 2 <= plan.support.k <= MAX_UNBIASED_SUPPORT:
+            return {}
+        if kind == "unbiased":
+            at = plan.objective.epsilon_for(plan.epsilon_randomize, plan.objective_examples)
+            rr = optimal_mechanism(plan.support, prior, plan.epsilon_randomize, plan.loss, optimize_at=at)
+            return {
+                "rr_on_bins_expected_loss": rr.expected_loss(plan.support.values, prior),
+                "unbiased_expected_variance": expected,
+            }
+        unbiased = optimal_mechanism(plan.support, prior, plan.epsilon_randomize, plan.loss, kind="unbiased")
+        return {
+            "rr_on_bins_expected_loss": expected,
+            "unbiased_expected_variance": unbiased.expected_loss(plan.support.values, prior),
+        }
 
     def _released_prior(self, tenant_id: str, dataset_id: str, release_id: str, plan: Plan) -> np.ndarray:
         release = self.get(tenant_id, release_id)

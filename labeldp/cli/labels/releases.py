@@ -30,6 +30,13 @@ recipients_group = typer.Typer(help="Features parties releases may go to.", no_a
 releases_group = typer.Typer(help="Releases: list, show, deliver, download.", no_args_is_help=True)
 
 Loss = Annotated[str, typer.Option(help="squared, absolute, poisson or zero_one.")]
+Mechanism = Annotated[
+    str | None,
+    typer.Option(
+        help="rr_on_bins, rr_top_k or unbiased (squared and poisson loss: outputs whose mean is the "
+        "label); default: the service's public rule (docs/concepts/mechanism.md)."
+    ),
+]
 
 
 @recipients_group.command("add")
@@ -85,26 +92,44 @@ def preview(
             help="Use this earlier release's noisy prior (post-processing) instead of the raw labels."
         ),
     ] = None,
+    mechanism_kind: Mechanism = None,
     as_json: AsJson = False,
 ) -> None:
     """Free, tenant-only: the bins, the expected error and what an attacker could learn from a release
-    at this ε — before spending anything."""
+    at this ε — before spending anything; for the squared and Poisson losses, RR-on-Bins's expected
+    loss beside the unbiased randomizer's expected variance."""
     from labeldp.mechanisms import PublishedMechanism
 
     with labels_client(url, api_key) as client:
-        p = client.preview(client.dataset_id(dataset), epsilon, loss, epsilon_prior, prior_release)
+        p = client.preview(
+            client.dataset_id(dataset), epsilon, loss, epsilon_prior, prior_release, mechanism=mechanism_kind
+        )
     mechanism = PublishedMechanism.model_validate(p["mechanism"])
     error = p["expected_loss"]
-    rms = f" (root: {number(error**0.5)})" if loss == "squared" else ""
+    unbiased = mechanism.kind == "unbiased"
+    rms = f" (root: {number(error**0.5)})" if loss == "squared" or unbiased else ""
     source = {"labels": "the exact label histogram", "release": "that release's noisy prior"}.get(
         p["prior_source"], "the given prior"
+    )
+    what = "expected variance (squared error)" if unbiased else f"expected {loss} error"
+    side = ""
+    rr_loss, variance = p.get("rr_on_bins_expected_loss"), p.get("unbiased_expected_variance")
+    if rr_loss is not None and variance is not None:
+        side = (
+            f"\nside by side: RR-on-Bins's expected {loss} loss {number(rr_loss, 6)}, "
+            f"the unbiased randomizer's expected variance {number(variance, 6)}"
+        )
+    outputs = (
+        f"{mechanism.m} outputs from {number(mechanism.bin_values[0])} to {number(mechanism.bin_values[-1])}"
+        if unbiased
+        else _bins(p["bin_values"])
     )
     show(
         p,
         as_json,
-        f"ε = {number(p['epsilon'])} (ε₁ = {number(p['epsilon_prior'], 3)}) over {p['examples']:,} "
-        f"examples\n{_bins(p['bin_values'])}\n"
-        f"expected {loss} error per label under {source}: {number(error, 6)}{rms}\n"
+        f"{mechanism.kind}: ε = {number(p['epsilon'])} (ε₁ = {number(p['epsilon_prior'], 3)}) over "
+        f"{p['examples']:,} examples\n{outputs}\n"
+        f"{what} per label under {source}: {number(error, 6)}{rms}{side}\n"
         f"an attacker guessing a label's bin gains at most {mechanism.worst_case_additive_advantage:.3f} "
         f"(any prior); one released bin moves its odds by at most e^{mechanism.implemented_epsilon:.3f}",
     )
@@ -144,6 +169,7 @@ def release(
     deliver: Annotated[
         bool, typer.Option(help="Also deliver the release to its recipient over gRPC.")
     ] = False,
+    mechanism_kind: Mechanism = None,
     quiet: Quiet = False,
     as_json: AsJson = False,
 ) -> None:
@@ -160,6 +186,7 @@ def release(
             epsilon_prior,
             privacy_unit=privacy_unit,
             contribution_bound=bound,
+            mechanism=mechanism_kind,
         )
         delivery = client.deliver(rel["id"]) if deliver else None
     if quiet:

@@ -20,14 +20,21 @@ from labeldp_model.correction import BinsCorrection
 from labeldp_model.trusted import TRUSTED_TYPES
 
 if TYPE_CHECKING:
-    from labeldp_model.estimators import AffineDebiasedRegressor, ReleaseClassifier
+    from labeldp_model.estimators import AffineDebiasedRegressor, ReleaseClassifier, UnbiasedRegressor
 
 __version__ = "0.2.0"
 
-__all__ = ["TRUSTED_TYPES", "AffineDebiasedRegressor", "BinsCorrection", "ReleaseClassifier", "__version__"]
+__all__ = [
+    "TRUSTED_TYPES",
+    "AffineDebiasedRegressor",
+    "BinsCorrection",
+    "ReleaseClassifier",
+    "UnbiasedRegressor",
+    "__version__",
+]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("AffineDebiasedRegressor", "ReleaseClassifier"):
+    if name in ("AffineDebiasedRegressor", "ReleaseClassifier", "UnbiasedRegressor"):
         return getattr(importlib.import_module("labeldp_model.estimators"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
