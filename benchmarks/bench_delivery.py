@@ -23,8 +23,9 @@ from labeldp.common.tls import dev_ca
 from labeldp.demo.parties import cli
 from labeldp.mechanisms import RROnBins, integer_grid
 from labeldp.processes import FeaturesProcess, free_port
+from labels_party.delivery.addresses import dial_target
 from labels_party.delivery.client import deliver
-from labels_party.delivery.message import Signer, write_message
+from labels_party.delivery.message import Addressee, Signer, write_message
 from labels_party.storage.data_dir import DataDir
 
 TARGET_SECONDS = 30.0
@@ -68,7 +69,7 @@ def main(n: int = 10_000_000) -> None:
             DataDir(tmp / "labels"),
             Signer(sender, "advertiser", 3600),
             release_id=str(uuid.uuid4()),
-            recipient="publisher",
+            recipient=Addressee("publisher"),
             label_type="count",
             mechanism=mechanism,
             pieces=pieces(),
@@ -89,7 +90,8 @@ def main(n: int = 10_000_000) -> None:
                 certificate_chain=certs.client_cert.read_bytes(),
             )
             start = time.perf_counter()
-            outcome = deliver(path, f"localhost:{grpc_port}", creds, timeout_s=600, attempts=1)
+            target = dial_target(f"localhost:{grpc_port}", None)
+            outcome = deliver(path, target, creds, timeout_s=600, attempts=1)
             seconds = time.perf_counter() - start
             assert outcome.delivered, outcome
             peak = peak_rss_of(features.proc.pid)

@@ -24,8 +24,12 @@ BENCHMARKS = (
     "bench_upload",
     "bench_ledger",
     "bench_delivery",
+    "bench_data_path",
+    "bench_hostile",
     "bench_features",
+    "bench_export",
     "bench_generalization",
+    "bench_own_trainer",
     "bench_load",
     "bench_demo",
 )

@@ -38,11 +38,37 @@ class FeaturesSettings(BaseSettings):
         4 * 2**30,
         gt=0,
         description="largest accepted feature-table upload body; what an upload may decode to is 4 times "
-        "this (a Parquet file's footer and page headers are read first, 413 table-too-large)",
+        "its body + 64 MiB (a Parquet file's footer and page headers are read first, 413 table-too-large)",
     )
-    grpc_workers: int = Field(32, ge=2, le=1024, description="concurrent gRPC streams the receiver serves")
+    grpc_workers: int = Field(
+        32,
+        ge=2,
+        le=1024,
+        description="threads that verify, spool, decode and store what the gRPC receiver's streams send "
+        "(a stream waiting for its sender holds none)",
+    )
+    grpc_max_streams: int = Field(
+        1024, ge=16, le=100_000, description="gRPC streams the receiver keeps open at once (more: refused)"
+    )
+    grpc_streams_per_peer: int = Field(
+        16,
+        ge=1,
+        le=10_000,
+        description="streams one peer (client certificate and address) may hold before their signed "
+        "header is verified (more: RESOURCE_EXHAUSTED)",
+    )
+    grpc_streams_per_tenant: int = Field(
+        8,
+        ge=1,
+        le=10_000,
+        description="releases arriving at once for one tenant, once their header is verified (more: "
+        "RESOURCE_EXHAUSTED)",
+    )
+    stream_header_seconds: float = Field(
+        30.0, gt=0, description="a stream's signed header (or model message) must arrive within this long"
+    )
     stream_idle_seconds: float = Field(
-        60.0, gt=0, description="a delivery stream sending nothing this long is cancelled"
+        60.0, gt=0, description="a delivery stream sending nothing this long is cut (DEADLINE_EXCEEDED)"
     )
     instance_name: str | None = Field(None, description="this process's host name in ownership tokens")
     training_lease_seconds: float = Field(
@@ -54,6 +80,13 @@ class FeaturesSettings(BaseSettings):
         le=10_000,
         description="training jobs one tenant may have waiting in this process (the running one aside); "
         "one more answers 429 too-many-jobs with Retry-After. Tenants are served in turn",
+    )
+    max_concurrent_exports: int = Field(
+        2,
+        ge=1,
+        le=64,
+        description="training-set and released-value exports this process streams at once (each holds "
+        "a partition of its join, up to ~200 MiB); one more answers 429 too-many-exports with Retry-After",
     )
     superseded_grace_seconds: float = Field(
         3600.0,

@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from features_party.storage.orm import ApiKey, Tenant
-from labeldp.common.api_keys import find_active_key, issue_key
+from labeldp.common.api_keys import Authenticated, find_active_key, issue_key
 
 
 @dataclass(frozen=True)
@@ -29,5 +29,5 @@ def create_tenant(session: Session, name: str) -> NewTenant:
     return NewTenant(tenant.id, issue_key(session, ApiKey, tenant.id).api_key)
 
 
-def authenticate(session: Session, key: str) -> ApiKey | None:
+def authenticate(session: Session, key: str) -> Authenticated | None:
     return find_active_key(session, ApiKey, key)

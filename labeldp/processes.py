@@ -23,6 +23,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def port_is_free(port: int) -> bool:
+    """Whether a service could listen on ``127.0.0.1:port`` now."""
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 def wait_healthy(base_url: str, timeout: float = 30.0, proc: subprocess.Popen[bytes] | None = None) -> None:
     """Poll ``/healthz``; give up early if the process has already exited."""
     deadline = time.monotonic() + timeout
@@ -39,12 +49,13 @@ def wait_healthy(base_url: str, timeout: float = 30.0, proc: subprocess.Popen[by
 
 
 class ServiceProcess:
-    """One party's ``serve`` command with its environment, a free port and an optional log file."""
+    """One party's ``serve`` command with its environment, a port (a free one unless given) and an
+    optional log file."""
 
     party = "labels"
 
-    def __init__(self, env: dict[str, str], log_path: Path | None = None) -> None:
-        self.port = free_port()
+    def __init__(self, env: dict[str, str], log_path: Path | None = None, port: int | None = None) -> None:
+        self.port = port or free_port()
         self.log_path = log_path
         self.env = {**os.environ, **env}
         self.proc: subprocess.Popen[bytes] | None = None
@@ -57,8 +68,11 @@ class ServiceProcess:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc is not None else None
 
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "labeldp.cli", self.party, "serve", "--port", str(self.port)]
+
     def start(self, timeout: float = 60.0) -> None:
-        cmd = [sys.executable, "-m", "labeldp.cli", self.party, "serve", "--port", str(self.port)]
+        cmd = self.command()
         quiet = subprocess.DEVNULL
         if self.log_path is None:
             self.proc = subprocess.Popen(

@@ -59,7 +59,7 @@ def cell(value: object) -> str:
 
 
 def print_json(value: object) -> None:
-    typer.echo(json.dumps(value, indent=2, default=str))
+    typer.echo(json.dumps(value, indent=2, default=str, ensure_ascii=False))  # ε as ε, not \u03b5
 
 
 def show(answer: object, as_json: bool, line: str) -> None:
@@ -142,7 +142,9 @@ def error(message: str) -> None:
 def problem(exc: ApiError, as_json: bool = False, name: Callable[[str], str] = str) -> None:
     """An error answer: for people, on stderr, its status, code and message, then each reason an
     invalid request was refused on its own line, its field as ``name`` calls it (the CLI: the option
-    that sent it); with ``as_json``, the problem itself on stdout too, for scripts."""
+    that sent it), then what it points at: the first offending rows (a refused upload's, never their
+    values), columns and unknown example IDs; with ``as_json``, the problem itself on stdout too, for
+    scripts."""
     from labeldp.client import field_of
 
     if as_json:  # a problem as the service answered it, or as the client made it (no answer)
@@ -152,6 +154,24 @@ def problem(exc: ApiError, as_json: bool = False, name: Callable[[str], str] = s
     for reason in exc.errors:
         field = field_of(reason)
         typer.echo(f"  {name(field)}: {reason['msg']}" if field else f"  {reason['msg']}", err=True)
+    for line in _where(exc.body):
+        typer.echo(f"  {line}", err=True)
+
+
+def _where(body: Mapping[str, object]) -> list[str]:
+    """The lines that say where a problem is: its ``rows`` (counted as the service counts them: the
+    first data row is 1, a CSV's header is not a row), ``columns`` and unknown ``example_ids``."""
+    lines = []
+    rows, columns, ids = body.get("rows"), body.get("columns"), body.get("example_ids")
+    if isinstance(rows, list) and rows:
+        lines.append(f"rows: {', '.join(map(str, rows))} (the first data row is 1, a header not counted)")
+    if isinstance(columns, list) and columns:
+        lines.append(f"columns: {', '.join(map(str, columns))}")
+    if isinstance(ids, list) and ids and body.get("type") == "unknown-example-ids":
+        unknown = body.get("unknown")
+        more = unknown - len(ids) if isinstance(unknown, int) and unknown > len(ids) else 0
+        lines.append(f"example_ids: {', '.join(map(str, ids))}" + (f" and {more:,} more" if more else ""))
+    return lines
 
 
 def stderr_console() -> Console:

@@ -23,8 +23,9 @@ class LabelsSettings(BaseSettings):
         2,
         ge=0,
         le=64,
-        description="processes beside each server process that validate and merge uploads, off the "
-        "server's interpreter lock so that reads never wait for them (0: in the server's own threads)",
+        description="uploads each server process validates and merges at once, each in a process of its "
+        "own, off the server's interpreter lock so that reads never wait for them (0: in the server's own "
+        "threads)",
     )
     max_upload_bytes: int = Field(8 * 2**30, description="largest accepted label upload body")
     log_level: str = Field("info", description="debug, info, warning or error")

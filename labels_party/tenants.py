@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from labeldp.common.api_keys import find_active_key, issue_key
+from labeldp.common.api_keys import Authenticated, find_active_key, issue_key
 from labels_party.budget.ledger import set_budget, set_delta_budget, set_user_budget
 from labels_party.storage.orm import ApiKey, Tenant
 
@@ -45,5 +45,5 @@ def create_tenant(
     return NewTenant(tenant.id, issue_key(session, ApiKey, tenant.id).api_key)
 
 
-def authenticate(session: Session, key: str) -> ApiKey | None:
+def authenticate(session: Session, key: str) -> Authenticated | None:
     return find_active_key(session, ApiKey, key)

@@ -68,7 +68,11 @@ advertiser_id = labels.identity()
 publisher_id = publisher.identity()
 publisher.pin_sender(advertiser_id["party_id"], advertiser_id["public_key_pem"])
 labels.register_recipient(
-    publisher_id["party_id"], conn.grpc_address, conn.tls_ca_pem, publisher_id["key_id"]
+    publisher_id["party_id"],
+    conn.grpc_address,
+    conn.tls_ca_pem,
+    publisher_id["key_id"],
+    publisher_id["tenant_id"],
 )
 
 dataset = labels.create_dataset(

@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 from features_party.api.deps import FeaturesServices
 from features_party.api.routes import ROUTERS
 from features_party.config import FeaturesSettings
+from features_party.exports import Exports, TooManyExportsError
 from features_party.metrics import FeaturesMetrics
 from features_party.receiver.server import build_server
 from features_party.receiver.service import Receiver
@@ -65,6 +66,9 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
             scheduler=settings.dask_scheduler,
             max_queued_per_tenant=settings.max_queued_jobs_per_tenant,
         ),
+        exports=Exports(
+            releases, tables, data_dir.spool(instance.token), max_concurrent=settings.max_concurrent_exports
+        ),
     )
 
     def collect_versions() -> None:
@@ -86,7 +90,6 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
             settings.party_id,
             settings.max_release_bytes,
             on_outcome=metrics.record_delivery,
-            idle_timeout_s=settings.stream_idle_seconds,
             instance=instance,
         )
         server, port = build_server(receiver, settings)
@@ -126,7 +129,8 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
     app.state.services = svc
 
     @app.exception_handler(TooManyJobsError)
-    async def _too_many_jobs(_: Request, exc: TooManyJobsError) -> JSONResponse:
+    @app.exception_handler(TooManyExportsError)
+    async def _too_many(_: Request, exc: TooManyJobsError | TooManyExportsError) -> JSONResponse:
         response = as_problem(exc)
         response.headers["Retry-After"] = str(exc.retry_after_s)
         return response

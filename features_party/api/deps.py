@@ -13,6 +13,7 @@ from fastapi import Depends, Request
 from sqlalchemy.orm import Session, sessionmaker
 
 from features_party.config import FeaturesSettings
+from features_party.exports import Exports
 from features_party.receiver.store import ReceivedModels, ReceivedReleases, SenderRegistry
 from features_party.tables.service import FeatureTables
 from features_party.tenants import authenticate
@@ -33,6 +34,7 @@ class FeaturesServices:
     models: ReceivedModels
     tables: FeatureTables
     training: TrainingService
+    exports: Exports
     grpc_port: int = 0  # set once the receiver listens
 
 
@@ -50,7 +52,7 @@ def caller(credentials: Bearer, svc: Services) -> Authenticated:
         key = authenticate(session, token)
     if key is None:
         raise invalid_key()
-    return Authenticated(key.tenant_id, key.id)
+    return key
 
 
 Caller = Annotated[Authenticated, Depends(caller)]
@@ -83,3 +85,10 @@ async def _models(svc: Services) -> ReceivedModels:
 
 
 ReceivedModelStore = Annotated[ReceivedModels, Depends(_models)]
+
+
+async def _exports(svc: Services) -> Exports:
+    return svc.exports
+
+
+ExportService = Annotated[Exports, Depends(_exports)]

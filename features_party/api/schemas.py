@@ -20,6 +20,10 @@ class IdentityOut(BaseModel):
     key_id: str
     public_key_pem: str
     grpc_port: int
+    tenant_id: str = Field(
+        description="the calling tenant's id: a labels party registers it as the recipient's "
+        "`recipient_tenant`, and its messages then name it, so they are filed for this tenant alone"
+    )
 
 
 class SenderIn(BaseModel):

@@ -5,10 +5,13 @@ Order of checks for one ``DeliverRelease`` stream (frames arrive as raw bytes an
 a malformed frame is INVALID_ARGUMENT, never INTERNAL):
 1. the first frame is the signed header; its release id is a UUID and its sender id plain text; its
    signature verifies against a *pinned* key of the sender it names (UNAUTHENTICATED otherwise),
-   before any chunk is read. Pins belong to tenants: the release belongs to the tenant whose pin the
-   signature verifies under (a legacy pin no tenant was credited with: to every tenant). When the
-   same key is pinned under that sender id by several tenants, the message cannot say which one it is
-   for and is refused (FAILED_PRECONDITION): nothing is ever filed for a tenant it may not be for;
+   before any chunk is read. Pins belong to tenants. A header names the tenant it is for
+   (``recipient_tenant``): only that tenant's pins are tried, and the release is that tenant's —
+   another tenant's pin of the same key is never consulted, so it can neither take the release nor
+   block it. A header from before the field belongs to the tenant whose pin the signature verifies
+   under (a legacy pin: to every tenant); when several tenants pinned that key under that sender id
+   it cannot say which one it is for and is refused
+   (FAILED_PRECONDITION): nothing is ever filed for a tenant it may not be for;
 2. it is addressed to this party (PERMISSION_DENIED), not expired (FAILED_PRECONDITION), announces
    counts an honest sender could (INVALID_ARGUMENT; RESOURCE_EXHAUSTED past the size limit) and states
    a well-formed published mechanism whose sizes are bounded before anything is derived from them
@@ -17,8 +20,8 @@ a malformed frame is INVALID_ARGUMENT, never INTERNAL):
    sent the same digest (idempotent re-delivery) and ALREADY_EXISTS otherwise — a sender never
    touches another's release;
 4. chunks are spooled to a file in this process's own spool folder while their digest is computed,
-   in order and within the size limit (INVALID_ARGUMENT, RESOURCE_EXHAUSTED); a stream idle for longer
-   than the idle timeout is cancelled; nothing is decoded before the digest matches;
+   in order and within the size limit (INVALID_ARGUMENT, RESOURCE_EXHAUSTED); nothing is decoded
+   before the digest matches;
 5. each chunk's example IDs are decompressed only within the size an honest chunk of its examples
    could have (RESOURCE_EXHAUSTED otherwise) and must follow the upload rules — valid UTF-8, present,
    at most 256 bytes, no control characters — and be unique across the whole message (checked in
@@ -26,6 +29,11 @@ a malformed frame is INVALID_ARGUMENT, never INTERNAL):
 6. the decoded release is written to a temporary Parquet file and renamed to a storage name this
    party chose (a fresh UUID), together with its row; any failure removes the file, so nothing
    partial is ever visible.
+
+This module is the work, one synchronous step at a time (``open``, then a ``Spool`` that takes the
+chunks and ``finish``es); the gRPC server (``server.py``) reads the frames as they come, without a
+thread per stream, bounds who may hold how many streams and for how long (``admission.py``), and
+runs these steps on its worker threads.
 """
 
 from __future__ import annotations
@@ -37,12 +45,11 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pyarrow as pa
 import pyarrow.parquet as pq
 from google.protobuf.json_format import MessageToDict
@@ -55,7 +62,6 @@ from features_party.receiver.store import SenderRegistry
 from features_party.receiver.unique_ids import UniqueIds
 from features_party.storage.data_dir import DataDir
 from features_party.storage.orm import ReceivedModel, ReceivedRelease
-from labeldp.common.errors import DomainError
 from labeldp.common.files import write_bytes_atomic
 from labeldp.common.inputs import is_uuid
 from labeldp.common.instance import Instance
@@ -79,10 +85,14 @@ def _ignore(outcome: str, examples: int) -> None:
     pass
 
 
-def owner_of(owners: tuple[str | None, ...], sender_id: str) -> str | None:
-    """The tenant a verified message belongs to: the one tenant whose pin its signature verifies under
-    (a tenant's pin over a legacy one); ``None`` for a legacy pin alone. Pins of one key by several
-    tenants leave the message without an owner: FAILED_PRECONDITION, nothing filed."""
+def owner_of(owners: tuple[str | None, ...], sender_id: str, named: str | None = None) -> str | None:
+    """The tenant a verified message belongs to: the tenant it names (its signature verified under
+    that tenant's pin: ``for_tenant``); for a message that names none (a sender from
+    before ``recipient_tenant``), the one tenant whose pin its signature verifies under (a tenant's pin
+    over a legacy one), ``None`` for a legacy pin alone — and when several tenants pinned its key, the
+    message cannot say which it is for: FAILED_PRECONDITION, nothing filed."""
+    if named:
+        return named
     tenants = {o for o in owners if o is not None}
     if len(tenants) > 1:
         raise WireError(
@@ -93,42 +103,62 @@ def owner_of(owners: tuple[str | None, ...], sender_id: str) -> str | None:
     return next(iter(tenants), None)
 
 
-def _frames(raw: Iterator[bytes]) -> Iterator[pb.ReleaseFrame]:
-    for data in raw:
-        try:
-            yield pb.ReleaseFrame.FromString(data)
-        except DecodeError as exc:
-            raise WireError("invalid_argument", "a frame is not a valid ReleaseFrame") from exc
+def _frame(data: bytes) -> pb.ReleaseFrame:
+    try:
+        return pb.ReleaseFrame.FromString(data)
+    except DecodeError as exc:
+        raise WireError("invalid_argument", "a frame is not a valid ReleaseFrame") from exc
 
 
-@dataclass
-class IdleWatch:
-    """Cancels a stream that sends nothing for ``idle_s`` seconds, so stalled senders cannot hold the
-    receiver's workers."""
+@dataclass(frozen=True)
+class Opened:
+    """A verified header whose chunks are still to come: the tenant it is for, and what it signed."""
 
-    context: grpc.ServicerContext
-    idle_s: float
-    last: float = field(default_factory=time.monotonic)
-    stopped: threading.Event = field(default_factory=threading.Event)
-    fired: bool = False
+    header: pb.ReleaseHeader
+    signed: pb.SignedHeader
+    tenant: str | None
 
-    def __post_init__(self) -> None:
-        threading.Thread(target=self._watch, daemon=True, name="receiver-idle-watch").start()
 
-    def _watch(self) -> None:
-        while not self.stopped.wait(min(1.0, self.idle_s / 4)):
-            if time.monotonic() - self.last > self.idle_s:
-                self.fired = True
-                self.context.cancel()
-                return
+class Spool:
+    """One release's chunks, spooled to a file of the receiving process while they are hashed, in
+    order and within the size limit; ``finish`` checks the digest, decodes and commits. Its steps run
+    on the server's worker threads one after another; ``close`` may come from another thread while one
+    still runs (a sender gone mid-stream), so they take turns (``lock``) and nothing runs after it."""
 
-    def feed(self, raw: Iterator[bytes]) -> Iterator[bytes]:
-        try:
-            for data in raw:
-                self.last = time.monotonic()
-                yield data
-        finally:
-            self.stopped.set()
+    def __init__(self, receiver: Receiver, opened: Opened) -> None:
+        self.receiver, self.opened = receiver, opened
+        receiver.spool_dir.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=receiver.spool_dir, suffix=".chunks")
+        self.path = Path(name)
+        self.file = os.fdopen(fd, "wb")
+        self.stream = ChunkStream(opened.header, receiver.max_release_bytes)
+        self.lock = threading.Lock()
+        self.closed = False
+
+    def add(self, data: bytes) -> None:
+        with self.lock:
+            if self.closed:
+                raise WireError("invalid_argument", "the stream has ended")
+            write_records(self.file, [self.stream.add(_frame(data))])
+
+    def finish(self) -> tuple[pb.DeliveryReceipt, str]:
+        with self.lock:
+            if self.closed:
+                raise WireError("invalid_argument", "the stream has ended")
+            self.file.close()
+            digest = self.stream.finish()
+            opened = self.opened
+            staged = self.receiver.decode(self.path, opened.header)
+            try:
+                return self.receiver.commit(opened.header, opened.tenant, opened.signed, digest, staged)
+            finally:
+                staged.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+            self.file.close()
+            self.path.unlink(missing_ok=True)
 
 
 @dataclass
@@ -138,7 +168,6 @@ class Receiver:
     party_id: str
     max_release_bytes: int
     on_outcome: Callable[[str, int], None] = _ignore  # (stored | replayed | rejection code, examples)
-    idle_timeout_s: float = 60.0
     instance: Instance = field(default_factory=Instance.current)
 
     def __post_init__(self) -> None:
@@ -148,41 +177,28 @@ class Receiver:
     def spool_dir(self) -> Path:
         return self.data_dir.spool(self.instance.token)
 
-    def DeliverRelease(  # noqa: N802 - the gRPC method name
-        self, request_iterator: Iterator[bytes], context: grpc.ServicerContext
-    ) -> pb.DeliveryReceipt:
-        watch = IdleWatch(context, self.idle_timeout_s)
-        try:
-            receipt, outcome = self._deliver(_frames(watch.feed(request_iterator)), context)
-        except DomainError as exc:
-            log.info("release rejected", extra={"status": exc.code})
-            self.on_outcome(exc.code, 0)
-            context.abort(grpc.StatusCode[exc.grpc_code], exc.detail)
-            raise  # abort raises; keeps type checkers aware
-        except grpc.RpcError:
-            outcome = "idle_timeout" if watch.fired else "cancelled"
-            log.info("release stream ended early", extra={"status": outcome})
-            self.on_outcome(outcome, 0)
-            raise
-        finally:
-            watch.stopped.set()
-        self.on_outcome(outcome, receipt.example_count)
-        return receipt
+    def open(self, first: bytes) -> Opened | pb.DeliveryReceipt:
+        """The first frame: the signed header, verified (steps 1-3 of the module docstring); the
+        receipt at once for a release already stored (a replay)."""
+        frame = _frame(first)
+        verified = check_header(frame, self.senders.pins, self.party_id, int(time.time() * 1000))
+        header = verified.header
+        tenant = owner_of(verified.owners, header.sender_id, header.recipient_tenant)
+        existing = self._stored(header.release_id)
+        if existing is not None:
+            return self._replay(existing, header, tenant)
+        check_fits(header, self.max_release_bytes)
+        return Opened(header, frame.header, tenant)
 
-    def DeliverModel(  # noqa: N802 - the gRPC method name
-        self, request: bytes, context: grpc.ServicerContext
-    ) -> pb.ModelReceipt:
+    def spool(self, opened: Opened) -> Spool:
+        return Spool(self, opened)
+
+    def deliver_model(self, request: bytes) -> pb.ModelReceipt:
         """A signed model message: verified against a pinned sender key (its tenant's, as for a release),
         addressed to this party, unexpired and every field within its public bounds (finite weights of
         the shapes its columns and width imply: ``check_bounds``) before anything is stored; stored
         under a name this party chooses."""
-        try:
-            receipt = self._deliver_model(request)
-        except DomainError as exc:
-            log.info("model rejected", extra={"status": exc.code})
-            context.abort(grpc.StatusCode[exc.grpc_code], exc.detail)
-            raise
-        return receipt
+        return self._deliver_model(request)
 
     def _deliver_model(self, request: bytes) -> pb.ModelReceipt:
         try:
@@ -193,7 +209,7 @@ class Receiver:
         payload = verified.payload
         if not is_uuid(payload.model_id):
             raise WireError("invalid_argument", "model_id must be a UUID (lowercase, 8-4-4-4-12)")
-        tenant = owner_of(verified.owners, payload.sender_id)
+        tenant = owner_of(verified.owners, payload.sender_id, payload.recipient_tenant)
         digest = hashlib.sha256(envelope).hexdigest()
         existing = self._stored_model(payload.model_id)
         if existing is not None:
@@ -248,45 +264,15 @@ class Receiver:
             model_id=existing.model_id, message_sha256=bytes.fromhex(digest), receiver_id=self.party_id
         )
 
-    def _deliver(
-        self, frames: Iterator[pb.ReleaseFrame], context: grpc.ServicerContext
-    ) -> tuple[pb.DeliveryReceipt, str]:
-        first = next(frames, None)
-        if first is None:
-            raise WireError("invalid_argument", "empty stream")
-        verified = check_header(first, self.senders.pins, self.party_id, int(time.time() * 1000))
-        header = verified.header
-        tenant = owner_of(verified.owners, header.sender_id)
-        existing = self._stored(header.release_id)
-        if existing is not None:
-            return self._replay(existing, header, tenant), "replayed"
-        check_fits(header, self.max_release_bytes)
-        self.spool_dir.mkdir(parents=True, exist_ok=True)
-        fd, spool_name = tempfile.mkstemp(dir=self.spool_dir, suffix=".chunks")
-        spool = Path(spool_name)
-        staged: Path | None = None
-        try:
-            stream = ChunkStream(header, self.max_release_bytes)
-            with os.fdopen(fd, "wb") as fh:
-                write_records(fh, (stream.add(frame) for frame in frames))
-            if not context.is_active():
-                raise WireError("invalid_argument", "the sender went away")
-            digest = stream.finish()
-            staged = self._decode(spool, header)
-            return self._commit(header, tenant, first.header, digest, staged)
-        finally:
-            spool.unlink(missing_ok=True)
-            if staged is not None:
-                staged.unlink(missing_ok=True)
-
-    def _decode(self, spool: Path, header: pb.ReleaseHeader) -> Path:
+    def decode(self, spool: Path, header: pb.ReleaseHeader) -> Path:
         """Decode the verified chunks into a temporary Parquet file (example_id, bin), a chunk at a time;
         refused (and removed) if any ID breaks the rules or repeats anywhere in the message."""
         staged = spool.with_suffix(".parquet")
         schema = pa.schema([("example_id", pa.string()), ("bin", pa.uint16())])
         seen = UniqueIds(header.example_count, self.spool_dir)
         try:
-            with pq.ParquetWriter(staged, schema) as writer:
+            # no dictionary for the IDs (each unique: pyarrow would build one until it overflowed)
+            with pq.ParquetWriter(staged, schema, use_dictionary=["bin"]) as writer:
                 offset = 0
                 for data in read_records(spool):
                     ids, bins = decode_chunk(data, header, offset)
@@ -307,7 +293,7 @@ class Receiver:
             seen.close()
         return staged
 
-    def _commit(
+    def commit(
         self,
         header: pb.ReleaseHeader,
         tenant: str | None,

@@ -14,7 +14,7 @@ import functools
 from pathlib import Path
 from typing import Protocol
 
-from sqlalchemy import ColumnElement, or_, select
+from sqlalchemy import ColumnElement, func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import InstrumentedAttribute, Session, sessionmaker
 
@@ -53,6 +53,9 @@ def _visible_to(column: InstrumentedAttribute[str | None], tenant_id: str) -> Co
     return or_(column == tenant_id, column.is_(None))
 
 
+MAX_PINS_PER_TENANT = 1000  # every delivery looks its sender's pins up; a tenant's own are bounded
+
+
 class SenderRegistry:
     """Labels parties whose signed releases are accepted, pinned by a tenant with their public keys."""
 
@@ -60,12 +63,20 @@ class SenderRegistry:
         self.sessions = sessions
 
     def pin(self, tenant_id: str, sender_id: str, pem: str) -> Sender:
-        """Pin ``sender_id``'s key for ``tenant_id``: another tenant may pin the same sender id with its
-        own key (each gets what its own key verifies); a tenant pins a sender id once (409)."""
+        """Pin ``sender_id``'s key for ``tenant_id``: another tenant may pin the same sender id, even with
+        the same key — it affects only what that tenant receives (messages name the tenant they are
+        for: ``for_tenant``); a tenant pins a sender id once (409) and at most ``MAX_PINS_PER_TENANT``
+        senders (409 ``too-many-senders``)."""
         try:
             key = load_public_key(pem)
         except ValueError as exc:
             raise DomainError("invalid-public-key", str(exc)) from exc
+        with self.sessions() as session:
+            pins = session.execute(select(func.count()).where(Sender.tenant_id == tenant_id)).scalar_one()
+        if pins >= MAX_PINS_PER_TENANT:
+            raise DomainError(
+                "too-many-senders", f"a tenant pins at most {MAX_PINS_PER_TENANT} senders", status=409
+            )
         try:
             with self.sessions.begin() as session:
                 sender = Sender(

@@ -13,7 +13,6 @@ per ID, gone when the files close (a crash leaves nothing either: they have no n
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -23,6 +22,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from labeldp.common.blake2b_batch import blake2b_batch
+
 IN_MEMORY_UP_TO = 4_000_000  # IDs: 64 MB of keys
 SHARDS = 256
 _SLICE = 1 << 20  # keys read back from the spill file at a time
@@ -31,10 +32,17 @@ Keys = npt.NDArray[np.uint64]  # (n, 2)
 
 
 def _repeats(keys: Keys) -> int:
-    """How many rows repeat an earlier one."""
+    """How many rows repeat an earlier one. Only rows whose first word occurs twice can repeat, so
+    one sort of the first words finds them (with random keys: the repeats, and a chance pair) and
+    only those rows are sorted whole."""
     if keys.shape[0] < 2:
         return 0
-    ordered = keys[np.lexsort((keys[:, 1], keys[:, 0]))]
+    first = np.sort(keys[:, 0])
+    tied = first[1:][first[1:] == first[:-1]]
+    if not tied.size:
+        return 0
+    rows = keys[np.isin(keys[:, 0], tied)]
+    ordered = rows[np.lexsort((rows[:, 1], rows[:, 0]))]
     return int(np.all(ordered[1:] == ordered[:-1], axis=1).sum())
 
 
@@ -56,11 +64,7 @@ class UniqueIds:
         self._expected = expected
 
     def _keys(self, ids: pa.Array) -> Keys:
-        out = bytearray(16 * len(ids))
-        view, key = memoryview(out), self._key
-        for i, raw in enumerate(ids.cast(pa.binary()).to_pylist()):
-            view[16 * i : 16 * i + 16] = hashlib.blake2b(raw, digest_size=16, key=key).digest()
-        return np.frombuffer(bytes(out), dtype="<u8").reshape(-1, 2).astype(np.uint64)
+        return blake2b_batch(ids, 16, key=self._key)  # one compiled pass over the chunk's IDs
 
     def add(self, ids: pa.Array) -> None:
         """IDs in message order (valid, non-null text: ``decode_chunk`` checked them)."""
@@ -89,9 +93,9 @@ class UniqueIds:
             self._spill.seek(0)
             while block := self._spill.read(16 * _SLICE):
                 keys = np.frombuffer(block, dtype="<u8").reshape(-1, 2).astype(np.uint64)
-                shard = (keys[:, 0] >> np.uint64(56)).astype(np.intp)
-                order = np.argsort(shard, kind="stable")
-                cuts = np.searchsorted(shard[order], np.arange(SHARDS + 1))
+                shard = (keys[:, 0] >> np.uint64(56)).astype(np.uint8)
+                order = np.argsort(shard, kind="stable")  # a radix sort on one byte
+                cuts = np.concatenate(([0], np.cumsum(np.bincount(shard, minlength=SHARDS))))
                 for s in np.flatnonzero(np.diff(cuts)):
                     part = keys[order[cuts[s] : cuts[s + 1]]]
                     shards[filled[s] : filled[s] + part.shape[0]] = part

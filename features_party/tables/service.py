@@ -28,7 +28,7 @@ from features_party.tables.joins import JoinReport
 from features_party.tables.validation import Limits, ValidTable, read, validate
 from labeldp.common.db import utcnow
 from labeldp.common.errors import DomainError, not_found
-from labeldp.common.files import write_parquet_atomic
+from labeldp.common.files import release_arrow_memory, write_parquet_atomic
 from labeldp.common.inputs import is_clean_text
 from labeldp.common.pages import PageRequest
 
@@ -90,7 +90,10 @@ class FeatureTables:
         """Validate completely, then store as a new version (replacing the table). Returns (row, created).
         ``non_sensitive`` names the columns this party may export for training with semi-sensitive
         features (public to an attacker by definition)."""
-        valid: ValidTable = validate(read(path, fmt, self.limits), overrides)
+        try:
+            valid: ValidTable = validate(read(path, fmt, self.limits), overrides)
+        finally:  # what reading took (refused or not): Arrow's allocator would keep it
+            release_arrow_memory()
         declared = [*dict.fromkeys(non_sensitive)]
         unknown = sorted(set(declared) - set(valid.schema))
         if unknown:

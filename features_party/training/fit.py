@@ -191,7 +191,7 @@ def fit_in_steps(estimator: Any, X: np.ndarray, y: np.ndarray, progress: Progres
                     "iterations_total": float(total),
                     "elapsed_s": elapsed,
                     "eta_s": elapsed / done * (total - done),
-                    "rows_seen": float(len(y)),
+                    "training_examples": float(len(y)),
                 }
             )
 

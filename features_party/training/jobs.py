@@ -168,11 +168,19 @@ def run(sessions: sessionmaker[Session], data_dir: DataDir, job_id: str, schedul
         mechanism = published_mechanism(release)
         noise = release_noise(mechanism)
         feature_file = data_dir.table(table.id, job.feature_table_version)
-        rows = pq.ParquetFile(release.path).metadata.num_rows
-        progress(progress={"stage": "fitting", "rows_seen": rows, "elapsed_s": time.monotonic() - started})
+        # two counts, each with one meaning from start to end: the release's examples, and the examples
+        # the model fits on (those the join finds, less the validation split), known once fitting runs
+        released_examples = pq.ParquetFile(release.path).metadata.num_rows
+        progress(
+            progress={
+                "stage": "fitting",
+                "release_examples": released_examples,
+                "elapsed_s": time.monotonic() - started,
+            }
+        )
 
         def report(values: dict[str, float]) -> None:
-            progress(progress={"stage": "fitting", **values})
+            progress(progress={"stage": "fitting", "release_examples": released_examples, **values})
 
         options: dict[str, Any] = {
             "model": job.kind,
@@ -205,7 +213,8 @@ def run(sessions: sessionmaker[Session], data_dir: DataDir, job_id: str, schedul
             metrics=trained.metrics,
             progress={
                 "stage": "done",
-                "rows_seen": rows,
+                "release_examples": released_examples,
+                "training_examples": trained.metrics["train_examples"],
                 "iterations": iterations,
                 "iterations_total": iterations,
                 "elapsed_s": time.monotonic() - started,

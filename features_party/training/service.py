@@ -27,6 +27,7 @@ from features_party.training.jobs import ARTIFACT, is_classification, load, prov
 from features_party.training.queue import FairQueue
 from labeldp.common.db import owned, utcnow
 from labeldp.common.errors import DomainError, not_found
+from labeldp.common.example_ids import unknown_ids
 from labeldp.common.instance import Instance
 from labeldp.common.leases import abandoned, heartbeat
 from labeldp.common.pages import PageRequest
@@ -230,12 +231,8 @@ class TrainingService:
             raise not_found("feature table", repr(name)) from exc
         data = self.tables.read(table)
         wanted = pa.array(example_ids or [], pa.string())
+        unknown_ids(wanted, data.column("example_id"), f"feature table {table.name!r}")
         position = pc.index_in(wanted, value_set=data.column("example_id"))
-        unknown = int(pc.sum(pc.is_null(position)).as_py() or 0)
-        if unknown:
-            raise DomainError(
-                "unknown-example-ids", f"{unknown} example_ids are not in feature table {table.name!r}"
-            )
         return {"example_ids": example_ids, **_predictions(trained, data.take(position))}
 
 

@@ -3,7 +3,7 @@
 Upload ``n`` canaries with known binary labels (half 0, half 1) as a fresh dataset, release them once
 at ε to a registered recipient, read the released bins back exactly as they will be delivered, and
 bound ``log(P(out = a | a) / P(out = a | b))`` from below with Clopper–Pearson intervals
-(``labeldp.mechanisms.advantage.epsilon_lower_bound``). For a correct sampler the bound stays below
+(``labeldp.mechanisms.empirical.epsilon_lower_bound``). For a correct sampler the bound stays below
 the release's ``implemented_epsilon`` with probability at least ``1 − alpha``; a bound above it means
 the deployed build randomizes too little (the check fails). With 10⁶ canaries the bound comes within a
 few percent of ε. The canaries are new examples: only they are charged, ε each.

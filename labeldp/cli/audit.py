@@ -95,8 +95,11 @@ def audit_attack(
     }
     target = "bin" if mechanism.kind == "rr_on_bins" else "class"
     rows = [
-        ("guessing from the features alone", f"{m['accuracy_without_release']:.2%} right"),
-        (f"with each example's released {target}", f"{m['accuracy_with_release']:.2%} right"),
+        ("features attacker, from the features alone", f"{m['accuracy_without_release']:.2%} right"),
+        (
+            f"features attacker, with each example's released {target}",
+            f"{m['accuracy_with_release']:.2%} right",
+        ),
         (
             "measured additive advantage",
             f"{m['additive_advantage']:+.4f} [{m['additive_advantage_low']:+.4f}, "
@@ -169,7 +172,8 @@ def audit_release(
         as_json,
         f"release {a['release_id']} ({a['examples']:,} examples): worst-case additive advantage "
         f"{a['worst_case_additive_advantage']:.4f}, max multiplicative "
-        f"{a['max_multiplicative_advantage']:.4f}; an attacker knowing the true label distribution: "
+        f"{a['max_multiplicative_advantage']:.4f}; the distribution attacker (the true label "
+        f"distribution, no features): "
         f"{t['success_without_mean']:.2%} → {t['success_with_mean']:.2%} right (advantage "
         f"{t['additive_mean']:.4f}); realized on this release: {r['accuracy_without_release']:.2%} → "
         f"{r['accuracy_with_release']:.2%}",

@@ -52,11 +52,22 @@ def demo(
         str | None,
         typer.Option(help="host:port of the features party's gRPC receiver, as the labels party sees it."),
     ] = None,
+    labels_public_url: Annotated[
+        str | None,
+        typer.Option(help="With --labels-url: its URL as a browser reaches it (for the console's link)."),
+    ] = None,
+    features_public_url: Annotated[
+        str | None,
+        typer.Option(help="With --features-url: its URL as a browser reaches it (for the console's link)."),
+    ] = None,
     ca: Annotated[
         Path | None, typer.Option(help="CA that signed the receiver's certificate (mutual TLS).")
     ] = None,
     mechanism_only: Annotated[
-        bool, typer.Option(help="Only the mechanism on the dataset, no services (see --epsilons).")
+        bool,
+        typer.Option(
+            "--mechanism-only", help="Only the mechanism on the dataset, no services (see --epsilons)."
+        ),
     ] = False,
     semi_sensitive: Annotated[
         bool,
@@ -68,6 +79,24 @@ def demo(
     epsilons: Annotated[
         str, typer.Option(help="With --mechanism-only: comma-separated ε values.")
     ] = "0.1,0.5,1,2,4",
+    labels_port: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=65535,
+            metavar="<port>",
+            help="The labels party's REST port on 127.0.0.1 (default: a free port).",
+        ),
+    ] = None,
+    features_port: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=65535,
+            metavar="<port>",
+            help="The features party's REST port on 127.0.0.1 (default: a free port).",
+        ),
+    ] = None,
     keep_running: Annotated[
         bool,
         typer.Option(
@@ -85,6 +114,11 @@ def demo(
             raise ValueError(
                 "--keep-running is for the two-party demo (not --mechanism-only or --semi-sensitive)"
             )
+        ports = (labels_port, features_port)
+        if any(ports) and (mechanism_only or labels_url or features_url):
+            raise ValueError("--labels-port and --features-port are for the services the demo starts")
+        if labels_port is not None and labels_port == features_port:
+            raise ValueError("--labels-port and --features-port must differ")
         if mechanism_only:
             from labeldp.demo.main import run_mechanism_demo
 
@@ -98,7 +132,7 @@ def demo(
                 raise ValueError("--semi-sensitive starts its own services, example-level only")
             from labeldp.demo.semi_sensitive import run_semi_sensitive_demo
 
-            run_semi_sensitive_demo(epsilon, out, postgres_url=postgres)
+            run_semi_sensitive_demo(epsilon, out, postgres_url=postgres, ports=ports)
             return
         from labeldp.demo.main import Remote, run_demo
 
@@ -116,7 +150,13 @@ def demo(
                 _read_secret(features_key_file),
                 grpc_address,
                 ca.read_text() if ca else None,
+                labels_public_url,
+                features_public_url,
+                str(labels_key_file),
+                str(features_key_file),
             )
+        elif labels_public_url or features_public_url:
+            raise ValueError("--labels-public-url and --features-public-url go with --labels-url")
         if privacy_unit not in ("example", "user"):
             raise ValueError("--privacy-unit is example or user")
         bound: int | str | None = None
@@ -133,6 +173,7 @@ def demo(
             remote=remote,
             contribution_bound=bound,
             keep_running=keep_running,
+            ports=ports,
         )
     except ValueError as exc:
         error(str(exc))

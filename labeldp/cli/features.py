@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from labeldp.cli.metrics import metric_lines
 from labeldp.cli.options import (
     FEATURES_URL,
     AsJson,
@@ -25,7 +26,6 @@ from labeldp.cli.options import (
     read_identity,
 )
 from labeldp.terminal import (
-    cell,
     number,
     print_json,
     print_table,
@@ -191,6 +191,38 @@ def join(
     show(j, as_json, line)
 
 
+@app.command("export")
+def export(
+    release: Annotated[str, typer.Option(help="A received release id.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Parquet file to write.")],
+    table: Annotated[
+        str | None,
+        typer.Option(help="Feature table to join it with (without: the released values alone)."),
+    ] = None,
+    url: FeaturesUrl = FEATURES_URL,
+    api_key: FeaturesKey = "",
+) -> None:
+    """The release's training set — the table's rows with a released label, with released_bin and
+    released_value — or its released values alone, as Parquet, with the release's description beside
+    it (OUT.labeldp.json) for labeldp_model's corrections; a cut connection resumes where it stopped."""
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+
+    with (
+        features_client(url, api_key) as client,
+        progress(
+            stderr_console(), TextColumn("exporting"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
+        ) as bar,
+    ):
+        task = bar.add_task("export", total=None)
+        rows = client.download_training_set(
+            release,
+            out,
+            table,
+            on_row_groups=lambda done, total: bar.update(task, completed=done, total=total),
+        )
+    typer.echo(f"{out}: {rows:,} rows; description in {out.name}.labeldp.json (labeldp_model.Release.load)")
+
+
 # --- training, models, predictions --------------------------------------------------------------------
 
 
@@ -233,8 +265,8 @@ def train(
     if quiet:
         typer.echo(trained["id"])
         return
-    metrics = ", ".join(f"{k} {cell(v)}" for k, v in trained["metrics"].items())
-    show(trained, as_json, f"model {trained['id']} trained: {metrics}")
+    lines = metric_lines(trained["metrics"], trained["loss"])
+    show(trained, as_json, "\n".join([f"model {trained['id']} trained ({trained['loss']} loss):", *lines]))
 
 
 @models.command("list")
@@ -252,9 +284,8 @@ def models_show(
     """One model: status, metrics and provenance (release, ε, feature table, code version)."""
     with features_client(url, api_key) as client:
         m = client.model(model)
-    metrics = ", ".join(f"{k} {cell(v)}" for k, v in m["metrics"].items())
-    line = f"model {m['id']} {m['status']} ({m['model']}, {m['loss']}, debias {m['debias']}): {metrics}"
-    show(m, as_json, line)
+    head = f"model {m['id']} {m['status']} ({m['model']}, {m['loss']} loss, debias {m['debias']})"
+    show(m, as_json, "\n".join([head, *metric_lines(m["metrics"], m["loss"])]))
 
 
 @models.command("download")
@@ -264,10 +295,11 @@ def models_download(
     url: FeaturesUrl = FEATURES_URL,
     api_key: FeaturesKey = "",
 ) -> None:
-    """The model as one scikit-learn pipeline (skops): load it with ``skops.io.load``."""
+    """The model as one scikit-learn pipeline (skops): load it with ``skops.io.load`` and its trusted
+    types, where labeldp need not be installed (docs/guides/publisher.md#take-a-model-out)."""
     with features_client(url, api_key) as client:
         size = client.download_model(model, out)
-    typer.echo(f"{out}: {size:,} bytes (skops.io.load it; README: Take a model out)")
+    typer.echo(f"{out}: {size:,} bytes (load it: docs/guides/publisher.md#take-a-model-out)")
 
 
 @app.command("predict")
@@ -322,8 +354,9 @@ def semi_sensitive_models_show(
         m = client.received_model(model)
     g = m["guarantee"]
     line = (
-        f"model {m['model_id']} from {m['sender_id']}: ε₁ = {number(g['epsilon_labels'])} (labels), "
-        f"ε₂ = {number(g['epsilon_dpsgd'])}, δ = {number(g['delta'])} (DP-SGD), {g['adjacency']}"
+        f"model {m['model_id']} from {m['sender_id']}: "
+        + (f"ε₁ = {number(g['epsilon_labels'])} (labels), " if g["label_release_id"] else "no label phase, ")
+        + f"ε₂ = {number(g['epsilon_dpsgd'])}, δ = {number(g['delta'])} (DP-SGD), {g['adjacency']}"
     )
     show(m, as_json, line)
 

@@ -37,11 +37,20 @@ class LabelsClient(ApiClient):
         return list(self.items("/v1/recipients"))
 
     def register_recipient(
-        self, name: str, grpc_address: str, tls_ca_pem: str | None, fingerprint: str
+        self,
+        name: str,
+        grpc_address: str,
+        tls_ca_pem: str | None,
+        fingerprint: str,
+        recipient_tenant: str | None = None,
     ) -> Recipient:
+        """``recipient_tenant``: the publisher's tenant (``tenant_id`` of its identity), named in every
+        message to it so that the features party files it for that tenant alone."""
         body = {"name": name, "grpc_address": grpc_address, "fingerprint": fingerprint}
         if tls_ca_pem is not None:
             body["tls_ca_pem"] = tls_ca_pem
+        if recipient_tenant is not None:
+            body["recipient_tenant"] = recipient_tenant
         return self.call("POST", "/v1/recipients", json=body)
 
     def create_dataset(self, spec: dict[str, Any]) -> Dataset:

@@ -61,6 +61,7 @@ class Recipient(TypedDict):
     name: str
     grpc_address: str | None
     fingerprint: str | None
+    recipient_tenant: str | None
     tls: bool
     created_at: str
 
@@ -249,6 +250,7 @@ class ModelDelivery(TypedDict):
 
 class FeaturesIdentity(Identity):
     grpc_port: int
+    tenant_id: str
 
 
 class Sender(TypedDict):

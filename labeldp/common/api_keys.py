@@ -43,11 +43,15 @@ class _KeyRow(Protocol):
 K = TypeVar("K", bound=_KeyRow)
 
 
-def find_active_key(session: Session, model: type[K], key: str) -> K | None:
-    """The unrevoked key row whose hash matches ``key`` (each party has its own ``ApiKey`` table)."""
-    column = model.key_hash  # type: ignore[attr-defined]
-    row = session.execute(select(model).where(column == hash_key(key))).scalar_one_or_none()
-    return None if row is None or row.revoked_at is not None else row
+def find_active_key(session: Session, model: type[K], key: str) -> Authenticated | None:
+    """The tenant and id of the unrevoked key whose hash matches ``key`` (each party has its own
+    ``ApiKey`` table). Every request asks this: two columns, not an ORM object (a fifth of a short
+    read's time went to loading the row)."""
+    table: Any = model
+    found = session.execute(
+        select(table.tenant_id, table.id, table.revoked_at).where(table.key_hash == hash_key(key))
+    ).first()
+    return None if found is None or found.revoked_at is not None else Authenticated(found.tenant_id, found.id)
 
 
 # declared as the document's security scheme (Swagger's Authorize button); a missing or malformed header

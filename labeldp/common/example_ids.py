@@ -12,6 +12,7 @@ from labeldp.common.errors import DomainError
 from labeldp.common.inputs import MAX_EXAMPLE_ID_BYTES
 
 MAX_REPORTED_ROWS = 10
+MAX_NAMED_IDS = 10  # unknown IDs a caller sent, named back (its own input: never another's)
 _CONTROL = r"[\x00-\x1f\x7f]"
 
 
@@ -45,9 +46,46 @@ def as_text(col: pa.Array | pa.ChunkedArray, name: str) -> pa.Array:
     return arr
 
 
+def _bytes(ids: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """The IDs' UTF-8 bytes and each ID's offsets into them (views of the array's buffers)."""
+    _, offsets_buf, data_buf = ids.buffers()
+    offsets = np.frombuffer(offsets_buf, dtype=np.int32, count=len(ids) + 1, offset=4 * ids.offset)
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    return data[offsets[0] : offsets[-1]], offsets - offsets[0]
+
+
+def _plainly_present(ids: pa.Array) -> bool:
+    """Whether every ID is non-null and starts with a printable ASCII character other than a space:
+    then none is empty after trimming whitespace (the usual case, one pass over the first bytes; an
+    ID starting otherwise is checked exactly by trimming)."""
+    if ids.null_count or not pa.types.is_string(ids.type):
+        return False
+    data, offsets = _bytes(ids)
+    if np.any(offsets[1:] == offsets[:-1]):
+        return False
+    first = data[offsets[:-1]]
+    return bool(np.all((first > 0x20) & (first < 0x7F)))
+
+
+def _control_characters(ids: pa.Array) -> np.ndarray:
+    """Which IDs hold a control character (U+0000–U+001F, U+007F). In UTF-8 those bytes stand only for
+    themselves, so one pass over the bytes finds them; the IDs they fall in by their offsets."""
+    if not pa.types.is_string(ids.type):
+        return _mask(pc.match_substring_regex(ids, _CONTROL))
+    data, offsets = _bytes(ids)
+    at = np.flatnonzero((data < 0x20) | (data == 0x7F))
+    bad = np.zeros(len(ids), dtype=bool)
+    bad[np.searchsorted(offsets, at, side="right") - 1] = True
+    return bad
+
+
 def check_ids(ids: pa.Array, offset: int = 0) -> None:
     """Every ID present and non-empty, at most 256 bytes, without control characters."""
-    empty = _mask(pc.or_kleene(pc.is_null(ids), pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(ids)), 0)))
+    empty = (
+        np.zeros(len(ids), dtype=bool)
+        if _plainly_present(ids)
+        else _mask(pc.or_kleene(pc.is_null(ids), pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(ids)), 0)))
+    )
     if empty.any():
         raise DomainError(
             "missing-example-id",
@@ -63,7 +101,7 @@ def check_ids(ids: pa.Array, offset: int = 0) -> None:
             rows=first_rows(too_long, offset),
             columns=["example_id"],
         )
-    control = _mask(pc.match_substring_regex(ids, _CONTROL))
+    control = _control_characters(ids)
     if control.any():
         raise DomainError(
             "invalid-example-id",
@@ -92,3 +130,20 @@ def example_ids(table: pa.Table) -> pa.Array:
             columns=["example_id"],
         )
     return ids
+
+
+def unknown_ids(wanted: pa.Array, known: pa.Array | pa.ChunkedArray, where: str) -> None:
+    """422 ``unknown-example-ids`` when some IDs a caller sent are not in ``known``: how many, and the
+    first ``MAX_NAMED_IDS`` of them in ``example_ids`` (the first three in the detail too) — the
+    caller's own input, in the order sent, so it can find and fix them."""
+    missing = wanted.filter(pc.invert(pc.is_in(wanted, value_set=known)))
+    if not len(missing):
+        return
+    named = missing.slice(0, MAX_NAMED_IDS).to_pylist()
+    shown = ", ".join(repr(i) for i in named[:3]) + (", …" if len(missing) > 3 else "")
+    raise DomainError(
+        "unknown-example-ids",
+        f"{len(missing)} example_ids are not in {where}: {shown}",
+        example_ids=named,
+        unknown=len(missing),
+    )

@@ -57,12 +57,13 @@ def configure(level: str = "info") -> None:
     logging.getLogger("uvicorn.access").disabled = True  # replaced by ``access`` (``service.Observed``)
 
 
-REQUEST_ID = re.compile(r"[!-~]{1,200}")
+MAX_REQUEST_ID = 200
+REQUEST_ID = re.compile(rf"[!-~]{{1,{MAX_REQUEST_ID}}}")
 
 
 def request_id(given: str) -> str:
-    """A request's id: the caller's ``X-Request-ID`` when it is short printable ASCII; anything else
-    is replaced by a fresh one (and never logged)."""
+    """A request's id: the caller's ``X-Request-ID`` when it is short printable ASCII; otherwise a fresh
+    one (anything else is never logged; a request that sent one is refused: ``service.Observed``)."""
     return given if REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
 
 

@@ -78,6 +78,17 @@ def verified_owners(
     return [pin.owner for pin in as_pins(found) if verify(pin.key, signature, message)]
 
 
+def for_tenant(found: Ed25519PublicKey | Sequence[Pin] | None, tenant: str | None) -> list[Pin]:
+    """The pins a message naming ``tenant`` may verify under: that tenant's own (a message naming none:
+    every pin). Another tenant's pin of the same key is never consulted, so it can neither take the
+    message nor make it ambiguous; a legacy pin no tenant was credited with counts for messages that
+    name no tenant only (an operator assigns it to a tenant: ``UPDATE senders SET tenant_id``)."""
+    pins = as_pins(found)
+    if not tenant:
+        return pins
+    return [pin for pin in pins if pin.owner == tenant]
+
+
 class ModelMessageError(DomainError):
     """A model message that is malformed, unsigned by a pinned key, tampered with, addressed to
     another party or expired (422; over gRPC the status ``grpc`` names)."""
@@ -132,6 +143,11 @@ class ModelPayload(_Frozen):
     sender_id: str
     sender_key_id: str
     recipient_id: str = Field(description="the features party it is addressed to (the label release's)")
+    recipient_tenant: str | None = Field(
+        None,
+        description="the recipient's tenant it is for (as a release header's recipient_tenant); "
+        "left out of the signed JSON when none is named, so older receivers read it as before",
+    )
     dataset_id: str
     created_at_unix_ms: int
     expires_at_unix_ms: int
@@ -152,7 +168,10 @@ class _Envelope(_Frozen):
 
 def sign_model(payload: ModelPayload, identity: Identity) -> bytes:
     """The envelope bytes: the payload's canonical JSON, signed."""
-    body = json.dumps(payload.model_dump(mode="json"), sort_keys=True, separators=(",", ":")).encode()
+    fields = payload.model_dump(
+        mode="json", exclude={"recipient_tenant"} if payload.recipient_tenant is None else None
+    )
+    body = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
     envelope = _Envelope(
         format=MODEL_FORMAT,
         sender_id=payload.sender_id,
@@ -202,10 +221,18 @@ def _verify(raw: bytes, trusted: KeyLookup) -> VerifiedModel:
 
 
 def check_model(raw: bytes, trusted: KeyLookup, receiver_id: str, now_unix_ms: int) -> VerifiedModel:
-    """``verify_model``, then what a recipient must also check: addressed to it, not expired, and every
-    field within its public bounds (``check_bounds``)."""
+    """``verify_model``, then what a recipient must also check: signed by a key the tenant it names
+    pinned (``recipient_tenant``; anyone else may verify it with the sender's key alone), addressed to
+    it, not expired, and every field within its public bounds (``check_bounds``)."""
     verified = _verify(raw, trusted)
     payload = verified.payload
+    if payload.recipient_tenant:  # authentic now: only that tenant's pins count (``for_tenant``)
+        owners = tuple(o for o in verified.owners if o == payload.recipient_tenant)
+        if not owners:
+            raise ModelMessageError(
+                "the tenant this model is for has not pinned the key that signed it", "UNAUTHENTICATED"
+            )
+        verified = VerifiedModel(payload, owners)
     if payload.recipient_id != receiver_id:
         raise ModelMessageError(f"this model is addressed to {payload.recipient_id!r}", "PERMISSION_DENIED")
     if payload.expires_at_unix_ms <= now_unix_ms:
@@ -281,14 +308,21 @@ def _weight(name: str, value: list[Any], shape: tuple[int, ...]) -> None:
 
 
 def _check_guarantee(g: Guarantee) -> None:
-    for name in ("epsilon_labels", "epsilon_dpsgd", "epsilon_total"):
+    """A label phase (a release id and its ε₁ > 0) or none (DP-SGD alone: no release and ε₁ = 0
+    exactly — a model the labels party trains where the public plan finds that the label phase does
+    not pay for its ε); either way every number finite and in range."""
+    for name in ("epsilon_dpsgd", "epsilon_total"):
         _positive(getattr(g, name), f"guarantee.{name}", MAX_EPSILON)
+    if g.label_release_id is None:
+        _require(g.epsilon_labels == 0, "guarantee.epsilon_labels must be 0 without a label release")
+    else:
+        _positive(g.epsilon_labels, "guarantee.epsilon_labels", MAX_EPSILON)
+        _require(is_uuid(g.label_release_id), "guarantee.label_release_id must be a UUID")
     _require(
         g.epsilon_total >= (g.epsilon_labels + g.epsilon_dpsgd) * (1 - 1e-12),
         "guarantee.epsilon_total is less than epsilon_labels + epsilon_dpsgd",
     )
     _require(math.isfinite(g.delta) and 0 < g.delta < 1, "guarantee.delta must be in (0, 1)")
-    _require(is_uuid(g.label_release_id), "guarantee.label_release_id must be a UUID")
     _require(
         is_clean_text(g.accountant, 80), "guarantee.accountant must be plain text of at most 80 characters"
     )
@@ -325,6 +359,10 @@ def check_bounds(payload: ModelPayload) -> None:
         _require(
             is_clean_text(getattr(payload, name)), f"{name} must be plain text of at most 200 characters"
         )
+    _require(
+        payload.recipient_tenant is None or is_uuid(payload.recipient_tenant),
+        "recipient_tenant must be a tenant id (a UUID)",
+    )
     _require(
         is_clean_text(payload.sender_key_id, 80), "sender_key_id must be plain text of at most 80 characters"
     )

@@ -11,7 +11,9 @@ anyone remembering to):
   JSON body 413 (the body limit), one with parameters or a body 422 (``invalid-request`` names each
   error; domain codes name the problem) — routes declare their own further codes (``errors(...)``);
 * a header the server requires is required in the document (``Idempotency-Key``), and the optional
-  ``X-Request-ID`` every request may carry (echoed back, logged) is declared on every operation;
+  ``X-Request-ID`` every request may carry (echoed back, logged) is declared on every operation; an
+  operation that takes an ``Idempotency-Key`` declares ``Idempotent-Replayed`` on its successes (a
+  replay is the job the key created, in its current state: the header says nothing was charged);
 * operation IDs are the route functions' names (``list_datasets``), stable and readable for
   generated clients; an operation's summary is the first sentence of its docstring (its description);
 * every error answer's schema names the codes it may carry: ``type`` is one of the codes its
@@ -51,8 +53,16 @@ REQUEST_ID = {
     "in": "header",
     "required": False,
     "description": "an ID to trace this request by: echoed back and written to the service's log "
-    "(one is generated when absent)",
-    "schema": {"type": "string", "maxLength": 200},
+    "(one is generated when absent); 1 to 200 printable ASCII characters, or 422 `invalid-request`",
+    "schema": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[!-~]+$"},
+}
+
+REPLAYED = "Idempotent-Replayed"  # on every success of an operation that takes an Idempotency-Key
+REPLAYED_HEADER = {
+    "description": "`true`: this answer replays the first request made with this Idempotency-Key (its "
+    "body is that answer's): nothing was charged and no noise drawn now; `false`: the request was "
+    "carried out now",
+    "schema": {"type": "string", "enum": ["true", "false"]},
 }
 
 GENERIC = {
@@ -62,8 +72,8 @@ GENERIC = {
     409: "the resource's state forbids it",
     413: "`payload-too-large`: the body is over the limit",
     415: "`unsupported-media-type`: send one of the declared content types",
-    422: "`invalid-request` (each validation error listed in its errors member), `invalid-text` (a string "
-    "with a lone surrogate escape), or a domain code naming the problem",
+    422: "`invalid-request` (each validation error listed in its errors member), `invalid-text` (a JSON "
+    "body that is not UTF-8, or a string with a lone surrogate escape), or a domain code naming the problem",
 }
 # the codes any operation may answer with a status, whatever its own declarations say
 COMMON_CODES = {
@@ -148,6 +158,10 @@ def _complete(document: dict[str, Any]) -> dict[str, Any]:
                 if parameter.get("in") == "header" and parameter.get("name") in REQUIRED_HEADERS:
                     parameter["required"] = True
                     parameter["schema"] = _not_null(parameter["schema"])
+                if parameter.get("in") == "header" and parameter.get("name") == "Idempotency-Key":
+                    for status, response in responses.items():
+                        if int(status) < 300:
+                            response.setdefault("headers", {})[REPLAYED] = dict(REPLAYED_HEADER)
             if path.startswith("/v1/"):
                 op.setdefault("parameters", []).append(dict(REQUEST_ID))
     for unused in ("HTTPValidationError", "ValidationError"):
@@ -226,21 +240,33 @@ def install(app: FastAPI) -> None:
 
     @app.get("/docs", include_in_schema=False)
     def swagger() -> HTMLResponse:
-        return get_swagger_ui_html(
-            openapi_url="/openapi.json",
-            title=f"{app.title} — Swagger UI",
-            swagger_js_url=f"{ASSETS_PATH}/swagger-ui-bundle.js",
-            swagger_css_url=f"{ASSETS_PATH}/swagger-ui.css",
-            swagger_favicon_url=f"{ASSETS_PATH}/favicon.png",
-            swagger_ui_parameters={"persistAuthorization": True},
+        return unframed(
+            get_swagger_ui_html(
+                openapi_url="/openapi.json",
+                title=f"{app.title} — Swagger UI",
+                swagger_js_url=f"{ASSETS_PATH}/swagger-ui-bundle.js",
+                swagger_css_url=f"{ASSETS_PATH}/swagger-ui.css",
+                swagger_favicon_url=f"{ASSETS_PATH}/favicon.png",
+                swagger_ui_parameters={"persistAuthorization": True},
+            )
         )
 
     @app.get("/redoc", include_in_schema=False)
     def redoc() -> HTMLResponse:
-        return get_redoc_html(
-            openapi_url="/openapi.json",
-            title=f"{app.title} — ReDoc",
-            redoc_js_url=f"{ASSETS_PATH}/redoc.standalone.js",
-            redoc_favicon_url=f"{ASSETS_PATH}/favicon.png",
-            with_google_fonts=False,
+        return unframed(
+            get_redoc_html(
+                openapi_url="/openapi.json",
+                title=f"{app.title} — ReDoc",
+                redoc_js_url=f"{ASSETS_PATH}/redoc.standalone.js",
+                redoc_favicon_url=f"{ASSETS_PATH}/favicon.png",
+                with_google_fonts=False,
+            )
         )
+
+
+def unframed(page: HTMLResponse) -> HTMLResponse:
+    """A page no other site may frame (clickjacking: the documentation pages hold a bearer key once
+    someone authorizes in them), in both the current and the older header."""
+    page.headers["Content-Security-Policy"] = "frame-ancestors 'none'"
+    page.headers["X-Frame-Options"] = "DENY"
+    return page

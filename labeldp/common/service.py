@@ -21,11 +21,13 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from labeldp import __version__
 from labeldp.common import logs, metrics, openapi
 from labeldp.common.errors import DomainError, as_problem, problem_response
+from labeldp.common.serving import exit_with_supervisor
 from labeldp.mechanisms.validation import ParameterError
 
 
@@ -51,9 +53,26 @@ def install_error_handlers(app: FastAPI) -> None:
         return problem_response(422, "invalid-request", "the request is not valid", errors=errors)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = {404: "not-found", 405: "method-not-allowed"}.get(exc.status_code, "http-error")
-        return problem_response(exc.status_code, code, str(exc.detail))
+        response = problem_response(exc.status_code, code, str(exc.detail))
+        response.headers.update(exc.headers or {})
+        if exc.status_code == 405:
+            response.headers["Allow"] = ", ".join(allowed_methods(request))
+        return response
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the path takes (Starlette's 405 names only the first route's):
+    each method is tried against the routes as the request's own."""
+    return [
+        method
+        for method in ("GET", "POST", "PUT", "PATCH", "DELETE")
+        if any(
+            route.matches({**request.scope, "method": method})[0] == Match.FULL
+            for route in request.app.routes
+        )
+    ]
 
 
 class Observed:
@@ -69,8 +88,8 @@ class Observed:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        given = next((v for k, v in scope.get("headers", []) if k == b"x-request-id"), b"")
-        request_id = logs.request_id(given.decode("latin-1"))
+        given = next((v for k, v in scope.get("headers", []) if k == b"x-request-id"), None)
+        request_id = logs.request_id("" if given is None else given.decode("latin-1"))
         scope.setdefault("state", {})["request_id"] = request_id
         start = time.perf_counter()
         status = 500
@@ -95,7 +114,10 @@ class Observed:
             await send(message)
 
         try:
-            await self.app(scope, receive, answer)
+            if given is not None and request_id != given.decode("latin-1"):
+                await _bad_request_id(scope, receive, answer)  # as declared: 1-200 printable ASCII
+            else:
+                await self.app(scope, receive, answer)
         except Exception:
             self.log.exception("unhandled error", extra={"request_id": request_id, "path": scope["path"]})
             if started:
@@ -109,6 +131,24 @@ class Observed:
             await response(scope, receive, answer)
         finally:
             record()  # an answer cut short (an error after the start, a client gone) counts too
+
+
+async def _bad_request_id(scope: Scope, receive: Receive, send: Send) -> None:
+    """An ``X-Request-ID`` that is not what every operation declares (1 to 200 printable ASCII
+    characters) is refused like any other invalid parameter, rather than replaced without a word."""
+    response = problem_response(
+        422,
+        "invalid-request",
+        "the request is not valid",
+        errors=[
+            {
+                "loc": ["header", "X-Request-ID"],
+                "msg": f"X-Request-ID must be 1 to {logs.MAX_REQUEST_ID} printable ASCII characters",
+                "type": "string_pattern_mismatch",
+            }
+        ],
+    )
+    await response(scope, receive, send)
 
 
 MAX_JSON_BODY_BYTES = 64 * 2**20
@@ -176,9 +216,10 @@ def lone_surrogate(body: bytes) -> bool:
 
 
 class JsonText:
-    """Refuse JSON request bodies whose strings escape a lone UTF-16 surrogate (422 ``invalid-text``)
-    before any route reads them: such a string decodes in Python but cannot be encoded, stored or
-    hashed. JSON bodies are bounded by ``BodyLimit`` (outside this one), so buffering them is safe."""
+    """Refuse JSON request bodies that are not UTF-8, or whose strings escape a lone UTF-16 surrogate
+    (422 ``invalid-text``), before any route reads them: the parser answered the first with an
+    undocumented 400, and the second decodes in Python but cannot be encoded, stored or hashed. JSON
+    bodies are bounded by ``BodyLimit`` (outside this one), so buffering them is safe."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -197,6 +238,12 @@ class JsonText:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
+        try:
+            body.decode("utf-8")  # JSON on the network is UTF-8 (RFC 8259); the parser answered 400
+        except UnicodeDecodeError:
+            response = problem_response(422, "invalid-text", "the JSON body is not valid UTF-8")
+            await response(scope, receive, send)
+            return
         if lone_surrogate(body):
             response = problem_response(
                 422, "invalid-text", "a JSON string escapes a lone UTF-16 surrogate (not valid Unicode text)"
@@ -236,6 +283,7 @@ def service_app(
         # pyarrow.parquet.read_table imports pyarrow.dataset, and with it pandas (0.3-0.7 s), on first
         # use: here, rather than in the first request that reads a file (a budget's first answer).
         importlib.import_module("pyarrow.dataset")
+        exit_with_supervisor()  # a worker of `serve --workers N` ends with its supervisor
         async with lifespan(app):
             yield
 

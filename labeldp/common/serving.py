@@ -7,17 +7,32 @@ supervisor starts a new one) and signing keys (created once, whoever starts firs
 process-local thing a scrape must see whole: with several workers each writes its series to a shared
 directory (prometheus_client's multiprocess mode) and ``GET /metrics`` answers their sum, whichever
 worker it reaches.
+
+Workers end with their supervisor. uvicorn stops them when it is stopped, but a supervisor killed with
+SIGKILL cannot: its workers kept serving as orphans on the shared ports, and the next ``serve`` failed
+with "Address already in use". So the supervisor names itself to its workers (``SUPERVISOR_ENV``) and
+each worker watches it (``exit_with_supervisor``): once it is gone the worker stops as uvicorn stops it
+(SIGTERM: the requests in flight finish), and exits at once if that takes longer than
+``ORPHAN_GRACE_S``.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+import signal
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from labeldp.common.lifelines import exit_with
+
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+SUPERVISOR_ENV = "LABELDP_SUPERVISOR_PID"
+ORPHAN_GRACE_S = 30.0
+log = logging.getLogger("labeldp.serving")
 
 
 def serve(factory: str, host: str, port: int, workers: int, prepare: Callable[[], None]) -> None:
@@ -36,6 +51,7 @@ def serve(factory: str, host: str, port: int, workers: int, prepare: Callable[[]
         uvicorn.run(getattr(importlib.import_module(module), name)(), **options)  # type: ignore[arg-type]
         return
     prepare()
+    os.environ[SUPERVISOR_ENV] = str(os.getpid())  # inherited by the workers uvicorn spawns
     metrics_dir = _fresh_metrics_dir()
     try:
         uvicorn.run(factory, factory=True, workers=workers, **options)  # type: ignore[arg-type]
@@ -58,3 +74,20 @@ def _fresh_metrics_dir() -> Path | None:
     made = Path(tempfile.mkdtemp(prefix="labeldp-metrics-"))
     os.environ[MULTIPROC_ENV] = str(made)  # inherited by the workers uvicorn spawns
     return made
+
+
+def exit_with_supervisor() -> None:
+    """In a worker of ``serve --workers N``: stop when the supervisor that started it is gone (the
+    module docstring). Does nothing in a process no supervisor started."""
+    named = os.environ.get(SUPERVISOR_ENV, "")
+    if not named.isdigit() or int(named) == os.getpid():
+        return
+
+    def orphaned() -> None:
+        log.warning("the supervisor (process %s) is gone; this worker stops", named)
+        deadline = threading.Timer(ORPHAN_GRACE_S, os._exit, args=(1,))
+        deadline.daemon = True  # a worker that stops in time exits at once
+        deadline.start()
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    exit_with(int(named), orphaned)

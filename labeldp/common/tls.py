@@ -1,8 +1,9 @@
 """A development certificate authority for mTLS between the two parties (`labeldp keys dev-ca`).
 
 Writes a CA, a server certificate for the features party's gRPC receiver (valid for the given host
-names and IP addresses) and a client certificate for the labels party. For local use and tests only:
-production deployments bring certificates from their own CA.
+names and IP addresses) and a client certificate for the labels party (and one for each of
+``other_clients``: ``{name}.pem``, ``{name}-key.pem`` — the receiver tells peers apart by certificate).
+For local use and tests only: production deployments bring certificates from their own CA.
 """
 
 from __future__ import annotations
@@ -65,7 +66,9 @@ def _sign(
     return builder.sign(issuer_key, hashes.SHA256())
 
 
-def dev_ca(out: Path, hosts: tuple[str, ...] = ("localhost", "127.0.0.1")) -> DevCertificates:
+def dev_ca(
+    out: Path, hosts: tuple[str, ...] = ("localhost", "127.0.0.1"), other_clients: tuple[str, ...] = ()
+) -> DevCertificates:
     out.mkdir(parents=True, exist_ok=True)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = _name("labeldp development CA")
@@ -98,6 +101,10 @@ def dev_ca(out: Path, hosts: tuple[str, ...] = ("localhost", "127.0.0.1")) -> De
             [(x509.SubjectAlternativeName(sans), False)],
         ),
         (paths.client_cert, paths.client_key, "labels-party", ExtendedKeyUsageOID.CLIENT_AUTH, []),
+        *(
+            (out / f"{name}.pem", out / f"{name}-key.pem", name, ExtendedKeyUsageOID.CLIENT_AUTH, [])
+            for name in other_clients
+        ),
     ):
         key = ec.generate_private_key(ec.SECP256R1())
         cert = _sign(

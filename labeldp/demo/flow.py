@@ -72,7 +72,11 @@ def register(labels: LabelsClient, features: FeaturesClient, conn: Connection) -
         raise ApiError(409, "sender-key-mismatch", "the publisher pinned another key for this advertiser")
     if publisher["party_id"] not in {r["name"] for r in labels.recipients()}:
         labels.register_recipient(
-            publisher["party_id"], conn.grpc_address, conn.tls_ca_pem, publisher["key_id"]
+            publisher["party_id"],
+            conn.grpc_address,
+            conn.tls_ca_pem,
+            publisher["key_id"],
+            publisher["tenant_id"],
         )
     return advertiser["party_id"], publisher["party_id"]
 
@@ -221,15 +225,24 @@ def run_flow(
 
         with steps.step("audit", "attacking the release as the publisher could, scored against the truth"):
             steps.say(
-                "the attacker learns each click's prior from its features (two folds), then reads its bin"
+                "the features attacker learns each click's prior from its features (two folds), then reads "
+                "its bin"
             )
             attack, lap_adv = _audit(world, mech, noisy, lap_eps)
+            # the labels party's own audit (the console's): the distribution attacker, no features
+            distribution = labels.audit(rel["id"])["realized"]
             m = attack.measured
             steps.say(
-                f"guessing each click's bin from features alone: {m['accuracy_without_release']:.1%} right; "
+                f"features attacker, each click's bin from features alone: "
+                f"{m['accuracy_without_release']:.1%} right; "
                 f"with its released bin: {m['accuracy_with_release']:.1%} (worst case over all priors "
                 f"+{mech.worst_case_additive_advantage:.3f}; odds move by at most "
                 f"e^{mech.implemented_epsilon:.2f})"
+            )
+            steps.say(
+                "the labels party's audit (the console's): the distribution attacker, who knows the "
+                f"labels' distribution but no features, {distribution['accuracy_without_release']:.1%} → "
+                f"{distribution['accuracy_with_release']:.1%}"
             )
 
         with steps.step("budget", "reading the budget and the ledger back"):
@@ -287,6 +300,10 @@ def run_flow(
         "worst_case_additive_advantage": mech.worst_case_additive_advantage,
         "max_multiplicative_advantage": mech.max_multiplicative_advantage,
         "measured": attack.measured,
+        "distribution_attacker": {
+            "accuracy_without_release": distribution["accuracy_without_release"],
+            "accuracy_with_release": distribution["accuracy_with_release"],
+        },
         "exact": attack.exact.summary(),
         "laplace_exact": lap_adv.summary(),
         "laplace_epsilon": lap_eps,

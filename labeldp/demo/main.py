@@ -33,6 +33,13 @@ class Remote:
     features_key: str
     grpc_address: str
     tls_ca_pem: str | None
+    # where a person's browser reaches each party (the REST URLs above may be names only the demo's
+    # network resolves, as compose's `http://labels-party:8400`); None: the REST URL itself
+    labels_public_url: str | None = None
+    features_public_url: str | None = None
+    # where the tenants' API keys are, to say so beside the consoles
+    labels_key_file: str | None = None
+    features_key_file: str | None = None
 
 
 @contextmanager
@@ -61,25 +68,29 @@ def _remote(remote: Remote) -> Iterator[Connection]:
     )
 
 
-def console_urls(conn: Connection) -> tuple[str, str]:
-    """Where each party serves its web console (docs/console.md)."""
-    return f"{conn.labels_url}/console/", f"{conn.features_url}/console/"
+def console_urls(conn: Connection, remote: Remote | None = None) -> tuple[str, str]:
+    """Where a person opens each party's web console (docs/console.md): on the public URL given for
+    running services, else on the URL the demo itself calls."""
+    labels = (remote.labels_public_url if remote else None) or conn.labels_url
+    features = (remote.features_public_url if remote else None) or conn.features_url
+    return f"{labels.rstrip('/')}/console/", f"{features.rstrip('/')}/console/"
 
 
-def _keep_running(console: Console, conn: Connection, local: bool) -> None:
+def _keep_running(console: Console, conn: Connection, remote: Remote | None) -> None:
     """Leave the services up until Ctrl-C (or SIGTERM), so that a person can look at the demo's
-    release in the consoles. The local tenants are the demo's own, so their keys are printed."""
-    labels, features = console_urls(conn)
+    release in the consoles. The local tenants are the demo's own, so their keys are printed; of
+    running services, the files that hold them are named."""
+    labels, features = console_urls(conn, remote)
     console.print(
         "\n[bold]the services keep running[/] (--keep-running): open a console and sign in with its "
         "tenant's API key",
         soft_wrap=True,
     )
-    for party, url, key in (
-        ("labels party (advertiser): ", labels, conn.labels_key),
-        ("features party (publisher):", features, conn.features_key),
+    for party, url, key, file in (
+        ("labels party (advertiser): ", labels, conn.labels_key, remote and remote.labels_key_file),
+        ("features party (publisher):", features, conn.features_key, remote and remote.features_key_file),
     ):
-        shown = f"API key {key}" if local else "(your API key)"
+        shown = f"API key {key}" if remote is None else f"API key in {file}" if file else "(your API key)"
         console.print(f"  {party} {url}  {shown}", soft_wrap=True, highlight=False)
     console.print("press Ctrl-C to stop them", soft_wrap=True)
     # a demo started in the background by a script inherits SIGINT ignored: Ctrl-C (or kill -INT)
@@ -103,10 +114,12 @@ def run_demo(
     console: Console | None = None,
     contribution_bound: int | str | None = None,
     keep_running: bool = False,
+    ports: tuple[int | None, int | None] = (None, None),
 ) -> dict[str, object]:
     """Run the demo; with ``contribution_bound`` (τ, auto or private) the release is user-level with
     ``epsilon`` per user, over synthetic users with a heavy-tailed number of clicks each. With
-    ``keep_running`` the services stay up after the report until Ctrl-C (or SIGTERM)."""
+    ``keep_running`` the services stay up after the report until Ctrl-C (or SIGTERM). ``ports``: the
+    local services' REST ports (labels, features), free ones where None."""
     if dataset not in SPECS:
         raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(SPECS)}")
     if not 0 < epsilon <= 100:
@@ -134,20 +147,24 @@ def run_demo(
             parties = _remote(remote)
         else:
             console.print("[bold cyan][0][/] starting both services on loopback")
-            parties = local_parties(work, out / "logs", world.run_id, epsilon, postgres_url, say)
+            parties = local_parties(work, out / "logs", world.run_id, epsilon, postgres_url, say, ports=ports)
         with parties as conn:
-            labels_console, features_console = console_urls(conn)
-            say(f"consoles: {labels_console} (advertiser), {features_console} (publisher)")
+            labels_console, features_console = console_urls(conn, remote)
+            for url, party, file in (
+                (labels_console, "advertiser", remote and remote.labels_key_file),
+                (features_console, "publisher", remote and remote.features_key_file),
+            ):
+                say(f"console: {url} ({party}" + (f", its API key in {file})" if file else ")"))
             report = run_flow(conn, world, epsilon, work, console, contribution_bound)
             console.print("[bold cyan][…][/] drawing the figures")
             figures = draw(world, report, out)
             report.timings_s["total"] = round(time.monotonic() - started, 1)
-            print_report(console, report)
+            print_report(console, report.as_json())
             write_report(report, out / "report.json")
             console.print(f"wrote {out / 'report.json'} and " + ", ".join(str(p) for p in figures))
             console.print(f"done in {report.timings_s['total']:.0f} s")
             if keep_running:
-                _keep_running(console, conn, local=remote is None)
+                _keep_running(console, conn, remote)
     return report.as_json()
 
 

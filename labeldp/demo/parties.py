@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from labeldp.common.tls import dev_ca
-from labeldp.processes import FeaturesProcess, LabelsProcess, free_port
+from labeldp.processes import FeaturesProcess, LabelsProcess, free_port, port_is_free
 
 RELEASES_OF_BUDGET = 3  # the local advertiser tenant's per-example budget: three releases at the demo's ε
 
@@ -62,7 +62,13 @@ def local_parties(
     postgres_url: str | None,
     say: Callable[[str], None],
     delta_budget: float = 0.0,
+    ports: tuple[int | None, int | None] = (None, None),
 ) -> Iterator[Connection]:
+    """Both parties as processes; ``ports`` are their REST ports (labels, features), free ones if None
+    (a given port that is taken is refused here, before a process starts, as a ``ValueError``)."""
+    for port in ports:
+        if port is not None and not port_is_free(port):
+            raise ValueError(f"port {port} on 127.0.0.1 is in use: choose another or leave it out")
     certs = dev_ca(workdir / "certs", ("localhost", "127.0.0.1"))
     say(f"development CA and mTLS certificates in {certs.ca.parent}")
     grpc_port = free_port()
@@ -95,8 +101,9 @@ def local_parties(
     features_key = _key(cli(features_env, "features", "tenant", "create", f"publisher-{run_id}"))
     say(f"tenants created with the CLI: {tenant} (ε budget {budget:g} per example), publisher-{run_id}")
     logs.mkdir(parents=True, exist_ok=True)
-    features = FeaturesProcess(features_env, logs / "features-party.log")
-    labels = LabelsProcess(labels_env, logs / "labels-party.log")
+    labels_port, features_port = ports
+    features = FeaturesProcess(features_env, logs / "features-party.log", port=features_port)
+    labels = LabelsProcess(labels_env, logs / "labels-party.log", port=labels_port)
     try:
         features.start()
         say(

@@ -43,7 +43,11 @@ DELTA_RELEASES = 10  # the tenant's δ budget: ten DP-SGD runs at δ = 1/n²
 
 
 def run_semi_sensitive_demo(
-    epsilon: float, out: Path, postgres_url: str | None = None, console: Console | None = None
+    epsilon: float,
+    out: Path,
+    postgres_url: str | None = None,
+    console: Console | None = None,
+    ports: tuple[int | None, int | None] = (None, None),
 ) -> dict[str, Any]:
     from labeldp.semi_sensitive import HybridBudget, Hyper, TwoTower, predict, train_full, train_truncated
     from labeldp.semi_sensitive.encoding import ColumnEncoding, encode
@@ -77,7 +81,14 @@ def run_semi_sensitive_demo(
         work = Path(tmp)
         t = time.monotonic()
         parties = local_parties(
-            work, out / "logs", run_id, epsilon, postgres_url, say, delta_budget=DELTA_RELEASES * delta
+            work,
+            out / "logs",
+            run_id,
+            epsilon,
+            postgres_url,
+            say,
+            delta_budget=DELTA_RELEASES * delta,
+            ports=ports,
         )
         with (
             parties as conn,

@@ -25,6 +25,12 @@ from labeldp.mechanisms.factory import (
     optimal_mechanism,
     sampler_of,
 )
+from labeldp.mechanisms.grouped import (
+    NO_GROUP,
+    GroupedRelease,
+    release_grouped_labels,
+    release_grouped_user_labels,
+)
 from labeldp.mechanisms.losses import LOSS_NAMES, Loss, LossName, resolve_loss
 from labeldp.mechanisms.mechanism import Mechanism, MechanismKind
 from labeldp.mechanisms.objective import (
@@ -72,9 +78,11 @@ __all__ = [
     "DEFAULT_OBJECTIVES",
     "LOSSES_BY_LABEL_TYPE",
     "LOSS_NAMES",
+    "NO_GROUP",
     "OBJECTIVES",
     "BinsNoise",
     "BoundRule",
+    "GroupedRelease",
     "LabelRelease",
     "LabelType",
     "Loss",
@@ -119,6 +127,8 @@ __all__ = [
     "private_prior",
     "randomized_response",
     "release_classes",
+    "release_grouped_labels",
+    "release_grouped_user_labels",
     "release_labels",
     "release_user_labels",
     "resolve_loss",

@@ -173,6 +173,67 @@ def release_user_labels(
     ``bin_indices`` and are never randomized. ``objective``: as in ``release_labels``, for the
     ``Σ min(c_u, τ)`` kept examples (public: keys and the user map decide them).
     """
+    stream = rng or SecureRandom()
+    planned = plan_user_release(
+        labels,
+        user_keys,
+        example_keys,
+        support,
+        epsilon_user,
+        loss,
+        contribution_bound,
+        salt=salt,
+        epsilon_prior=epsilon_prior,
+        epsilon_bound=epsilon_bound,
+        bound_quantile=bound_quantile,
+        max_bound=max_bound,
+        objective=objective,
+        rng=stream,
+    )
+    mechanism, kept = planned.mechanism, planned.kept
+    bins = np.full(kept.size, mechanism.m, dtype=np.int64)
+    bins[kept] = mechanism.randomize(planned.labels[kept], rng=stream)
+    return planned.release(bins)
+
+
+@dataclass(frozen=True)
+class UserRelease:
+    """A user-level release up to its randomization: the labels (checked), the mechanism for the noisy
+    prior, which examples are kept (≤ τ per user) and the split. Every draw it made (the prior, a
+    private τ) is in it; the kept labels are randomized by the caller."""
+
+    labels: FloatArray
+    mechanism: Mechanism
+    prior: FloatArray
+    kept: npt.NDArray[np.bool_]
+    budget: UserBudget
+
+    def release(self, bins: IntArray) -> LabelRelease:
+        b = self.budget
+        return LabelRelease(
+            self.mechanism, self.prior, bins, b.epsilon_prior, b.epsilon_randomize, b.epsilon_user, b
+        )
+
+
+def plan_user_release(
+    labels: ArrayLike,
+    user_keys: ArrayLike,
+    example_keys: ArrayLike,
+    support: Support | ArrayLike,
+    epsilon_user: float,
+    loss: LossName,
+    contribution_bound: int | BoundRule,
+    *,
+    salt: int,
+    epsilon_prior: float | None = None,
+    epsilon_bound: float | None = None,
+    bound_quantile: float = DEFAULT_BOUND_QUANTILE,
+    max_bound: int = DEFAULT_MAX_BOUND,
+    objective: Objective | ObjectiveName | None = None,
+    rng: SecureRandom,
+) -> UserRelease:
+    """``release_user_labels`` up to the randomization of the kept labels (for a caller that randomizes
+    some of them with other mechanisms at the same ε₂: a feature-aware release)."""
     eps_user = check_epsilon(epsilon_user, "epsilon_user")
     sup = as_support(support)
     loss_spec = resolve_loss(loss)
@@ -185,27 +246,23 @@ def release_user_labels(
     split = plan_user_split(
         eps_user, contribution_bound, counts, sup.k, epsilon_prior=epsilon_prior, epsilon_bound=epsilon_bound
     )
-    stream = rng or SecureRandom()
     tau = split.bound
     if contribution_bound == "private":
         tau = private_contribution_bound(
-            counts, split.epsilon_bound, quantile=bound_quantile, max_bound=max_bound, rng=stream
+            counts, split.epsilon_bound, quantile=bound_quantile, max_bound=max_bound, rng=rng
         )
     in_prior = ranks < split.prior_bound
     prior = private_prior(
-        y[in_prior], sup, split.epsilon_prior, contribution_bound=split.prior_bound, rng=stream
+        y[in_prior], sup, split.epsilon_prior, contribution_bound=split.prior_bound, rng=rng
     )
     if tau is None:  # auto: post-processing of the noisy prior and the (non-label) counts
         left = Fraction(eps_user) - Fraction(split.epsilon_bound) - Fraction(split.epsilon_prior)
         tau = choose_contribution_bound(counts, sup, prior, float_at_most(left), loss).bound
     budget = split.for_bound(tau)
-    eps_prior, eps_randomize = budget.epsilon_prior, budget.epsilon_randomize
     kept = ranks < tau
-    at = Objective.of(objective, loss_spec.name).epsilon_for(eps_randomize, int(kept.sum()))
-    mechanism = optimal_mechanism(sup, prior, eps_randomize, loss, optimize_at=at)
-    bins = np.full(y.size, mechanism.m, dtype=np.int64)
-    bins[kept] = mechanism.randomize(y[kept], rng=stream)
-    return LabelRelease(mechanism, prior, bins, eps_prior, eps_randomize, eps_user, budget)
+    at = Objective.of(objective, loss_spec.name).epsilon_for(budget.epsilon_randomize, int(kept.sum()))
+    mechanism = optimal_mechanism(sup, prior, budget.epsilon_randomize, loss, optimize_at=at)
+    return UserRelease(y, mechanism, prior, kept, budget)
 
 
 def release_classes(

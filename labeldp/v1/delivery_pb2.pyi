@@ -81,7 +81,7 @@ class NoisyPrior(_message.Message):
     def __init__(self, support: _Optional[_Iterable[float]] = ..., masses: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class ReleaseHeader(_message.Message):
-    __slots__ = ("format_version", "release_id", "sender_id", "sender_key_id", "recipient_id", "created_at_unix_ms", "expires_at_unix_ms", "label_type", "epsilon_total", "epsilon_prior", "epsilon_randomize", "mechanism", "prior", "example_count", "chunk_count", "payload_sha256", "bin_encoding")
+    __slots__ = ("format_version", "release_id", "sender_id", "sender_key_id", "recipient_id", "created_at_unix_ms", "expires_at_unix_ms", "label_type", "epsilon_total", "epsilon_prior", "epsilon_randomize", "mechanism", "prior", "example_count", "chunk_count", "payload_sha256", "bin_encoding", "recipient_tenant")
     FORMAT_VERSION_FIELD_NUMBER: _ClassVar[int]
     RELEASE_ID_FIELD_NUMBER: _ClassVar[int]
     SENDER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -99,6 +99,7 @@ class ReleaseHeader(_message.Message):
     CHUNK_COUNT_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_SHA256_FIELD_NUMBER: _ClassVar[int]
     BIN_ENCODING_FIELD_NUMBER: _ClassVar[int]
+    RECIPIENT_TENANT_FIELD_NUMBER: _ClassVar[int]
     format_version: int
     release_id: str
     sender_id: str
@@ -116,7 +117,8 @@ class ReleaseHeader(_message.Message):
     chunk_count: int
     payload_sha256: bytes
     bin_encoding: BinEncoding
-    def __init__(self, format_version: _Optional[int] = ..., release_id: _Optional[str] = ..., sender_id: _Optional[str] = ..., sender_key_id: _Optional[str] = ..., recipient_id: _Optional[str] = ..., created_at_unix_ms: _Optional[int] = ..., expires_at_unix_ms: _Optional[int] = ..., label_type: _Optional[str] = ..., epsilon_total: _Optional[float] = ..., epsilon_prior: _Optional[float] = ..., epsilon_randomize: _Optional[float] = ..., mechanism: _Optional[_Union[Mechanism, _Mapping]] = ..., prior: _Optional[_Union[NoisyPrior, _Mapping]] = ..., example_count: _Optional[int] = ..., chunk_count: _Optional[int] = ..., payload_sha256: _Optional[bytes] = ..., bin_encoding: _Optional[_Union[BinEncoding, str]] = ...) -> None: ...
+    recipient_tenant: str
+    def __init__(self, format_version: _Optional[int] = ..., release_id: _Optional[str] = ..., sender_id: _Optional[str] = ..., sender_key_id: _Optional[str] = ..., recipient_id: _Optional[str] = ..., created_at_unix_ms: _Optional[int] = ..., expires_at_unix_ms: _Optional[int] = ..., label_type: _Optional[str] = ..., epsilon_total: _Optional[float] = ..., epsilon_prior: _Optional[float] = ..., epsilon_randomize: _Optional[float] = ..., mechanism: _Optional[_Union[Mechanism, _Mapping]] = ..., prior: _Optional[_Union[NoisyPrior, _Mapping]] = ..., example_count: _Optional[int] = ..., chunk_count: _Optional[int] = ..., payload_sha256: _Optional[bytes] = ..., bin_encoding: _Optional[_Union[BinEncoding, str]] = ..., recipient_tenant: _Optional[str] = ...) -> None: ...
 
 class Chunk(_message.Message):
     __slots__ = ("index", "examples", "example_ids", "bins")

@@ -59,14 +59,18 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
     lease = settings.release_lease_seconds
     budget = BudgetService(sessions, data_dir)
     # the fork server imports what the file work needs once (pyarrow.dataset: what read_table imports
-    # on first use); its children start with it
-    offload = Offload(settings.file_workers, preload=("labels_party.datasets.file_work", "pyarrow.dataset"))
+    # on first use; warm: the ID hash kernel); its children start with it
+    offload = Offload(
+        settings.file_workers,
+        preload=("labels_party.datasets.file_work", "pyarrow.dataset", "labels_party.datasets.warm"),
+    )
     releases = ReleaseService(
         sessions, data_dir, work, ledger, instance, lease, metrics, on_charged=budget.refresh
     )
     semi_sensitive = SemiSensitiveService(
         sessions, data_dir, signer, ledger, instance, lease, on_charged=budget.refresh
     )
+    deliveries = DeliveryService(sessions, settings, metrics, instance)
 
     def recover() -> None:
         """Fail every charged job whose owner is gone (keeping its charge); then remove what is left
@@ -75,6 +79,11 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
         failed = releases.jobs.recover() + semi_sensitive.jobs.recover()
         if failed:
             log.warning("marked interrupted charged jobs as failed", extra={"releases": failed})
+        interrupted = deliveries.recover()
+        if interrupted:
+            log.warning(
+                "recorded deliveries a stopped process left unanswered", extra={"releases": interrupted}
+            )
         removed = clean_atomic_leftovers(data_dir.root, instance) + collect_superseded(
             sessions, data_dir, settings.superseded_grace_seconds
         )
@@ -132,7 +141,7 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
         releases=releases,
         budget=budget,
         recipients=RecipientService(sessions, settings.recipient_hosts),
-        deliveries=DeliveryService(sessions, settings, metrics),
+        deliveries=deliveries,
         semi_sensitive=semi_sensitive,
     )
     for router in ROUTERS:

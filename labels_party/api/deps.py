@@ -53,7 +53,7 @@ def caller(credentials: Bearer, svc: Services) -> Authenticated:
         key = authenticate(session, token)
     if key is None:
         raise invalid_key()
-    return Authenticated(key.tenant_id, key.id)
+    return key
 
 
 Caller = Annotated[Authenticated, Depends(caller)]

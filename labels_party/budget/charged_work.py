@@ -4,7 +4,8 @@ next): find, replay, insert and charge, claim, work under a lease, complete, fai
 The order is the privacy invariants' (docs/architecture.md, invariants 1, 7 and 11):
 
 1. **Find / replay.** A request whose Idempotency-Key already names a job gets that job back (the same
-   body) or 422 ``idempotency-key-reused`` (another body); nothing is charged again.
+   request once resolved: ``idempotency.py``) or 422 ``idempotency-key-reused`` naming the fields that
+   differ; nothing is charged again.
 2. **Admit.** The caller has planned everything outside any transaction (reading files, calibrating
    noise): the write transaction holds only the charge. It takes the tenant's ledger lock *first*,
    inserts the job (the key's unique constraint fires here: a concurrent twin loses and gets the
@@ -31,9 +32,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from labeldp.common.db import utcnow
-from labeldp.common.errors import DomainError
 from labeldp.common.instance import Instance
 from labeldp.common.leases import abandoned, heartbeat
+from labels_party.budget.idempotency import Fingerprint
 from labels_party.budget.ledger import Charging, Ledger, record_kept_charge
 from labels_party.storage.orm import ChargedJob
 
@@ -64,21 +65,29 @@ class ChargedWork(Generic[Row]):
         self.name, self.remove_outputs, self.on_charged = name, remove_outputs, on_charged
 
     # -- 1. find and replay --------------------------------------------------------------------------
-    def find(self, tenant_id: str, key: str, digest: str) -> Row | None:
-        """The job this Idempotency-Key already names (checked against the request's digest)."""
+    def find(self, tenant_id: str, key: str, request: Fingerprint) -> Row | None:
+        """The job this Idempotency-Key already names (checked against the resolved request)."""
         with self.ledger.sessions() as session:
             existing = session.execute(
                 select(self.model).where(self.model.tenant_id == tenant_id, self.model.idempotency_key == key)
             ).scalar_one_or_none()
-        return None if existing is None else self.replay(existing, digest)
+        return None if existing is None else self.replay(existing, request)
 
     @staticmethod
-    def replay(existing: Row, digest: str) -> Row:
-        if existing.request_hash != digest:
-            raise DomainError(
-                "idempotency-key-reused", "this Idempotency-Key was used for a different request body"
-            )
+    def replay(existing: Row, request: Fingerprint) -> Row:
+        if not request.matches(existing.request_hash):
+            raise request.refuse(existing.request)
         return existing
+
+    @staticmethod
+    def stamp(row: Row, request: Fingerprint) -> None:
+        """A new job keeps the resolved request its key is held to."""
+        row.request_hash, row.request = request.digest, request.fields
+
+    def winner(self, row: Row) -> Row | None:
+        """After a new job's insert lost the key's unique constraint: the job that won it (if its
+        request is this one's; else 422 ``idempotency-key-reused``)."""
+        return self.find(row.tenant_id, row.idempotency_key, Fingerprint(row.request or {}))
 
     # -- 2. admit: insert and charge in one transaction ----------------------------------------------
     def claim(self, row: Row) -> None:
@@ -102,7 +111,7 @@ class ChargedWork(Generic[Row]):
                 charge(tx, row)
                 self.claim(row)  # again: the lease starts at the commit, however long the charge took
         except IntegrityError:
-            existing = self.find(row.tenant_id, row.idempotency_key, row.request_hash)
+            existing = self.winner(row)
             if existing is None:
                 raise
             return existing, False

@@ -22,12 +22,13 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from labeldp.common.blake2b_batch import blake2b_batch
+
 Keys = npt.NDArray[np.int64]
 _PERSON = b"labeldp-example"
 _CHECK_PERSON = b"labeldp-check"
 _USER_PERSON = b"labeldp-user"
 _LONE = np.uint64(0xA5A5_5A5A_C3C3_3C3C)  # separates lone-example users from hashed user IDs
-_CHUNK = 1_000_000
 
 
 def example_key(example_id: str) -> int:
@@ -52,24 +53,10 @@ def example_keys(example_ids: Iterable[str]) -> Keys:
 
 
 def key_pairs(ids: pa.Array) -> tuple[Keys, Keys]:
-    """``(ledger keys, checks)`` of an Arrow string array, a chunk at a time (no list of all IDs)."""
-    n = len(ids)
-    digests = bytearray(16 * n)
-    view = memoryview(digests)
-    at = 0
-    for start in range(0, n, _CHUNK):
-        for text in ids.slice(start, _CHUNK).to_pylist():
-            data = text.encode()
-            view[at : at + 8] = hashlib.blake2b(data, digest_size=8, person=_PERSON).digest()
-            view[at + 8 : at + 16] = hashlib.blake2b(data, digest_size=8, person=_CHECK_PERSON).digest()
-            at += 16
-    pairs = np.frombuffer(bytes(digests), dtype="<i8").reshape(n, 2)
-    return pairs[:, 0].astype(np.int64), pairs[:, 1].astype(np.int64)
-
-
-def _user_key(user_id: str) -> int:
-    digest = hashlib.blake2b(user_id.encode(), digest_size=8, person=_USER_PERSON).digest()
-    return int.from_bytes(digest, "little", signed=True)
+    """``(ledger keys, checks)`` of an Arrow string array: both digests of every ID in one compiled
+    pass (``labeldp/common/blake2b_batch.py``), the same values as ``example_key`` gives one ID."""
+    words = blake2b_batch(ids, 8, persons=(_PERSON, _CHECK_PERSON)).view(np.int64)
+    return words[:, 0].copy(), words[:, 1].copy()
 
 
 def user_keys(user_ids: pa.Array, example_keys: Keys) -> Keys:
@@ -83,8 +70,7 @@ def user_keys(user_ids: pa.Array, example_keys: Keys) -> Keys:
     lone = np.asarray(example_keys, dtype=np.int64).view(np.uint64) ^ _LONE
     out: Keys = lone.view(np.int64).copy()
     encoded = pc.dictionary_encode(ids)
-    dictionary = encoded.dictionary.to_pylist()
-    hashed = np.fromiter((_user_key(text) for text in dictionary), dtype=np.int64, count=len(dictionary))
+    hashed = blake2b_batch(encoded.dictionary, 8, persons=(_USER_PERSON,)).view(np.int64)[:, 0]
     valid = np.asarray(pc.is_valid(encoded.indices).to_numpy(zero_copy_only=False), dtype=bool)
     if valid.any():
         indices = np.asarray(encoded.indices.to_numpy(zero_copy_only=False))[valid].astype(np.int64)

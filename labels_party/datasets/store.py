@@ -43,6 +43,14 @@ UNIVERSE_SCHEMA = pa.schema(
     ]
 )
 MERGE_BATCH_ROWS = 262_144
+_UNIQUE = frozenset({"example_id", "example_key", "example_check"})
+
+
+def writer_options(schema: pa.Schema) -> dict[str, object]:
+    """Parquet options for a stored file: no dictionary for the columns unique to each row (an ID, its
+    two hashes), where pyarrow would build one until it overflows and then write them plain anyway
+    (a third of the write time, and a larger file)."""
+    return {"use_dictionary": [name for name in schema.names if name not in _UNIQUE]}
 
 
 class DatasetFiles:
@@ -108,7 +116,7 @@ def merge_labels(
     files; returns the number of rows written. (A dataset's first upload has nothing to merge with:
     its validated file becomes the version as it is.)"""
     rows = 0
-    with pq.ParquetWriter(out, schema) as writer:
+    with pq.ParquetWriter(out, schema, **writer_options(schema)) as writer:
         for batch in parquet_batches(pq.ParquetFile(existing), MERGE_BATCH_ROWS):
             full, keys, checks = _with_checks(batch)
             kept = full.filter(pa.array(~replaced.contains(keys, checks)))

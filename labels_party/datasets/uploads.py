@@ -25,7 +25,7 @@ from labels_party.budget.ledger_keys import Keys, key_pairs
 from labels_party.datasets.key_pairs import KeyPairSet, matching_rows
 from labels_party.datasets.readers import BATCH_ROWS, batches, upload_error
 from labels_party.datasets.spec import DatasetSpec, FeatureColumn
-from labels_party.datasets.store import UNIVERSE_SCHEMA
+from labels_party.datasets.store import UNIVERSE_SCHEMA, writer_options
 
 _NUMBER = r"^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$"
 _CONTROL = r"[\x00-\x1f\x7f]"
@@ -182,7 +182,7 @@ def validate_upload(
     universe = spec is None
     rows = clipped = 0
     try:
-        with pq.ParquetWriter(out, schema) as writer:
+        with pq.ParquetWriter(out, schema, **writer_options(schema)) as writer:
             for batch in batches(path, fmt, wanted):
                 ids = _ids(batch, rows)
                 keys, checks = key_pairs(ids)

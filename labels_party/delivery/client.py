@@ -1,5 +1,6 @@
 """Streaming a stored message to its recipient: deadlines, exponential backoff on UNAVAILABLE and
-DEADLINE_EXCEEDED, and a check that the receipt matches what was signed."""
+DEADLINE_EXCEEDED (and on any refusal that asks to be retried: ``grpc-retry-pushback-ms``), and a check
+that the receipt matches what was signed."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ from typing import TypeVar
 
 import grpc
 
-from labeldp.common.wire.format import MAX_MESSAGE_BYTES
+from labeldp.common.wire.format import MAX_MESSAGE_BYTES, PUSHBACK_METADATA
 from labeldp.common.wire.records import read_records, stored_header
 from labeldp.v1 import delivery_pb2 as pb
+from labels_party.delivery.addresses import Target
 
 METHOD = "/labeldp.v1.FeaturesParty/DeliverRelease"
 RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
@@ -35,21 +37,38 @@ class Outcome:
     wire_bytes: int
 
 
+def _pushback_s(exc: grpc.RpcError) -> float | None:
+    """How long the receiver asked to wait before retrying (gRPC's ``grpc-retry-pushback-ms``
+    trailer: a limit of this sender's that frees itself, such as too many streams at once), or None
+    when it did not ask — a refusal to keep."""
+    trailers = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
+    for key, value in trailers or ():
+        if key == PUSHBACK_METADATA and str(value).isdigit():
+            return min(int(value) / 1000, BACKOFF_CAP_S)
+    return None
+
+
 def backoff(attempt: int) -> float:
     """Exponential backoff with jitter: 0.25 s, 0.5 s, 1 s, … capped at 8 s, times 0.5–1."""
     return min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** (attempt - 1)) * _jitter.uniform(0.5, 1.0)
 
 
-def channel_for(address: str, credentials: grpc.ChannelCredentials | None) -> grpc.Channel:
-    options = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES + 2**20)]
+def channel_for(target: Target, credentials: grpc.ChannelCredentials | None) -> grpc.Channel:
+    """A channel to the checked addresses of ``target`` (never its name again: ``addresses``), TLS
+    checking the recipient's certificate against the name it was registered under."""
+    options: list[tuple[str, int | str]] = [
+        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES + 2**20),
+        ("grpc.default_authority", target.host),
+    ]
     if credentials is None:
-        return grpc.insecure_channel(address, options=options)
-    return grpc.secure_channel(address, credentials, options=options)
+        return grpc.insecure_channel(target.target, options=options)
+    options.append(("grpc.ssl_target_name_override", target.host))
+    return grpc.secure_channel(target.target, credentials, options=options)
 
 
 def _with_retries(
     send: Callable[[grpc.Channel], _Receipt],
-    address: str,
+    target: Target,
     credentials: grpc.ChannelCredentials | None,
     attempts: int,
     sleep: Callable[[float], None],
@@ -58,15 +77,16 @@ def _with_retries(
     (the receipt or None, attempts made, last status, its detail)."""
     last_code, last_detail = "UNKNOWN", ""
     for attempt in range(1, attempts + 1):
-        channel = channel_for(address, credentials)
+        channel = channel_for(target, credentials)
         try:
             return send(channel), attempt, "OK", ""
         except grpc.RpcError as exc:
             code: grpc.StatusCode = exc.code()
             last_code, last_detail = code.name, str(exc.details() or "")
-            if code not in RETRYABLE or attempt == attempts:
+            pushback = _pushback_s(exc)
+            if (code not in RETRYABLE and pushback is None) or attempt == attempts:
                 return None, attempt, last_code, last_detail
-            sleep(backoff(attempt))
+            sleep(max(backoff(attempt), pushback or 0.0))
         finally:
             channel.close()
     return None, attempts, last_code, last_detail  # pragma: no cover
@@ -74,7 +94,7 @@ def _with_retries(
 
 def deliver(
     path: Path,
-    address: str,
+    target: Target,
     credentials: grpc.ChannelCredentials | None,
     *,
     timeout_s: float,
@@ -89,7 +109,7 @@ def deliver(
         receipt: pb.DeliveryReceipt = call(read_records(path), timeout=timeout_s)
         return receipt
 
-    receipt, attempt, status, detail = _with_retries(send, address, credentials, attempts, sleep)
+    receipt, attempt, status, detail = _with_retries(send, target, credentials, attempts, sleep)
     if receipt is None:
         return Outcome(False, attempt, status, detail, None, wire)
     if receipt.release_id != header.release_id or receipt.payload_sha256 != header.payload_sha256:
@@ -105,7 +125,7 @@ MODEL_METHOD = "/labeldp.v1.FeaturesParty/DeliverModel"
 def deliver_model(
     envelope: bytes,
     model_id: str,
-    address: str,
+    target: Target,
     credentials: grpc.ChannelCredentials | None,
     *,
     timeout_s: float,
@@ -124,7 +144,7 @@ def deliver_model(
         receipt: pb.ModelReceipt = call(pb.SignedModel(envelope=envelope), timeout=timeout_s)
         return receipt
 
-    receipt, attempt, status, detail = _with_retries(send, address, credentials, attempts, sleep)
+    receipt, attempt, status, detail = _with_retries(send, target, credentials, attempts, sleep)
     if receipt is None:
         return Outcome(False, attempt, status, detail, None, len(envelope))
     if receipt.model_id != model_id or receipt.message_sha256 != digest:

@@ -11,6 +11,20 @@ from labeldp.common.identity import Identity
 from labeldp.common.wire.sender import MessageHeader, Pieces, store_message
 from labeldp.mechanisms import PublishedMechanism
 from labels_party.storage.data_dir import DataDir
+from labels_party.storage.orm import Recipient
+
+
+@dataclass(frozen=True)
+class Addressee:
+    """Whom a message is for: the features party (its party id) and, when the recipient names it, its
+    tenant there (signed into the message: ``recipient_tenant``)."""
+
+    party_id: str
+    tenant: str | None = None
+
+    @classmethod
+    def of(cls, recipient: Recipient) -> Addressee:
+        return cls(recipient.name, recipient.recipient_tenant)
 
 
 @dataclass(frozen=True)
@@ -25,7 +39,7 @@ def write_message(
     signer: Signer,
     *,
     release_id: str,
-    recipient: str,
+    recipient: Addressee,
     label_type: str,
     mechanism: PublishedMechanism,
     pieces: Pieces,
@@ -35,11 +49,12 @@ def write_message(
     header = MessageHeader(
         release_id=release_id,
         sender_id=signer.party_id,
-        recipient_id=recipient,
+        recipient_id=recipient.party_id,
         created_at_unix_ms=now,
         expires_at_unix_ms=now + 1000 * signer.ttl_seconds,
         label_type=label_type,
         mechanism=mechanism,
+        recipient_tenant=recipient.tenant or "",
     )
     path = data_dir.message(release_id)
     store_message(path, header, pieces, signer.identity)

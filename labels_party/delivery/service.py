@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from datetime import timedelta
 
 import grpc
 from sqlalchemy import select
@@ -12,10 +13,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from labeldp.common.db import owned, utcnow
 from labeldp.common.errors import DomainError
+from labeldp.common.instance import Instance
 from labeldp.common.pages import PageRequest
 from labels_party.config import LabelsSettings
-from labels_party.delivery.addresses import check_address
-from labels_party.delivery.client import Outcome, deliver, deliver_model
+from labels_party.delivery.addresses import Target, UnresolvedError, check_address, dial_target
+from labels_party.delivery.client import BACKOFF_CAP_S, Outcome, deliver, deliver_model
 from labels_party.metrics import LabelsMetrics
 from labels_party.storage.orm import Delivery, Recipient, Release, SemiSensitiveModel
 
@@ -26,6 +28,11 @@ TRANSPORT = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "UNKNOWN", "INTERNAL", "CANCELL
 UNREACHABLE = (
     "the recipient could not be reached or did not answer as a labeldp receiver "
     "(the operator's log has the detail)"
+)
+FAILED_HERE = "the labels party failed while sending (the operator's log has the detail)"
+INTERRUPTED = (
+    "the labels party stopped before the recipient answered; the recipient may hold the release: "
+    "deliver again (the same bytes, free; a recipient that has it answers the same receipt)"
 )
 
 
@@ -70,6 +77,7 @@ class RecipientService:
         grpc_address: str | None,
         tls_ca_pem: str | None,
         fingerprint: str | None,
+        recipient_tenant: str | None = None,
     ) -> Recipient:
         """A features party that this tenant's releases may be addressed (and delivered) to."""
         if tls_ca_pem is not None and "BEGIN CERTIFICATE" not in tls_ca_pem:
@@ -85,6 +93,7 @@ class RecipientService:
                     grpc_address=grpc_address,
                     tls_ca_pem=tls_ca_pem,
                     fingerprint=fingerprint,
+                    recipient_tenant=recipient_tenant,
                 )
                 session.add(recipient)
                 session.flush()
@@ -105,13 +114,25 @@ class RecipientService:
 
 
 class DeliveryService:
+    """Deliveries of releases, each recorded before the recipient is dialled (``sending``, with this
+    process as its owner) and completed after: a labels party killed between the recipient storing the
+    release and the answer reaching it used to leave no record at all, while the publisher held the
+    release. Recovery records a ``sending`` delivery whose owner is gone — or that has outlived every
+    attempt's deadline and backoff — as ``interrupted``: the recipient may hold the release, and
+    delivering again sends the same bytes (free; a receiver that has it answers the same receipt)."""
+
     def __init__(
-        self, sessions: sessionmaker[Session], settings: LabelsSettings, metrics: LabelsMetrics
+        self,
+        sessions: sessionmaker[Session],
+        settings: LabelsSettings,
+        metrics: LabelsMetrics,
+        instance: Instance | None = None,
     ) -> None:
         self.sessions, self.settings, self.metrics = sessions, settings, metrics
+        self.instance = instance or Instance.current(settings.instance_name)
 
     def deliver(self, tenant_id: str, release_id: str) -> Delivery:
-        """Stream the release's stored message to its recipient; the attempt is logged whatever its
+        """Stream the release's stored message to its recipient; the attempt is recorded whatever its
         outcome. A recipient that refuses answers 502 with its gRPC status."""
         try:
             delivery = self._deliver(tenant_id, release_id)
@@ -148,31 +169,80 @@ class DeliveryService:
         if not path.exists():
             raise DomainError("message-missing", f"release {release_id} has no stored message", status=409)
         credentials = credentials_for(recipient, self.settings)
-        started = utcnow()
-        outcome = deliver(
-            path,
-            recipient.grpc_address,
-            credentials,
-            timeout_s=self.settings.delivery_timeout_seconds,
-            attempts=self.settings.delivery_attempts,
-        )
+        target = self._target(recipient.grpc_address)
         delivery = Delivery(
             id=str(uuid.uuid4()),
             release_id=release_id,
             tenant_id=tenant_id,
             recipient_id=recipient.id,
-            outcome="delivered" if outcome.delivered else "failed",
-            attempts=outcome.attempts,
-            status=outcome.status,
-            detail=told(outcome, release_id),
-            receipt_sha256=outcome.receipt.payload_sha256.hex() if outcome.receipt else None,
-            wire_bytes=outcome.wire_bytes,
-            started_at=started,
-            finished_at=utcnow(),
+            outcome="sending",
+            attempts=0,
+            status="",
+            detail="",
+            wire_bytes=path.stat().st_size,
+            started_at=utcnow(),
+            owner=self.instance.token,
         )
-        with self.sessions.begin() as session:
+        with self.sessions.begin() as session:  # before the recipient is dialled
             session.add(delivery)
+        try:
+            outcome = (
+                deliver(
+                    path,
+                    target,
+                    credentials,
+                    timeout_s=self.settings.delivery_timeout_seconds,
+                    attempts=self.settings.delivery_attempts,
+                )
+                if isinstance(target, Target)
+                else Outcome(False, 1, "UNAVAILABLE", target, None, delivery.wire_bytes)
+            )
+        except BaseException:
+            self._finish(delivery.id, "failed", 0, "INTERNAL", FAILED_HERE, None)
+            raise
+        return self._finish(
+            delivery.id,
+            "delivered" if outcome.delivered else "failed",
+            outcome.attempts,
+            outcome.status,
+            told(outcome, release_id),
+            outcome.receipt.payload_sha256.hex() if outcome.receipt else None,
+        )
+
+    def _target(self, address: str) -> Target | str:
+        """Where to dial (``addresses.dial_target``: a name resolved now, each of its addresses
+        checked, 422 when one is link-local), or why it cannot be dialled (an unresolved name: told as
+        unreachable)."""
+        try:
+            return dial_target(address, self.settings.recipient_hosts)
+        except UnresolvedError as exc:
+            return f"the recipient's name did not resolve: {exc}"
+
+    def _finish(
+        self, delivery_id: str, outcome: str, attempts: int, status: str, detail: str, receipt: str | None
+    ) -> Delivery:
+        with self.sessions.begin() as session:
+            delivery = session.get(Delivery, delivery_id)
+            assert delivery is not None  # recorded above
+            delivery.outcome, delivery.attempts, delivery.status = outcome, attempts, status
+            delivery.detail, delivery.receipt_sha256, delivery.finished_at = detail, receipt, utcnow()
         return delivery
+
+    def longest_seconds(self) -> float:
+        """How long a delivery can take: every attempt's deadline and the longest backoff after it."""
+        return self.settings.delivery_attempts * (self.settings.delivery_timeout_seconds + BACKOFF_CAP_S)
+
+    def recover(self) -> int:
+        """Record every ``sending`` delivery whose owner is gone (or that outlived ``longest_seconds``,
+        plus a minute: an owner on another host) as ``interrupted``; how many."""
+        cutoff = utcnow() - timedelta(seconds=self.longest_seconds() + 60)
+        with self.sessions.begin() as session:
+            sending = session.execute(select(Delivery).where(Delivery.outcome == "sending")).scalars().all()
+            stale = [d for d in sending if self.instance.owner_is_gone(d.owner) or d.started_at < cutoff]
+            for delivery in stale:
+                delivery.outcome, delivery.status, delivery.detail = "interrupted", "UNKNOWN", INTERRUPTED
+                delivery.finished_at = utcnow()
+        return len(stale)
 
     def deliver_model(self, tenant_id: str, model_id: str, message: bytes) -> Outcome:
         """Send a complete model's signed message to its recipient (its label release's); 502 with the
@@ -190,14 +260,19 @@ class DeliveryService:
             raise DomainError(
                 "recipient-has-no-address", f"recipient {recipient.name!r} has no grpc_address", status=409
             )
-        check_address(recipient.grpc_address, self.settings.recipient_hosts)
-        outcome = deliver_model(
-            message,
-            model_id,
-            recipient.grpc_address,
-            credentials_for(recipient, self.settings),
-            timeout_s=self.settings.delivery_timeout_seconds,
-            attempts=self.settings.delivery_attempts,
+        credentials = credentials_for(recipient, self.settings)
+        target = self._target(recipient.grpc_address)
+        outcome = (
+            deliver_model(
+                message,
+                model_id,
+                target,
+                credentials,
+                timeout_s=self.settings.delivery_timeout_seconds,
+                attempts=self.settings.delivery_attempts,
+            )
+            if isinstance(target, Target)
+            else Outcome(False, 1, "UNAVAILABLE", target, None, len(message))
         )
         self.metrics.deliveries.labels("delivered" if outcome.delivered else "failed").inc()
         if not outcome.delivered:

@@ -1,7 +1,9 @@
 """A release's privacy audit for its owner: what the best attacker learns, computed with the raw labels.
 
-Free and tenant-only, like the preview: it reads the labels the dataset holds now for the release's
-examples, spends nothing, never goes to a recipient and is never logged. It states
+Free and tenant-only, like the preview: it reads the labels the release randomized, from its record
+(``record.py``: never the dataset's current labels, which may have changed since — privacy invariant
+12; a release made before releases kept a record is audited against the labels the dataset holds now),
+spends nothing, never goes to a recipient and is never logged. It states
 
 * the data-independent bounds (also in every release record): the worst-case additive advantage over
   all priors and the maximum multiplicative advantage (the implemented ε);
@@ -30,6 +32,7 @@ from labeldp.mechanisms.empirical import EpsilonBound, decision_rule, epsilon_lo
 from labels_party.datasets.spec import DatasetSpec
 from labels_party.datasets.store import DatasetFiles
 from labels_party.releases.examples import current_labels
+from labels_party.releases.record import frozen_release, has_record
 from labels_party.storage.data_dir import DataDir
 from labels_party.storage.orm import Dataset, Release
 
@@ -48,13 +51,19 @@ class ReleaseAudit:
 def audit_release(data_dir: DataDir, ds: Dataset, release: Release, alpha: float = 1e-6) -> ReleaseAudit:
     if release.status != "complete" or release.mechanism is None:
         raise DomainError("release-not-complete", f"release {release.id} is {release.status}", status=409)
-    published = PublishedMechanism.model_validate(release.mechanism)
-    output = pq.read_table(data_dir.release(release.id), columns=["example_id", "bin"])
-    bins = np.asarray(output.column("bin").to_numpy(), dtype=np.int64)
-    informative = bins < published.m
     spec = DatasetSpec.model_validate(ds.spec)
-    ids = output.column("example_id").combine_chunks().filter(informative)
-    labels = current_labels(DatasetFiles(data_dir, ds.id), ds, spec, ids)
+    if has_record(data_dir, release.id):
+        frozen = frozen_release(data_dir, release)
+        published, bins = frozen.mechanism, frozen.bins
+        informative = bins < published.m
+        labels = frozen.labels[informative]
+    else:  # made before releases kept a record
+        published = PublishedMechanism.model_validate(release.mechanism)
+        output = pq.read_table(data_dir.release(release.id), columns=["example_id", "bin"])
+        bins = np.asarray(output.column("bin").to_numpy(), dtype=np.int64)
+        informative = bins < published.m
+        ids = output.column("example_id").combine_chunks().filter(informative)
+        labels = current_labels(DatasetFiles(data_dir, ds.id), ds, spec, ids)
     known = ~np.isnan(labels)
     if not known.any():
         raise DomainError(

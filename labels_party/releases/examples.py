@@ -11,7 +11,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from labeldp.common.errors import DomainError
-from labels_party.datasets.membership import user_keys_of
+from labeldp.common.example_ids import unknown_ids
+from labels_party.budget.ledger_keys import user_keys
+from labels_party.datasets.membership import declared_users, user_keys_of
 from labels_party.datasets.spec import DatasetSpec
 from labels_party.datasets.store import DatasetFiles
 from labels_party.storage.orm import Dataset
@@ -81,13 +83,15 @@ def example_set(files: DatasetFiles, ds: Dataset, spec: DatasetSpec, subset: lis
         wanted = pa.array(subset, pa.string())
         if len(set(subset)) != len(subset):
             raise DomainError("duplicate-example-id", "example_ids contains duplicates")
-        unknown = int(pc.sum(pc.invert(pc.is_in(wanted, value_set=base.column("example_id")))).as_py() or 0)
-        if unknown:
-            raise DomainError("unknown-example-ids", f"{unknown} example_ids are not in the dataset")
+        unknown_ids(wanted, base.column("example_id"), "the dataset")
         base = base.filter(pc.is_in(base.column("example_id"), value_set=wanted))
     if base.num_rows == 0:
         raise DomainError("empty-release", "the release would contain no examples")
     ids = base.column("example_id").combine_chunks()
+    if universe is None and subset is None:  # the label rows themselves, in order: nothing to look up
+        keys = np.asarray(labels.column("example_key").to_numpy(), dtype=np.int64)
+        values = np.array(labels.column("label").to_numpy(), dtype=np.float64)
+        return ExampleSet(ids, keys, values, user_keys(declared_users(labels), keys), 0, False)
     values, _ = _labels_at(ids, labels)
     has_label = ~np.isnan(values)  # stored labels are finite (validated on upload)
     missing = int((~has_label).sum())

@@ -43,6 +43,7 @@ from labeldp.mechanisms.factory import (
 from labeldp.mechanisms.objective import check_objective, default_objective
 from labeldp.mechanisms.unbiased_weights import MAX_UNBIASED_SUPPORT
 from labels_party.budget.epsilon import MICRO, to_micro
+from labels_party.budget.idempotency import Fingerprint, ids_digest
 from labels_party.budget.ledger import UserCharge
 from labels_party.datasets.spec import DatasetSpec
 from labels_party.datasets.store import DatasetFiles
@@ -67,6 +68,8 @@ class ReleaseRequest:
     mechanism: str | None = None  # None: the default mechanism (factory.default_mechanism)
 
     def digest(self, dataset_id: str) -> str:
+        """The request as sent, hashed: what releases made before resolved requests were kept hold
+        their keys to."""
         body = {"dataset": dataset_id, **asdict(self)}
         if self.privacy_unit == "example":  # the digest of example-level requests predates these
             for name in ("privacy_unit", "contribution_bound", "epsilon_bound"):
@@ -75,6 +78,34 @@ class ReleaseRequest:
             if body[name] is None:
                 body.pop(name)
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+    def fingerprint(self, dataset_id: str, spec: DatasetSpec) -> Fingerprint:
+        """The request as its Idempotency-Key is held to it (``budget/idempotency.py``): resolved
+        against the dataset's declaration — the loss, the objective and its capacity as they default,
+        numbers as floats — by the API's field names. ε₁ and ε_τ stay as sent: ε₁'s default follows
+        from the data, which a retry must not have to read."""
+        loss = spec.loss(self.loss)
+        objective = self.resolved_objective(loss)
+        user = self.privacy_unit == "user"
+
+        def number(value: float | None) -> float | None:
+            return None if value is None else float(value)
+
+        fields: dict[str, object] = {
+            "dataset_id": dataset_id,
+            "privacy_unit": self.privacy_unit,
+            "epsilon_user" if user else "epsilon": float(self.epsilon),
+            "loss": loss,
+            "recipient": self.recipient,
+            "epsilon_prior": number(self.epsilon_prior),
+            "example_ids": ids_digest(self.example_ids),
+            "objective": objective.name,
+            "model_capacity": objective.model_capacity if objective.name == "model" else None,
+        }
+        if user:
+            fields["contribution_bound"] = self.contribution_bound
+            fields["epsilon_bound"] = number(self.epsilon_bound)
+        return Fingerprint(fields, legacy=self.digest(dataset_id))
 
     def resolved_objective(self, loss: str) -> Objective:
         """The objective asked for (or the loss's default), validated (a ``DomainError`` before
@@ -149,12 +180,20 @@ class Plan:
         return UserCharge.of_examples(self.in_memory.user_keys, self.epsilon_micro)
 
 
+def invalid_epsilon(detail: str, parameter: str) -> DomainError:
+    """422 ``invalid-epsilon`` naming the request field it is about in ``parameter`` (as
+    ``invalid-parameter`` does), so that a form can show it at that field."""
+    if not parameter:
+        return DomainError("invalid-epsilon", detail)
+    return DomainError("invalid-epsilon", detail, parameter=parameter)
+
+
 def check_limits(request: ReleaseRequest, name: str) -> None:
     """The ε range (``name``: what the request called it) and the smallest explicit ε₁."""
     if not MIN_EPSILON <= request.epsilon <= MAX_EPSILON:
-        raise DomainError("invalid-epsilon", f"{name} must lie in [{MIN_EPSILON}, {MAX_EPSILON}]")
+        raise invalid_epsilon(f"{name} must lie in [{MIN_EPSILON}, {MAX_EPSILON}]", name)
     if request.epsilon_prior is not None and not request.epsilon_prior >= MIN_EPSILON_PRIOR:
-        raise DomainError("invalid-epsilon", f"epsilon_prior must be at least {MIN_EPSILON_PRIOR}")
+        raise invalid_epsilon(f"epsilon_prior must be at least {MIN_EPSILON_PRIOR}", "epsilon_prior")
 
 
 def split(request: ReleaseRequest, n: int, k: int) -> tuple[int, float, float, float]:
@@ -165,7 +204,7 @@ def split(request: ReleaseRequest, n: int, k: int) -> tuple[int, float, float, f
         epsilon = float_at_most(Fraction(micro, MICRO))
         eps_prior, eps_randomize = prior_split(epsilon, n, k, request.epsilon_prior)
     except (ParameterError, ValueError) as exc:
-        raise DomainError("invalid-epsilon", str(exc)) from exc
+        raise invalid_epsilon(str(exc), getattr(exc, "parameter", "")) from exc
     return micro, epsilon, eps_prior, eps_randomize
 
 
@@ -191,7 +230,7 @@ def split_for_users(request: ReleaseRequest, examples: ExampleSet, k: int) -> tu
             epsilon_bound=request.epsilon_bound,
         )
     except ParameterError as exc:
-        raise DomainError("invalid-epsilon", str(exc)) from exc
+        raise invalid_epsilon(str(exc), exc.parameter) from exc
     salt = secrets.randbits(64)
     if plan.bound is not None:
         ranks = contribution_ranks(examples.user_keys, examples.keys, salt)

@@ -43,9 +43,12 @@ from labeldp.scale.release import PARTITION_ROWS
 from labels_party.budget.charged_work import ChargedWork
 from labels_party.budget.epsilon import MICRO
 from labels_party.budget.errors import BudgetExhaustedError
+from labels_party.budget.idempotency import Fingerprint
 from labels_party.budget.ledger import Charging, Ledger
 from labels_party.budget.partitioned import charge_partitioned
 from labels_party.datasets.service import get_dataset
+from labels_party.datasets.spec import DatasetSpec
+from labels_party.delivery.message import Addressee
 from labels_party.metrics import LabelsMetrics
 from labels_party.releases.audit import ReleaseAudit, audit_release
 from labels_party.releases.plan import Plan, ReleaseRequest, plan_release
@@ -286,28 +289,28 @@ class ReleaseService:
         key: str,
         wait: bool,
     ) -> tuple[Release, bool]:
-        digest = request.digest(dataset_id)
-        existing = self.jobs.find(tenant_id, key, digest)
-        if existing is not None:
-            return existing, False
-        rows = PARTITION_ROWS if self.cluster.scheduler is not None else None
         with self.sessions() as session:  # a short read; the files are read after it
             ds = get_dataset(session, tenant_id, dataset_id)
             recipient = session.execute(
                 select(Recipient).where(Recipient.tenant_id == tenant_id, Recipient.name == request.recipient)
             ).scalar_one_or_none()
+        fingerprint = request.fingerprint(dataset_id, DatasetSpec.model_validate(ds.spec))
+        existing = self.jobs.find(tenant_id, key, fingerprint)
+        if existing is not None:
+            return existing, False
+        rows = PARTITION_ROWS if self.cluster.scheduler is not None else None
         plan = plan_release(ds, self.data_dir, request, partition_rows=rows)
         if recipient is None:
             raise DomainError("unknown-recipient", f"no registered recipient named {request.recipient!r}")
         self.cluster.ready(plan)  # a configured cluster must answer before anything is charged
-        release, created = self._charge(tenant_id, api_key_id, dataset_id, key, digest, plan, recipient)
+        release, created = self._charge(tenant_id, api_key_id, dataset_id, key, fingerprint, plan, recipient)
         if not created:  # lost the race for this Idempotency-Key
             return release, False
         # Charged and committed: from here on the budget is spent whatever happens.
         if not wait:
-            self.background.submit(self._finish_quietly, release.id, plan, recipient.name)
+            self.background.submit(self._finish_quietly, release.id, plan, Addressee.of(recipient))
             return release, True
-        return self._finish(release.id, plan, recipient.name), True
+        return self._finish(release.id, plan, Addressee.of(recipient)), True
 
     def _charge(
         self,
@@ -315,7 +318,7 @@ class ReleaseService:
         api_key_id: str | None,
         dataset_id: str,
         key: str,
-        digest: str,
+        fingerprint: Fingerprint,
         plan: Plan,
         recipient: Recipient,
     ) -> tuple[Release, bool]:
@@ -326,7 +329,6 @@ class ReleaseService:
             tenant_id=tenant_id,
             dataset_id=dataset_id,
             idempotency_key=key,
-            request_hash=digest,
             status="charged",
             recipient_id=recipient.id,
             epsilon_micro=plan.epsilon_micro,
@@ -341,6 +343,7 @@ class ReleaseService:
             contribution_bound=str(plan.user.bound) if plan.user else None,
             users=plan.user.users if plan.user else None,
         )
+        self.jobs.stamp(release, fingerprint)
         if self.cluster.runs(plan):
             return self._charge_on_cluster(release, plan, api_key_id)
 
@@ -381,7 +384,7 @@ class ReleaseService:
             )
         except IntegrityError:
             self.work.remove_outputs(release.id)
-            existing = self.jobs.find(release.tenant_id, release.idempotency_key, release.request_hash)
+            existing = self.jobs.winner(release)
             if existing is None:
                 raise
             return existing, False
@@ -403,10 +406,10 @@ class ReleaseService:
             },
         )
 
-    def _finish(self, release_id: str, plan: Plan, recipient: str) -> Release:
+    def _finish(self, release_id: str, plan: Plan, recipient: Addressee) -> Release:
         return self.jobs.run(release_id, lambda: self.work.privatize(release_id, plan, recipient))
 
-    def _finish_quietly(self, release_id: str, plan: Plan, recipient: str) -> None:
+    def _finish_quietly(self, release_id: str, plan: Plan, recipient: Addressee) -> None:
         # a failure is recorded on the release by ChargedWork.run; nobody waits for it here
         with contextlib.suppress(Exception):
             self._finish(release_id, plan, recipient)

@@ -19,10 +19,12 @@ from labeldp.common.files import write_parquet_atomic, write_tables_atomic
 from labeldp.common.wire.sender import Pieces
 from labeldp.mechanisms import PublishedMechanism, release_labels, release_user_labels
 from labeldp.scale import bin_array, output_tables, partitions_in, release_partitions
-from labeldp.scale.release import ID_COLUMN
-from labels_party.delivery.message import Signer, write_message
+from labeldp.scale.release import ID_COLUMN, LABEL_COLUMN
+from labels_party.budget.partitioned import KEY_COLUMN, USER_COLUMN
+from labels_party.delivery.message import Addressee, Signer, write_message
 from labels_party.releases.cluster import ReleaseCluster
 from labels_party.releases.plan import Plan
+from labels_party.releases.record import record_table, write_record
 from labels_party.storage.data_dir import DataDir
 
 log = logging.getLogger("labeldp.labels.releases")
@@ -34,7 +36,7 @@ class ReleaseWork:
     def __init__(self, data_dir: DataDir, signer: Signer, cluster: ReleaseCluster) -> None:
         self.data_dir, self.signer, self.cluster = data_dir, signer, cluster
 
-    def privatize(self, release_id: str, plan: Plan, recipient: str) -> dict[str, object]:
+    def privatize(self, release_id: str, plan: Plan, recipient: Addressee) -> dict[str, object]:
         """Draw the noise and write the output and the signed message; the release's columns on
         completion (``ChargedWork.run`` records them)."""
         published, capped = self._privatize(release_id, plan, recipient)
@@ -43,7 +45,7 @@ class ReleaseWork:
             "examples_capped": capped if plan.user else None,
         }
 
-    def _privatize(self, release_id: str, plan: Plan, recipient: str) -> tuple[PublishedMechanism, int]:
+    def _privatize(self, release_id: str, plan: Plan, recipient: Addressee) -> tuple[PublishedMechanism, int]:
         """Draw the noise, write the output (example_id, bin code) and the signed message. Examples
         over a user-level release's bound have the code ``m`` (no label information)."""
         if self.cluster.runs(plan):
@@ -77,11 +79,13 @@ class ReleaseWork:
         published = result.published()
         bins = np.asarray(result.bin_indices)
         table = pa.table({"example_id": examples.ids, "bin": bin_array(bins, published.bin_codes)})
+        record = record_table(examples.keys, examples.user_keys, examples.labels)
+        write_record(self.data_dir, release_id, [record])
         write_parquet_atomic(self.data_dir.release(release_id), table)
         self._message(release_id, plan, recipient, published, [(examples.ids, bins)])
         return published, int(result.capped.sum())
 
-    def _privatize_on_cluster(self, release_id: str, plan: Plan, recipient: str) -> PublishedMechanism:
+    def _privatize_on_cluster(self, release_id: str, plan: Plan, recipient: Addressee) -> PublishedMechanism:
         """Counting and randomizing on the cluster's workers (``labeldp.scale``) over the partitions
         ``stage`` wrote; the prior's noise and the optimization run here, after the charge like every
         draw. The stored output and the message are streamed from the output partitions, one at a
@@ -113,6 +117,7 @@ class ReleaseWork:
                 raise RuntimeError("the output partitions do not cover the release's examples")
 
         schema = pq.read_schema(result.outputs[0].path)
+        write_record(self.data_dir, release_id, (_record_of(part) for part in parts))
         write_tables_atomic(self.data_dir.release(release_id), schema, checked())
         pieces = (
             (t.column("example_id").combine_chunks(), np.asarray(t.column("bin").to_numpy(), dtype=np.int64))
@@ -123,7 +128,7 @@ class ReleaseWork:
         return published
 
     def _message(
-        self, release_id: str, plan: Plan, recipient: str, published: PublishedMechanism, pieces: Pieces
+        self, release_id: str, plan: Plan, recipient: Addressee, published: PublishedMechanism, pieces: Pieces
     ) -> None:
         write_message(
             self.data_dir,
@@ -138,5 +143,12 @@ class ReleaseWork:
     def remove_outputs(self, release_id: str) -> None:
         """Whatever a release that did not complete may have written."""
         self.data_dir.release(release_id).unlink(missing_ok=True)
+        self.data_dir.release_record(release_id).unlink(missing_ok=True)
         self.data_dir.message(release_id).unlink(missing_ok=True)
         shutil.rmtree(self.data_dir.partitions(release_id), ignore_errors=True)
+
+
+def _record_of(partition: str) -> pa.Table:
+    """The record of one input partition (its rows are the output's, in order)."""
+    t = pq.read_table(partition, columns=[KEY_COLUMN, USER_COLUMN, LABEL_COLUMN])
+    return record_table(*(t.column(name).to_numpy() for name in (KEY_COLUMN, USER_COLUMN, LABEL_COLUMN)))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -19,12 +20,14 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from labeldp.common.db import owned
 from labeldp.common.errors import DomainError
-from labeldp.mechanisms import ParameterError, PublishedMechanism
-from labels_party.budget.epsilon import ATTO, to_atto
+from labeldp.mechanisms import ParameterError, PublishedMechanism, float_at_most
+from labels_party.budget.epsilon import ATTO, MICRO, to_atto, to_micro
+from labels_party.budget.idempotency import Fingerprint
 from labels_party.datasets.membership import user_keys_of
 from labels_party.datasets.service import get_dataset
 from labels_party.datasets.spec import DatasetSpec
 from labels_party.datasets.store import DatasetFiles
+from labels_party.releases.record import frozen_release
 from labels_party.storage.data_dir import DataDir
 from labels_party.storage.orm import Dataset, Recipient, Release
 
@@ -51,7 +54,19 @@ class SemiSensitiveRequest:
     width: int = 32
     recipient: str | None = None  # without a label release: whom the model message is addressed to
 
+    def fingerprint(self, dataset_id: str) -> Fingerprint:
+        """The request as its Idempotency-Key is held to it (``budget/idempotency.py``): every field
+        by its API name, the schema's defaults applied, numbers as numbers of one kind."""
+        fields: dict[str, object] = {
+            name: float(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+            for name, value in asdict(self).items()
+        }
+        fields["batch_size"], fields["width"] = self.batch_size, self.width  # counts stay integers
+        return Fingerprint({"dataset_id": dataset_id, **fields}, legacy=self.digest(dataset_id))
+
     def digest(self, dataset_id: str) -> str:
+        """The request as sent, hashed: what models made before resolved requests were kept hold
+        their keys to."""
         fields = asdict(self)
         if fields["recipient"] is None:  # the digest of requests with a label release predates it
             fields.pop("recipient")
@@ -74,7 +89,8 @@ class ModelPlan:
     example_keys: np.ndarray  # the ledger key of each training example
     user_keys: np.ndarray  # the user of each training example (its own key without a user_id)
     contribution_bound: int | None  # τ of a user-level label release (its kept examples train), else None
-    epsilon_dpsgd: float
+    epsilon_micro: int  # ε₂ as charged
+    epsilon_dpsgd: float  # the largest double not above the charge: what σ is calibrated to
     delta: float
 
     @property
@@ -127,7 +143,9 @@ def labelled_examples(
             "not-semi-sensitive",
             "the dataset needs binary labels and declared semi_sensitive and non_sensitive columns",
         )
-    return len(_labelled_ids(DatasetFiles(data_dir, dataset_id), ds))
+    files = DatasetFiles(data_dir, dataset_id)
+    labels = files.read_labels(ds.labels_version, ["example_id"])
+    return len(_labelled_ids(labels, files.read_universe(ds.universe_version)))
 
 
 def _rows(
@@ -163,23 +181,46 @@ def _rows(
         return ds, spec, release, recipient
 
 
-def _labelled_ids(files: DatasetFiles, ds: Dataset) -> pa.Array:
-    """The examples DP-SGD alone trains on: the labelled ones. With a universe, whether an example has a
-    label row is itself a label (docs/math.md §10.1), so a universe must have a label for every ID (as
-    a label release for this model must list labelled examples only)."""
-    labelled = files.read_labels(ds.labels_version, ["example_id"]).column("example_id").combine_chunks()
-    universe = files.read_universe(ds.universe_version)
+def _labelled_ids(labels: pa.Table, universe: pa.Table | None) -> pa.Array:
+    """The examples DP-SGD alone trains on: the universe's, when there is one — whether an example has a
+    label row is then itself a label (docs/math.md §10.1), so no label row outside the universe may
+    change what trains, and every universe ID must have a label (as a label release for this model
+    must list labelled examples only); without a universe, the labelled ones."""
+    labelled = labels.column("example_id").combine_chunks()
     if universe is not None:
-        unlabelled = int(
-            pc.sum(pc.invert(pc.is_in(universe.column("example_id"), value_set=labelled))).as_py() or 0
-        )
+        ids = universe.column("example_id").combine_chunks()
+        unlabelled = int(pc.sum(pc.invert(pc.is_in(ids, value_set=labelled))).as_py() or 0)
         if unlabelled:
             raise DomainError(
                 "unusable-dataset", f"{unlabelled} examples of the universe have no label: they cannot train"
             )
+        return ids
     if len(labelled) == 0:
         raise DomainError("empty-release", "the dataset has no labelled examples")
     return labelled
+
+
+def _same_users(
+    ids: pa.Array,
+    keys: np.ndarray,
+    users: np.ndarray,
+    labels: pa.Table,
+    universe: pa.Table | None,
+    release_id: str,
+) -> None:
+    """Refuse (409) a model on a release whose training examples the dataset now gives other users: the
+    release's τ and kept set hold for the users it froze, and a guarantee stated for those while the
+    dataset declares another grouping would be wrong for the people it now names (privacy invariant 12).
+    A function of the two user maps only (public data)."""
+    now = user_keys_of(ids, keys, labels, universe)
+    moved = int(np.count_nonzero(now != users))
+    if moved:
+        raise DomainError(
+            "user-map-changed",
+            f"{moved} of release {release_id}'s training examples belong to another user now than when it "
+            "was made; make a new label release under the current user map",
+            status=409,
+        )
 
 
 def plan_model(
@@ -199,46 +240,50 @@ def plan_model(
         ) from exc
     ds, spec, release, recipient = _rows(sessions, tenant_id, dataset_id, request)
     files = DatasetFiles(data_dir, dataset_id)
-    mechanism: PublishedMechanism | None = None
-    bins: np.ndarray | None = None
-    if release is not None:
-        mechanism = PublishedMechanism.model_validate(release.mechanism)
-        output = pq.read_table(data_dir.release(release.id))
-        if mechanism.capped_bin is not None:  # user-level: only the kept examples (≤ τ per user) train
-            output = output.filter(pc.less(output.column("bin"), mechanism.capped_bin))
-        ids = output.column("example_id").combine_chunks()
-        bins = np.asarray(output.column("bin").to_numpy(), dtype=np.int64)
-    else:  # every labelled example, as a label release of this dataset would list them
-        ids = _labelled_ids(files, ds)
-    if len(ids) > MAX_TRAINING_EXAMPLES:
-        raise DomainError("too-many-examples", f"at most {MAX_TRAINING_EXAMPLES} examples train here")
     semi = [c.name for c in spec.semi_sensitive]
     stored = files.read_labels(ds.labels_version, ["example_id", "example_key", "label", "user_id", *semi])
+    universe = files.read_universe(ds.universe_version)
+    mechanism: PublishedMechanism | None = None
+    bins: np.ndarray | None = None
+    contribution_bound: int | None = None
+    if release is not None:  # what the label release froze, never the dataset's current state
+        frozen = frozen_release(data_dir, release)
+        kept = frozen.kept  # user-level: only the kept examples (≤ τ per user) train
+        mechanism, contribution_bound = frozen.mechanism, frozen.contribution_bound
+        ids, bins = frozen.ids.filter(pa.array(kept)), frozen.bins[kept]
+        keys, users = frozen.keys[kept], frozen.users[kept]
+        _same_users(ids, keys, users, stored, universe, release.id)
+    else:  # every labelled example of the universe (or every labelled one without a universe)
+        ids = _labelled_ids(stored, universe)
+        keys = users = None
+    if len(ids) > MAX_TRAINING_EXAMPLES:
+        raise DomainError("too-many-examples", f"at most {MAX_TRAINING_EXAMPLES} examples train here")
     labels = _aligned(ids, stored, "label")
     rows = pq.read_table(files.non_sensitive_path(ds.non_sensitive_version))
     non_sensitive = _aligned(ids, rows, "non-sensitive")
-    contribution_bound = (
-        mechanism.contribution_bound if mechanism is not None and mechanism.privacy_unit == "user" else None
-    )
+    # what σ is calibrated to is the charge rounded down to a double, never the other way (a float
+    # such as 0.1 lies above its decimal, which the charge records)
+    epsilon_micro = to_micro(request.epsilon_dpsgd)
+    epsilon_dpsgd = float_at_most(Fraction(epsilon_micro, MICRO))
     try:
         Hyper(request.label_epochs, LABEL_PHASE_BATCH, LABEL_PHASE_LEARNING_RATE)
         schedule = DpSgdSchedule.of(len(ids), request.batch_size, request.epochs)
         if schedule.steps > MAX_STEPS:
             raise ParameterError(f"at most {MAX_STEPS} DP-SGD steps", "epochs")
         if contribution_bound is not None:
-            delta_tau = group_privacy(request.epsilon_dpsgd, request.delta, contribution_bound)[1]
+            delta_tau = group_privacy(epsilon_dpsgd, request.delta, contribution_bound)[1]
             if delta_tau >= 1:
                 raise ParameterError(
                     f"the group-privacy δ over τ = {contribution_bound} examples of a user is not below "
                     "1: lower epsilon_dpsgd or delta",
                     "delta",
                 )
-        sigma = calibrate_noise(schedule, request.epsilon_dpsgd, request.delta)
+        sigma = calibrate_noise(schedule, epsilon_dpsgd, request.delta)
     except ParameterError as exc:
         raise DomainError("invalid-parameter", str(exc)) from exc
-    keys = np.asarray(labels.column("example_key").to_numpy(), dtype=np.int64)  # stored at upload
-    # who each example's user is: the release's rule (the universe's users when it has one)
-    users = user_keys_of(ids, keys, stored, files.read_universe(ds.universe_version))
+    if keys is None or users is None:  # DP-SGD alone: the dataset's own rule (the universe's users)
+        keys = np.asarray(labels.column("example_key").to_numpy(), dtype=np.int64)  # stored at upload
+        users = user_keys_of(ids, keys, stored, universe)
     return ModelPlan(
         spec,
         release,
@@ -253,6 +298,7 @@ def plan_model(
         keys,
         users,
         contribution_bound,
-        request.epsilon_dpsgd,
+        epsilon_micro,
+        epsilon_dpsgd,
         request.delta,
     )

@@ -73,7 +73,7 @@ def train_and_sign(
         eps1 = plan.mechanism.epsilon_example or plan.mechanism.epsilon
     per_user: dict[str, Any] = {}
     if plan.contribution_bound is not None:  # group privacy over the ≤ τ examples a user trains with
-        eps_tau, delta_tau = group_privacy(request.epsilon_dpsgd, request.delta, plan.contribution_bound)
+        eps_tau, delta_tau = group_privacy(plan.epsilon_dpsgd, request.delta, plan.contribution_bound)
         assert plan.release is not None  # a contribution bound comes from a user-level label release
         user_labels = as_float(plan.release.epsilon_user_micro or 0)
         per_user = {
@@ -85,9 +85,9 @@ def train_and_sign(
     guarantee = Guarantee(
         epsilon_labels=eps1,
         label_release_id=plan.release.id if plan.release is not None else None,
-        epsilon_dpsgd=request.epsilon_dpsgd,
+        epsilon_dpsgd=plan.epsilon_dpsgd,
         delta=request.delta,
-        epsilon_total=float_at_least(Fraction(eps1) + Fraction(request.epsilon_dpsgd)),
+        epsilon_total=float_at_least(Fraction(eps1) + Fraction(plan.epsilon_dpsgd)),
         accountant=ACCOUNTANT,
         noise_multiplier=run.noise_multiplier,
         sampling_rate=run.schedule.sampling_rate,
@@ -102,6 +102,7 @@ def train_and_sign(
         sender_id=signer.party_id,
         sender_key_id=signer.identity.key_id,
         recipient_id=plan.recipient.name,
+        recipient_tenant=plan.recipient.recipient_tenant,
         dataset_id=row.dataset_id,
         created_at_unix_ms=now,
         expires_at_unix_ms=now + 1000 * signer.ttl_seconds,

@@ -8,6 +8,7 @@ lookup — ``labeldp.common.db.owned``) or from a version number it counts, and 
     datasets/{dataset}/universe-v{n}.parquet     its universe versions
     datasets/{dataset}/non-sensitive-v{n}.parquet   the publisher's non-sensitive rows
     releases/{release}.parquet                   a release's output (example_id, bin)
+    releases/{release}.record.parquet            what it froze: ledger key, user key, label per row
     messages/{release}.frames                    its signed message, as delivered
     partitions/{release}/                        a cluster release's partitions while it runs
     models/{model}.json                          a semi-sensitive model's signed message
@@ -53,6 +54,10 @@ class DataDir:
     # -- releases, messages, models ------------------------------------------------------------------
     def release(self, release_id: str) -> Path:
         return self.root / "releases" / f"{release_id}.parquet"
+
+    def release_record(self, release_id: str) -> Path:
+        """What a release froze (``labels_party/releases/record.py``), row for row with its output."""
+        return self.root / "releases" / f"{release_id}.record.parquet"
 
     def message(self, release_id: str) -> Path:
         return self.root / "messages" / f"{release_id}.frames"

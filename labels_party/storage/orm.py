@@ -38,6 +38,8 @@ class ChargedJob:
 
     idempotency_key: Mapped[str] = mapped_column(String(200))
     request_hash: Mapped[str] = mapped_column(String(64))
+    # the request as resolved (defaults applied), to name what a reused key's request changed
+    request: Mapped[dict[str, object] | None] = mapped_column(JSON, nullable=True)
     status: Mapped[str] = mapped_column(String(16))  # charged | complete | failed
     api_key_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     # the process doing the charged work, and until when its heartbeat vouches for it
@@ -161,10 +163,14 @@ class Recipient(Base):
     grpc_address: Mapped[str | None] = mapped_column(String(300), nullable=True)
     tls_ca_pem: Mapped[str | None] = mapped_column(Text, nullable=True)
     fingerprint: Mapped[str | None] = mapped_column(String(80), nullable=True)
+    # its tenant at the features party, named (signed) in every message to it; None: named in none
+    recipient_tenant: Mapped[str | None] = mapped_column(String(36), nullable=True)
 
 
 class Delivery(Base):
-    """One delivery of a release's stored message (re-deliveries send the same bytes, spend nothing)."""
+    """One delivery of a release's stored message (re-deliveries send the same bytes, spend nothing):
+    recorded ``sending`` before the recipient is dialled, completed after; one whose sender is gone
+    before it completed is recorded ``interrupted`` by recovery."""
 
     __tablename__ = "deliveries"
 
@@ -172,7 +178,8 @@ class Delivery(Base):
     release_id: Mapped[str] = mapped_column(ForeignKey("releases.id"), index=True)
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
     recipient_id: Mapped[str] = mapped_column(ForeignKey("recipients.id"))
-    outcome: Mapped[str] = mapped_column(String(16))  # delivered | failed
+    outcome: Mapped[str] = mapped_column(String(16))  # sending | delivered | failed | interrupted
+    owner: Mapped[str | None] = mapped_column(String(120), nullable=True)  # the sending process's token
     attempts: Mapped[int] = mapped_column(Integer)
     status: Mapped[str] = mapped_column(String(40))  # the final gRPC status code name
     detail: Mapped[str] = mapped_column(Text, default="")

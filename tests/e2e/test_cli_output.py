@@ -5,6 +5,7 @@ never a thousands separator taken for a list separator)."""
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -43,6 +44,22 @@ def test_every_help_paragraph_reads_on_one_line() -> None:
             wanted += [flat(p.help) for p in command.params if getattr(p, "help", None)]
         for text in filter(None, wanted):
             assert any(text in line for line in lines), (path, text)
+
+
+def test_every_option_name_reads_whole_at_80_columns() -> None:
+    """A terminal of 80 columns shows every option's long name whole (rich shortens a cell that does
+    not fit with "…": `--contribution-…` could not be typed from the help)."""
+    tree = list(commands(typer.main.get_command(app)))
+    cut = []
+    for path, command in tree:
+        result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "80"})
+        assert result.exit_code == 0, (path, result.output)
+        assert max(map(len, result.output.splitlines())) <= 80, path
+        names = [o for p in command.params for o in (*p.opts, *p.secondary_opts) if o.startswith("--")]
+        cut += [
+            (" ".join(path), n) for n in names if not re.search(rf"{re.escape(n)}(?![\w-])", result.output)
+        ]
+    assert not cut, cut
 
 
 @pytest.mark.parametrize(

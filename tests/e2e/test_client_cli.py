@@ -99,10 +99,13 @@ def test_upload_release_deliver_and_train_from_the_cli(tmp_path: Path, files: di
         )  # fmt: skip
         assert code == 0 and release["id"] in out
         # budget 2, spent 1: ε = 1.5 more is refused with the server's code, exit 1
-        code, _, err = run(
-            "labels", "release", "--dataset", "prices", "--epsilon", "1.5", "--recipient", "publisher", *L
-        )
+        code, out, err = run(
+            "labels", "release", "--dataset", "prices", "--epsilon", "1.5", "--recipient", "publisher",
+            "--json", *L,
+        )  # fmt: skip
         assert code == 1 and "409 budget-exhausted" in err
+        # --json writes ε as ε (not \u03b5), still valid JSON
+        assert "ε = 1.5" in json.loads(out)["detail"] and "ε = 1.5" in out and "\\u03b5" not in out
         # a user-level release (no user_id column: every example is its own user, so τ = 1 keeps all)
         code, out, err = run(
             "labels", "release", "--dataset", "prices", "--privacy-unit", "user", "--epsilon-user", "0.5",
@@ -240,6 +243,11 @@ def test_every_resource_has_a_command_with_json_and_exit_codes(
         [row] = ok("labels", "releases", "list", "--dataset", "prices", *L).splitlines()[1:]
         assert row.split()[:5] == [rel, "complete", "1", f"{N:,}", "publisher"]
         assert numbers(released["bins"]) in row
+        # without --dataset: every dataset's releases, as GET /v1/releases, each with its dataset's name
+        head, every = ok("labels", "releases", "list", *L).splitlines()
+        assert head.split()[:3] == ["ID", "DATASET", "STATUS"]
+        assert every.split()[:6] == [rel, "prices", "complete", "1", f"{N:,}", "publisher"]
+        assert json.loads(ok("labels", "releases", "list", "--json", *L)) == [released]
         ok("labels", "releases", "download", rel, "-o", str(tmp_path / "noisy.parquet"), *L)
         assert pq.read_table(tmp_path / "noisy.parquet").num_rows == N
         budget = json.loads(ok("labels", "budget", "--dataset", "prices", "--epsilon", "2", "--json", *L))
@@ -262,7 +270,21 @@ def test_every_resource_has_a_command_with_json_and_exit_codes(
         )
         model = ok("features", "train", "--release", rel, "--table", "diamonds", "-q", *F).strip()
         assert json.loads(ok("features", "models", "list", "--json", *F))[0]["id"] == model
-        assert "succeeded" in ok("features", "models", "show", model, *F)
+        shown = ok("features", "models", "show", model, *F).splitlines()
+        assert "succeeded" in shown[0] and "squared loss" in shown[0]
+        metrics = json.loads(ok("features", "models", "show", model, "--json", *F))["metrics"]
+        # one line per metric, named for people, with its unit (the machine names are in --json)
+        assert len(shown) == 1 + len(metrics) and not any("_" in line for line in shown[1:])
+        assert any(
+            line.split()[:3] == ["training", "examples", f"{metrics['train_examples']:,}"] for line in shown
+        )
+        noisy = number(metrics["validation_loss_vs_noisy_labels"])
+        root = number(metrics["validation_loss_vs_noisy_labels"] ** 0.5)
+        assert any(
+            line.lstrip().startswith("validation loss against the noisy labels")
+            and f"{noisy} (mean squared error, label units²; root {root} label units)" in line
+            for line in shown
+        ), shown
         by_id = ok("features", "predict", model, "--ids", "d1,d2", *F).splitlines()
         assert [line.split("\t")[0] for line in by_id] == ["d1", "d2"]
         rows = tmp_path / "rows.json"
@@ -308,7 +330,7 @@ def test_an_invalid_request_names_the_option_and_its_bound_and_exits_2(tmp_path:
     )
     with labels_server_thread(settings) as base:
         L = ("--url", base, "--api-key", key)
-        schemas = httpx.get(f"{base}/openapi.json").json()["components"]["schemas"]
+        schemas = httpx.get(f"{base}/openapi.json", timeout=60).json()["components"]["schemas"]
         least = schemas["ReleaseIn"]["properties"]["epsilon"]["anyOf"][0]["minimum"]
         most = schemas["PreviewIn"]["properties"]["epsilon"]["anyOf"][0]["maximum"]
         nobody = {"name": "publisher", "grpc_address": f"127.0.0.1:{free_port()}"}  # nothing listens there
@@ -351,3 +373,53 @@ def test_an_invalid_request_names_the_option_and_its_bound_and_exits_2(tmp_path:
         code, out, err = run("labels", "datasets", "list", "--url", "http://127.0.0.1:9", "--api-key", "k",
                              "--json")  # fmt: skip
         assert code == 3 and "unreachable" in err and json.loads(out)["type"] == "unreachable"
+
+
+def test_a_refused_upload_prints_its_first_rows_and_reason_never_their_values(tmp_path: Path) -> None:
+    """Without --json too: the reason, then the first offending data rows (the first row after the
+    header is 1, whether the row failed to parse or failed a check), and none of the values."""
+    labels_dir = tmp_path / "labels"
+    labels_dir.mkdir()
+    _, key = tenant_key(sqlite_url(labels_dir), "acme", "1")
+    settings = LabelsSettings(data_dir=labels_dir, database_url=sqlite_url(labels_dir), allow_plaintext=True)
+    with labels_server_thread(settings) as base:
+        L = ("--url", base, "--api-key", key)
+        code, _, err = run("labels", "datasets", "create", "prices", "--label-type", "real", "--lo", "0",
+                           "--hi", "100", "--support", "uniform:11", *L)  # fmt: skip
+        assert code == 0, err
+        rows_note = "(the first data row is 1, a header not counted)"
+        cases = {
+            "example_id,label\nk-1,1\nk-2,inf\nk-3,7\nk-4,nan\n": (
+                "422 invalid-label: labels must be finite numbers",
+                f"rows: 2, 4 {rows_note}",
+            ),
+            "example_id,label\nk-1,1\nk-2,150.5\n": (
+                "422 out-of-bounds: labels outside the public bounds [0, 100]",
+                f"rows: 2 {rows_note}",
+            ),
+            "example_id,label\nk-1,1\nk-2,2\nk-1,3\n": (
+                "422 duplicate-example-id: 1 example IDs appear more than once",
+                f"rows: 1, 3 {rows_note}",
+            ),
+            "example_id,label\nk-1,1\n,2\n": (
+                "422 missing-example-id: example_id must not be empty",
+                f"rows: 2 {rows_note}",
+            ),
+            "example_id,label\nk-1,1\nk-2,2,42.5\n": (
+                "422 unparseable-upload: data row 2 has 3 fields; the header has 2",
+                f"rows: 2 {rows_note}",
+            ),
+            "example_id;label\nk-1;1\n": (
+                "422 missing-column: the upload needs an example_id column",
+                "semicolons",
+            ),
+        }
+        for i, (text, (reason, where)) in enumerate(cases.items()):
+            path = tmp_path / f"bad{i}.csv"
+            path.write_text(text)
+            code, out, err = run("labels", "upload", str(path), "--dataset", "prices", *L)
+            assert code == 2 and out == "", (text, err)
+            assert err.startswith(f"error: {reason}") and where in err, (text, err)
+            assert not any(v in err for v in ("inf", "nan", "150.5", "42.5", "k-")), (text, err)
+        code, out, err = run("labels", "datasets", "show", "prices", "--json", *L)
+        assert code == 0 and json.loads(out)["label_count"] == 0, err  # nothing stored

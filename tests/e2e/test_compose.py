@@ -107,7 +107,7 @@ def _run(env: dict[str, str], *cmd: str, timeout: float = 300) -> str:
 
 
 def test_compose_stack_runs_the_demo_and_serves_both_apis(
-    stack: tuple[dict[str, str], list[str], dict[str, int]],
+    stack: tuple[dict[str, str], list[str], dict[str, int]], tmp_path: Path
 ) -> None:
     env, compose, ports = stack
     # the monitoring profile is valid compose and adds exactly Prometheus and Grafana (not started here:
@@ -125,10 +125,24 @@ def test_compose_stack_runs_the_demo_and_serves_both_apis(
     logs = _run(env, *compose, "logs", "demo")
     assert exit_code == "0", logs[-3000:]
     assert "test error against the true labels" in logs and "mutual TLS" in logs
+    # the consoles as a browser on this machine reaches them (not the compose network's names), and
+    # where the keys to sign in with are
+    labels_console = f"http://127.0.0.1:{ports['LABELS_PORT']}/console/"
+    features_console = f"http://127.0.0.1:{ports['FEATURES_PORT']}/console/"
+    assert f"console: {labels_console} (advertiser, its API key in /keys/labels-api-key)" in logs
+    assert f"console: {features_console} (publisher, its API key in /keys/features-api-key)" in logs
+    assert "labels-party:8400/console" not in logs
     report = json.loads(
         _run(env, *compose, "run", "--rm", "--no-deps", "--entrypoint", "cat", "demo", "/out/report.json")
     )
     assert report["budget"]["spent_max"] == 1.0 and report["match_rate"] > 0.98
+    # the report and the figures out of the exited demo container, as docs/guides/deployment.md says
+    _run(env, *compose, "cp", "demo:/out/.", str(tmp_path / "demo-output"))
+    copied = json.loads((tmp_path / "demo-output" / "report.json").read_text())
+    assert copied["run_id"] == report["run_id"]
+    assert {"mechanism.png", "budget.png", "privacy_audit.png"} <= {
+        p.name for p in (tmp_path / "demo-output").glob("*.png")
+    }
     # the release was counted and randomized by the two Dask workers
     probe = (
         "from distributed import Client; c = Client('tcp://127.0.0.1:8786', timeout=10); "

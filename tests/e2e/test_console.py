@@ -141,7 +141,7 @@ def test_a_party_serves_only_its_own_console_and_answers_404_problems(bases: dic
 
 @pytest.mark.parametrize("party", PARTIES)
 def test_the_console_is_not_part_of_the_api_document(bases: dict[str, str], party: str) -> None:
-    paths = httpx.get(f"{bases[party]}/openapi.json").json()["paths"]
+    paths = httpx.get(f"{bases[party]}/openapi.json", timeout=60).json()["paths"]
     assert not [p for p in paths if p.startswith("/console")]
 
 
@@ -180,7 +180,7 @@ def test_every_route_a_console_calls_is_a_public_route_of_its_party(bases: dict[
     """Whatever the console shows, an integrator can get: it calls only routes of the party's OpenAPI
     document (no console-only back door), and each party's console only its own party's routes."""
     for party in PARTIES:
-        document: dict[str, Any] = httpx.get(f"{bases[party]}/openapi.json").json()
+        document: dict[str, Any] = httpx.get(f"{bases[party]}/openapi.json", timeout=60).json()
         public = {re.sub(r"\{[^}]+\}", "{}", p): set(ops) for p, ops in document["paths"].items()}
         calls: set[str] = set()
         for path in [*(STATIC / party).glob("*.js"), *(STATIC / "common").glob("*.js")]:

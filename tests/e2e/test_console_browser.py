@@ -188,6 +188,8 @@ def test_the_labels_console_shows_the_demo_from_the_public_api(demo: Demo, open_
         (rel,) = c.get(f"/v1/datasets/{ds['id']}/releases").json()["items"]
         audit = c.get(f"/v1/releases/{rel['id']}/audit").json()
         budget = c.get(f"/v1/datasets/{ds['id']}/budget").json()
+        operation = c.get("/openapi.json").json()["paths"]["/v1/datasets/{dataset_id}/budget"]["get"]
+    (budget_bound,) = [p["schema"]["maximum"] for p in operation["parameters"] if p["name"] == "epsilon"]
     w = open_page(f"{demo.labels_url}/console/")
     page = sign_in(w, demo.labels_key, "Datasets")
     main = page.locator("main")
@@ -200,6 +202,8 @@ def test_the_labels_console_shows_the_demo_from_the_public_api(demo: Demo, open_
     text = main.inner_text()
     assert f"{budget['examples']:,} of {budget['examples']:,}" in text  # every example can take ε = 1
     assert "version 1" in text and f"{ds['universe_count']:,} example IDs" in text
+    asked = page.get_by_label("ε of one more release")  # GET …/budget?epsilon's bound, as declared
+    assert float(asked.get_attribute("max") or "nan") == budget_bound
     figures = [f.inner_text() for f in page.locator("figure figcaption").all()]
     assert any("Per-example spend" in f for f in figures) and any("Per-user spend" in f for f in figures)
     screenshot(page, "labels-dataset")
@@ -238,10 +242,51 @@ def test_plan_preview_then_create_and_deliver_a_release(demo: Demo, open_page: A
     with api(demo.labels_url, demo.labels_key) as c:
         (ds,) = [d for d in c.get("/v1/datasets").json()["items"] if d["name"].startswith("demo-")]
         before = [e for e in c.get("/v1/ledger").json()["items"] if e["kind"] == "charge"]
+        declared = c.get("/openapi.json").json()["components"]["schemas"]["ReleaseIn"]["properties"]
+    least, most = declared["epsilon"]["anyOf"][0]["minimum"], declared["epsilon"]["anyOf"][0]["maximum"]
     w = open_page(f"{demo.labels_url}/console/#/datasets/{ds['id']}/plan")
     page = sign_in(w, demo.labels_key, f"Plan a release of {ds['name']}")
     assert page.get_by_label("ε per user").is_hidden()  # example-level: the user fields are hidden
-    page.get_by_label("ε per example").fill("0.5")
+    epsilon = page.get_by_label("ε per example")
+    assert float(epsilon.get_attribute("min") or "nan") == least  # the API's bounds, from its document
+    assert float(epsilon.get_attribute("max") or "nan") == most
+    # a refusal shows the API's reason next to the field it is about, and lists it in the alert
+    epsilon.fill(f"{most * 5:g}")
+    page.get_by_role("button", name="Preview (free)").click()
+    alert = page.get_by_role("alert")
+    alert.wait_for()
+    reason = f"Input should be less than or equal to {most:g}"
+    assert "the request is not valid (422 invalid-request)" in alert.inner_text()
+    assert f"ε per example: {reason}" in alert.inner_text()
+    assert epsilon.get_attribute("aria-invalid") == "true"
+    shown = page.locator(".field", has=epsilon).locator(".field-error")
+    assert shown.inner_text() == reason
+    assert shown.get_attribute("id") in (epsilon.get_attribute("aria-describedby") or "").split()
+    screenshot(page, "labels-plan-refused")
+    no_serious_violations(page, "plan refused")
+    prior = page.get_by_label("ε₁ for the prior (optional)")
+    epsilon.fill("0.5")  # the field's error goes as it is edited
+    assert epsilon.get_attribute("aria-invalid") is None and shown.count() == 0
+    prior.fill("0.5")  # a domain refusal (ε₁ not below ε) names its field too
+    page.get_by_role("button", name="Preview (free)").click()
+    at_prior = page.locator(".field", has=prior).locator(".field-error")
+    at_prior.wait_for()
+    assert "epsilon_prior must be < epsilon" in at_prior.inner_text() and prior.get_attribute("aria-invalid")
+    prior.fill("")
+    # τ as a number: the API calls it contribution_bound, and the number's input shows its first reason
+    page.get_by_label("each user (all of a user's examples)").check()
+    bound = page.get_by_label("contribution bound τ")
+    bound.select_option("number")
+    tau = page.get_by_label("τ (when a number)")
+    tau.fill("0")
+    page.get_by_role("button", name="Preview (free)").click()
+    at_tau = page.locator(".field", has=tau).locator(".field-error")
+    at_tau.wait_for()
+    assert tau.get_attribute("aria-invalid") == "true" and at_tau.count() == 1
+    assert bound.get_attribute("aria-invalid") is None
+    tau.fill("3")
+    bound.select_option("auto")
+    page.get_by_label("each example", exact=True).check()
     page.get_by_role("button", name="Preview (free)").click()
     page.get_by_role("heading", level=2, name="Create").wait_for()
     text = page.locator("main").inner_text()
@@ -349,6 +394,15 @@ def test_the_features_console_joins_trains_downloads_and_predicts(
     assert all(math.isclose(a, b, rel_tol=1e-5) for a, b in zip(shown, expected, strict=True))
     screenshot(page, "features-model")
     no_serious_violations(page, "model")
+    asked = page.get_by_label("example IDs (one per line)")
+    asked.fill("nope-1\nnope-2")  # IDs the table lacks are named at the field
+    page.get_by_role("button", name="Predict").click()
+    at_ids = page.locator(".field", has=asked).locator(".field-error")
+    at_ids.wait_for()
+    assert (
+        at_ids.inner_text() == "not found: nope-1, nope-2" and asked.get_attribute("aria-invalid") == "true"
+    )
+    assert "2 example_ids are not in feature table" in page.get_by_role("alert").inner_text()
 
     for route, heading in (
         ("tables", "Feature tables"),

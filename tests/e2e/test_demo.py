@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -19,8 +20,9 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from labeldp.demo.world import MISSING_EVERY, TEST_EVERY
+from labeldp.processes import free_port
 from labeldp.samples import diamond_prices, synthetic_users
-from tests.support import postgres
+from tests.support import demo_report, postgres
 
 pytestmark = pytest.mark.processes
 
@@ -94,9 +96,20 @@ def check_audit(report: dict[str, Any]) -> None:
 
 def test_demo_runs_both_parties_end_to_end_and_cleans_up(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    done = demo("--out", str(out))
+    labels_port, features_port = free_port(), free_port()
+    done = demo("--out", str(out), "--labels-port", str(labels_port), "--features-port", str(features_port))
     assert done.returncode == 0, done.stdout + done.stderr
     check_report(out, 1.0)
+    # the services on the ports asked for, and their consoles there
+    assert f"labels party (advertiser) at http://127.0.0.1:{labels_port} " in done.stdout
+    assert f"features party (publisher) at http://127.0.0.1:{features_port}," in done.stdout
+    assert f"console: http://127.0.0.1:{labels_port}/console/ (advertiser)" in done.stdout
+    # the report the README and the quick start show: the same words, every number within its
+    # tolerance of this run's (tests/support/demo_report.py)
+    fresh = demo_report.rendered(json.loads((out / "report.json").read_text()))
+    for page in demo_report.PAGES:
+        _, shown = demo_report.shown(page)
+        assert not demo_report.differences(shown, fresh), (page.name, demo_report.differences(shown, fresh))
     for step in ("registering", "uploading", "releasing at ε = 1", "delivering", "joining", "training"):
         assert step in done.stdout
     assert "mutual TLS" in done.stdout and "test error against the true labels" in done.stdout
@@ -186,6 +199,10 @@ def test_demo_stops_its_services_on_ctrl_c(tmp_path: Path) -> None:
         (["--dataset", "nope"], "unknown dataset 'nope'"),
         (["--labels-url", "http://127.0.0.1:9"], "with running services give"),
         (["--keep-running", "--mechanism-only"], "--keep-running is for the two-party demo"),
+        (["--mechanism-only", "--labels-port", "8400"], "are for the services the demo starts"),
+        (["--labels-port", "8400", "--features-port", "8400"], "must differ"),
+        (["--features-port", "0"], "'--features-port'"),  # out of 1–65535
+        (["--labels-public-url", "http://127.0.0.1:8400"], "go with --labels-url"),
     ],
 )
 def test_demo_rejects_bad_options_before_starting_anything(
@@ -193,6 +210,16 @@ def test_demo_rejects_bad_options_before_starting_anything(
 ) -> None:
     done = demo("--out", str(tmp_path / "out"), *args, timeout=60)
     assert done.returncode == 2 and message in done.stderr
+    assert "(pid" not in done.stdout
+
+
+def test_demo_refuses_a_port_in_use_before_starting_anything(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = demo("--out", str(tmp_path / "out"), "--labels-port", str(port), timeout=120)
+    assert done.returncode == 2 and f"port {port} on 127.0.0.1 is in use" in done.stderr
     assert "(pid" not in done.stdout
 
 

@@ -27,7 +27,7 @@ TOUR = Path(__file__).resolve().parents[1] / "support" / "generated_tour.py"
 def generate(base_url: str, package: str, out: Path) -> None:
     """``openapi-python-client generate`` from the live document into ``out/package``."""
     document = out / f"{package}.json"
-    document.write_text(httpx.get(f"{base_url}/openapi.json").text)
+    document.write_text(httpx.get(f"{base_url}/openapi.json", timeout=60).text)
     bin_dir = Path(sys.executable).parent
     done = subprocess.run(
         [str(bin_dir / "openapi-python-client"), "generate", "--path", str(document), "--meta", "none",

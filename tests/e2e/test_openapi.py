@@ -51,7 +51,7 @@ def operations(document: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, A
 
 
 def test_the_document_declares_auth_errors_bodies_and_headers(base: str) -> None:
-    document = httpx.get(f"{base}/openapi.json").json()
+    document = httpx.get(f"{base}/openapi.json", timeout=60).json()
     assert document["components"]["securitySchemes"]["bearer"] == {
         "type": "http",
         "scheme": "bearer",
@@ -205,3 +205,24 @@ def test_headers_and_downloads_declare_their_schemas() -> None:
                     assert content.get("schema"), (method, path, status, media)
             if "idempotency" in str(op.get("responses", {})).lower():
                 assert "idempotency-key-reused" not in str(op["responses"].get("409", {}))
+
+
+def test_a_charged_request_declares_how_a_replay_is_told_apart() -> None:
+    """Each operation that takes an Idempotency-Key says on every success whether it was a replay
+    (``Idempotent-Replayed``: the body of a replay is the first answer's), and that a reused key's
+    refusal names the fields that differ."""
+    keyed = []
+    for document in documents().values():
+        for method, path, op in operations(document):
+            if not any(p["name"] == "Idempotency-Key" for p in op.get("parameters", [])):
+                continue
+            keyed.append((method, path))
+            for status, response in op["responses"].items():
+                if int(status) < 300:
+                    header = response["headers"]["Idempotent-Replayed"]
+                    assert header["schema"]["enum"] == ["true", "false"], (path, status)
+            assert "`fields`" in op["responses"]["422"]["description"], path
+    assert keyed == [
+        ("post", "/v1/datasets/{dataset_id}/releases"),
+        ("post", "/v1/datasets/{dataset_id}/semi-sensitive-models"),
+    ]

@@ -90,7 +90,8 @@ def test_schema_is_inferred_overridable_and_versions_replace(features: Features)
         (b"example_id,device\ne1,ios\ne2,3\n", {"numeric": "device"}, "unparseable-column", [1], ["device"]),
         (b"example_id,age\ne1,3\n", {"numeric": "nope"}, "unknown-column", [], ["nope"]),
         (b"example_id\ne1\n", {}, "no-features", [], []),
-        (b"a,b\n1\n", {}, "unparseable-upload", [], []),
+        (b"a,b\n1\n", {}, "unparseable-upload", [1], []),
+        (b"example_id;age\ne1;3\n", {}, "missing-column", [], ["example_id"]),
     ],
 )
 def test_bad_tables_are_rejected_and_store_nothing(
@@ -104,6 +105,17 @@ def test_bad_tables_are_rejected_and_store_nothing(
     assert c.get("/v1/feature-tables/users").json() == before
     problem(put(c, "fresh", body, **params), 422, code)
     problem(c.get("/v1/feature-tables/fresh"), 404, "not-found")
+
+
+def test_a_parse_error_names_its_data_row_and_no_value_past_the_first_block(features: Features) -> None:
+    """A row past the first 4 MiB (read by threads, which do not number rows) is still named as a data
+    row counted from 1 after the header, like every other check, and its values are not shown."""
+    c = features.client("ml")
+    head = b"example_id,age\n" + b"".join(b"e%07d,3\n" % i for i in range(500_000))  # 6 MB
+    got = problem(put(c, "users", head + b"e-x,4,secret\n"), 422, "unparseable-upload")
+    assert got["rows"] == [500_001] and "secret" not in str(got) and "e-x" not in str(got)
+    dup = problem(put(c, "users", head + b"e0000000,4\n"), 422, "duplicate-example-id")
+    assert dup["rows"] == [1, 500_001]
 
 
 def test_other_requests_errors(features: Features) -> None:

@@ -249,6 +249,8 @@ def test_model_messages_are_checked_against_public_bounds(h: Harness) -> None:
         "a label release that is not a UUID": {
             "guarantee": g.model_copy(update={"label_release_id": "../x"})
         },
+        "no label release but an ε₁": {"guarantee": g.model_copy(update={"label_release_id": None})},
+        "a label release without its ε₁": {"guarantee": g.model_copy(update={"epsilon_labels": 0.0})},
         "a user-level term on an example-level model": {
             "guarantee": g.model_copy(update={"epsilon_user": 9.0})
         },

@@ -21,7 +21,7 @@ from tests.support.features_party import peak_rss_growth
 from tests.support.servers import features_server_thread, features_tenant_key
 
 PARQUET = "application/vnd.apache.parquet"
-UPLOAD_LIMIT = 16 * 2**20  # so a table may decode to 64 MiB (4 × the upload limit)
+UPLOAD_LIMIT = 16 * 2**20  # a table may decode to 4 × its body + 64 MiB (at most 128 MiB here)
 PEAK_MIB = 48  # what refusing any bomb below may raise this process's peak memory by
 
 

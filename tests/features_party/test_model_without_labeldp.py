@@ -104,10 +104,17 @@ def test_a_downloaded_model_predicts_with_scikit_learn_skops_and_pandas_alone(tm
         requires = sorted(
             line.split(":", 1)[1].strip().split(">")[0].split("<")[0].split("=")[0].strip()
             for line in z.read(metadata).decode().splitlines()
-            if line.startswith("Requires-Dist:")
+            if line.startswith("Requires-Dist:") and "extra ==" not in line
+        )
+        extras = sorted(
+            line.split(":", 1)[1].strip()
+            for line in z.read(metadata).decode().splitlines()
+            if line.startswith("Provides-Extra:")
         )
         modules = sorted(n for n in z.namelist() if n.endswith(".py"))
+    # the base install needs only these; the trainers' libraries are optional extras
     assert requires == ["numpy", "scikit-learn"], requires
+    assert {"torch", "lightgbm", "xgboost"} <= set(extras), extras
     assert all(m.startswith("labeldp_model/") for m in modules), modules
 
     settings = FeaturesSettings(data_dir=tmp_path / "features", grpc_port=0, allow_plaintext=True)

@@ -44,6 +44,9 @@ def test_train_inspect_predict_and_survive_a_restart(tmp_path: Path) -> None:
         assert done["status"] == "succeeded", done
         assert done["progress"]["iterations"] == 200 and done["progress"]["elapsed_s"] > 0
         model = c.get(f"/v1/models/{job}").json()
+        # each count means one thing from start to end: the release's examples; those the model fits on
+        assert done["progress"]["release_examples"] == N
+        assert done["progress"]["training_examples"] == model["metrics"]["train_examples"]
         assert model["loss"] == "poisson" and model["debias"] == "affine"
         stamps = [model["created_at"], done["created_at"], done["finished_at"]]
         stamps += [t["updated_at"] for t in c.get("/v1/feature-tables").json()["items"]]
@@ -86,10 +89,12 @@ def test_train_inspect_predict_and_survive_a_restart(tmp_path: Path) -> None:
         )
         missing = c.post(f"/v1/models/{job}/predictions", json={"rows": [{"age": 30}]})
         assert missing.status_code == 422 and missing.json()["type"] == "missing-features"
-        assert (
-            c.post(f"/v1/models/{job}/predictions", json={"example_ids": ["zzz"]}).json()["type"]
-            == "unknown-example-ids"
-        )
+        unknown = c.post(f"/v1/models/{job}/predictions", json={"example_ids": ["zzz"]}).json()
+        assert unknown["type"] == "unknown-example-ids" and unknown["example_ids"] == ["zzz"]
+        asked = [f"q{i}" for i in range(12)] + ["zzz"]  # 13 unknown
+        many = c.post(f"/v1/models/{job}/predictions", json={"example_ids": asked}).json()
+        assert many["unknown"] == 13 and many["example_ids"] == asked[:10]  # the first 10, in order
+        assert many["detail"] == "13 example_ids are not in feature table 'census': 'q0', 'q1', 'q2', …"
         # a job that fails keeps its error
         c.put(
             "/v1/feature-tables/strangers",

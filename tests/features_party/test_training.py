@@ -141,6 +141,6 @@ def test_stepped_boosting_reports_progress_and_matches_a_single_fit() -> None:
     single = HistGradientBoostingRegressor(max_iter=HGB_ITERATIONS, early_stopping=False).fit(X, y)
     assert np.allclose(stepped.predict(X), single.predict(X))
     assert [r["iterations"] for r in reports] == list(range(HGB_STEP, HGB_ITERATIONS + 1, HGB_STEP))
-    assert reports[-1]["eta_s"] == 0 and all(r["rows_seen"] == 3000 for r in reports)
+    assert reports[-1]["eta_s"] == 0 and all(r["training_examples"] == 3000 for r in reports)
     assert all(r["iterations_total"] == HGB_ITERATIONS for r in reports)  # a progress bar's length
     assert all(a["elapsed_s"] <= b["elapsed_s"] for a, b in itertools.pairwise(reports))

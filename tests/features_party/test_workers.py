@@ -32,7 +32,7 @@ from labeldp.common.wire.sender import ReleaseMessage, build_frames
 from labeldp.processes import FeaturesProcess, free_port
 from labeldp.v1 import delivery_pb2_grpc as pb_grpc
 from tests.support.messages import SENDER, release
-from tests.support.workers import fresh, requests_counted, stopped, wait_for_workers
+from tests.support.workers import fresh, requests_counted, stopped, wait_for_workers, zombie
 
 pytestmark = pytest.mark.processes
 
@@ -193,3 +193,32 @@ def test_a_lone_process_does_not_share_its_receiver_port(tmp_path: Path) -> None
     finally:
         second.stop()
         first.stop()
+
+
+def test_workers_end_with_their_supervisor(tmp_path: Path) -> None:
+    """``kill -9`` of the supervisor of ``features serve --workers 2``: both workers stop, so the REST
+    and gRPC ports are free for the next ``serve`` (orphans kept them: "Address already in use")."""
+    grpc_port = free_port()
+    env = {
+        "LABELDP_FEATURES_DATA_DIR": str(tmp_path / "features"),
+        "LABELDP_FEATURES_GRPC_PORT": str(grpc_port),
+        "LABELDP_FEATURES_ALLOW_PLAINTEXT": "true",
+        "LABELDP_FEATURES_WORKERS": "2",
+        "LABELDP_FEATURES_LOG_LEVEL": "warning",
+    }
+    server = FeaturesProcess(env)
+    server.start()
+    workers = wait_for_workers(server.pid or 0, 2)
+    server.kill()
+    deadline = time.monotonic() + 30
+    while [w for w in workers if Path(f"/proc/{w}").exists() and not zombie(w)]:
+        assert time.monotonic() < deadline, "a worker outlived its supervisor"
+        time.sleep(0.1)
+    again = FeaturesProcess(env)
+    again.port = server.port
+    again.start()  # binds both ports again
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+            grpc.channel_ready_future(channel).result(timeout=30)
+    finally:
+        again.stop()

@@ -131,3 +131,20 @@ def test_a_preview_states_the_bounds_the_release_would(api: Api) -> None:
         mech.bin_transition()[0, 1] if mech.m > 1 else 0.0,
     )
     assert charges(c) == []
+
+
+def test_the_audit_reads_the_labels_the_release_randomized_not_todays(api: Api) -> None:
+    """Invariant 12: the audit builds on a release, so it reads what the release froze. Re-uploading
+    every label afterwards (all to one value) leaves the audit exactly as it was; a release made after
+    the re-upload audits the new labels."""
+    c = with_recipient(api.tenant("acme", "10"))
+    ds = dataset(c, "weeks", label_type="count", lo=0, hi=9)
+    assert upload(c, ds, csv([(f"e{i}", (i * 7) % 10) for i in range(3_000)])).status_code == 200
+    rid = release(c, ds, "before", epsilon=2.0).json()["id"]
+    audit = c.get(f"/v1/releases/{rid}/audit").json()
+    assert upload(c, ds, csv([(f"e{i}", 9) for i in range(3_000)])).status_code == 200
+    assert c.get(f"/v1/releases/{rid}/audit").json() == audit
+    later = release(c, ds, "after", epsilon=2.0).json()["id"]
+    flat = c.get(f"/v1/releases/{later}/audit").json()
+    assert flat["epsilon_lower_bound"] is None  # every label in one bin now
+    assert audit["epsilon_lower_bound"] is not None

@@ -45,6 +45,21 @@ def test_dataset_specs_are_validated(api: Api) -> None:
         422,
         "invalid-request",
     )
+    # at most 10,000 support points (docs/limitations.md: the optimizer's worst case is O(k²))
+    problem(
+        c.post(
+            "/v1/datasets",
+            json={
+                "name": "x",
+                "label_type": "real",
+                "lo": 0,
+                "hi": 1,
+                "support": {"kind": "uniform", "k": 10_001},
+            },
+        ),
+        422,
+        "invalid-request",
+    )
     ok = c.post(
         "/v1/datasets",
         json={
@@ -91,7 +106,7 @@ def test_uploads_upsert_in_three_formats(api: Api) -> None:
         (csv([("a", 1), ("b", 60)]), "out-of-bounds", [2]),
         (csv([("a", 1)], header="id,label"), "missing-column", []),
         (csv([("", 1)]), "missing-example-id", [1]),
-        (b"not,a\ncsv", "unparseable-upload", []),
+        (b"not,a\ncsv", "unparseable-upload", [1]),
     ],
 )
 def test_bad_uploads_are_rejected_and_change_nothing(
@@ -104,6 +119,43 @@ def test_bad_uploads_are_rejected_and_change_nothing(
     got = problem(upload(c, ds, body), 422, code)
     assert got["rows"] == rows
     assert c.get(f"/v1/datasets/{ds}").json() == before
+
+
+def test_a_parse_error_and_a_check_number_a_row_alike_and_never_show_its_values(api: Api) -> None:
+    """One row numbering (data rows from 1, the header not counted) for Arrow's parse errors and the
+    checks alike, and no value in either answer (a label is a secret)."""
+    c = api.tenant("acme")
+    ds = dataset(c)
+    rows: list[tuple[str, object]] = [(f"c-{i}", i) for i in range(8)]
+    extra = csv(rows) + b"c-8,7.25,secret\n"  # data row 9 (line 10 of the file) has a third field
+    parse = problem(upload(c, ds, extra), 422, "unparseable-upload")
+    bad = problem(upload(c, ds, csv([*rows, ("c-8", "7.25x")])), 422, "invalid-label")
+    unquoted = problem(upload(c, ds, csv(rows) + b'"c-8,7.25\nc-9,1\n'), 422, "unparseable-upload")
+    assert parse["rows"] == bad["rows"] == unquoted["rows"] == [9]
+    assert parse["detail"] == (
+        "data row 9 has 3 fields; the header has 2 (a value holding a comma, a quote or a line break must "
+        "be quoted)"
+    )
+    for answer in (parse, bad, unquoted):
+        assert "7.25" not in str(answer) and "secret" not in str(answer) and "c-8" not in str(answer)
+    utf8 = problem(upload(c, ds, csv(rows) + b"c-8,7\xff\n"), 422, "unparseable-upload")
+    assert (
+        utf8["rows"] == [9]
+        and utf8["detail"] == "data row 9: column 'label' holds text that is not valid UTF-8"
+    )
+    assert c.get(f"/v1/datasets/{ds}").json()["label_count"] == 0
+
+
+@pytest.mark.parametrize(("delimiter", "name"), [(";", "semicolons"), ("\t", "tabs")])
+def test_another_delimiter_gets_a_hint_not_a_guess(api: Api, delimiter: str, name: str) -> None:
+    c = api.tenant("acme")
+    ds = dataset(c)
+    body = f"example_id{delimiter}label\na{delimiter}1\n".encode()
+    got = problem(upload(c, ds, body), 422, "missing-column")
+    assert got["detail"].startswith("the upload needs an example_id column (the header reads as 1 column")
+    assert f"this file looks separated by {name}" in got["detail"]
+    plain = problem(upload(c, ds, csv([("a", 1)], header="id,label")), 422, "missing-column")
+    assert plain["detail"] == "the upload needs an example_id column"  # no hint without a sign of one
 
 
 def test_unsupported_content_type_and_unknown_dataset(api: Api) -> None:

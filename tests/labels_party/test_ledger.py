@@ -13,13 +13,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy import Engine, func, select
 
+from labeldp.common.api_keys import hash_key
 from labels_party.budget.epsilon import to_micro, to_micro_floor
 from labels_party.budget.errors import BudgetExhaustedError, Spent
 from labels_party.budget.ledger import charge, set_budget
 from labels_party.budget.ledger_keys import distinct, example_keys
 from labels_party.budget.summaries import spend_of_tenant, spend_summary, total_spent
 from labels_party.storage.db import session_factory
-from labels_party.storage.orm import Base, LedgerEntry
+from labels_party.storage.orm import ApiKey, Base, LedgerEntry
 from labels_party.tenants import authenticate, create_tenant
 from tests.support.ledger import SEGMENTS, new_tenant
 
@@ -138,8 +139,11 @@ def test_keys_are_hashed_and_authentication_checks_the_hash(engine: Engine) -> N
     with session_factory(engine)() as s:
         assert authenticate(s, new.api_key) is not None
         assert authenticate(s, new.api_key + "x") is None
-        stored = authenticate(s, new.api_key)
-        assert stored is not None and new.api_key not in stored.key_hash
+        found = authenticate(s, new.api_key)
+        assert found is not None
+        stored = s.get(ApiKey, found.api_key_id)
+        assert stored is not None and found.tenant_id == new.tenant_id
+        assert new.api_key not in stored.key_hash and stored.key_hash == hash_key(new.api_key)
 
 
 @pytest.mark.parametrize("trial", range(20))

@@ -58,7 +58,13 @@ def neighbours() -> dict[str, tuple[dict[str, int], dict[str, int]]]:
     row_appears["c4-1"] = 0  # u4 (label 0, five clicks): one more explicit 0; the labels are unchanged
     label_changes = dict(d)
     label_changes["c1-0"] = 7  # u1 converted for 1, this click for 7
-    return {"a label row appears": (d, row_appears), "one label changes": (d, label_changes)}
+    outside = dict(d)
+    outside["elsewhere-0"] = 5  # a conversion for a click the universe does not list
+    return {
+        "a label row appears": (d, row_appears),
+        "one label changes": (d, label_changes),
+        "a label row appears outside the universe": (d, outside),
+    }
 
 
 def universe_csv() -> bytes:
@@ -70,7 +76,7 @@ def labels_csv(rows: dict[str, int], with_users: bool) -> bytes:
     """Label rows; ``with_users``: each repeats its example's user (allowed: it changes nothing)."""
     users = dict(universe())
     if with_users:
-        lines = ["example_id,label,user_id"] + [f"{e},{y},{users[e] or ''}" for e, y in rows.items()]
+        lines = ["example_id,label,user_id"] + [f"{e},{y},{users.get(e) or ''}" for e, y in rows.items()]
     else:
         lines = ["example_id,label"] + [f"{e},{y}" for e, y in rows.items()]
     return ("\n".join(lines) + "\n").encode()
@@ -133,7 +139,9 @@ def public_view(c: httpx.Client, labels: dict[str, int], with_users: bool) -> di
     }
 
 
-@pytest.mark.parametrize("kind", ["a label row appears", "one label changes"])
+@pytest.mark.parametrize(
+    "kind", ["a label row appears", "one label changes", "a label row appears outside the universe"]
+)
 def test_neighbouring_datasets_publish_and_charge_the_same_through_http(api: Api, kind: str) -> None:
     d, d_prime = neighbours()[kind]
     view = public_view(with_recipient(api.tenant("d", "100")), d, with_users=False)
@@ -147,7 +155,7 @@ def test_neighbouring_datasets_publish_and_charge_the_same_through_http(api: Api
     users, examples, capped, by_user = view["tau2"]
     assert (users, examples) == (27, len(universe()))
     assert by_user == Counter({u: n - 2 for u, n in per_user.items() if n > 2}) and capped == by_user.total()
-    if kind == "a label row appears":  # the same labels: auto's histogram and choice are the same
+    if kind != "one label changes":  # the same labels of the universe: auto's histogram and choice too
         tau = view["auto"][2]
         assert view["auto"][1] == sum(max(0, n - tau) for n in per_user.values()) == view["auto"][3]
     most = max(per_user.values())

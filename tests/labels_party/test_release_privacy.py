@@ -20,6 +20,7 @@ from labeldp.mechanisms import PublishedMechanism
 from tests.support.labels_api import (
     Api,
     charges,
+    csv,
     dataset,
     labelled,
     noisy,
@@ -69,7 +70,11 @@ def test_a_replay_returns_the_same_bytes_and_draws_nothing(api: Api) -> None:
         hashlib.sha256(message.read_bytes()).hexdigest() == digest_before
         and message.stat().st_mtime_ns == mtime
     )
-    assert len(charges(c)) == 1 and len(list((api.data_dir / "releases").iterdir())) == 1
+    rid = first.json()["id"]
+    assert len(charges(c)) == 1
+    assert sorted(p.name for p in (api.data_dir / "releases").iterdir()) == sorted(
+        [f"{rid}.parquet", f"{rid}.record.parquet"]
+    )
 
 
 def test_a_refused_release_writes_nothing(api: Api) -> None:
@@ -200,3 +205,40 @@ def test_every_draw_of_a_label_release_comes_after_its_charge_committed(
         assert drawn, f"release {asked} drew nothing through the spy"
         assert min(drawn) == asked, (asked, drawn)
     engine.dispose()
+
+
+@pytest.mark.parametrize(
+    "spec", [{"label_type": "count", "lo": 0, "hi": 9}, {"label_type": "binary", "lo": 0, "hi": 1}]
+)
+def test_a_release_publishes_the_declared_support_not_the_labels_seen(
+    api: Api, spec: dict[str, object]
+) -> None:
+    """The support is a public parameter: grid points no label uses are published all the same (a support
+    read off the labels would publish which values occur). The labels use 0 and 1 only; the count grid
+    has ten points, and a binary dataset whose labels are all 1 still publishes both classes."""
+    c = with_recipient(api.tenant("acme", "10"))
+    ds = dataset(c, "sparse", **spec)
+    values = [1] * 40 if spec["label_type"] == "binary" else [i % 2 for i in range(40)]
+    assert upload(c, ds, csv([(f"e{i}", y) for i, y in enumerate(values)])).status_code == 200
+    r = release(c, ds, "r", epsilon=2.0)
+    assert r.status_code == 201, r.text
+    mechanism = PublishedMechanism.model_validate(r.json()["mechanism"])
+    declared = list(range(int(spec["hi"]) + 1))  # type: ignore[call-overload]
+    assert list(mechanism.support) == declared and len(mechanism.prior) == len(declared)
+    preview = c.post(f"/v1/datasets/{ds}/releases:preview", json={"epsilon": 2.0, "recipient": "publisher"})
+    assert list(PublishedMechanism.model_validate(preview.json()["mechanism"]).support) == declared
+
+
+def test_the_budget_read_before_a_charge_is_not_the_budget_after_it(api: Api) -> None:
+    """The budget answer is kept between reads (per ledger version): a read, a release, a read — the
+    second read shows the charge (a kept answer that ignored the ledger's version would not)."""
+    c = with_recipient(api.tenant("acme", "5"))
+    ds = dataset(c)
+    assert upload(c, ds, csv([(f"e{i}", i % 10) for i in range(20)])).status_code == 200
+    before = c.get(f"/v1/datasets/{ds}/budget", params={"epsilon": 1.0}).json()
+    assert before["spend_distribution"] == [{"spent_from": 0.0, "spent_to": 0.0, "count": 20}]
+    assert c.get(f"/v1/datasets/{ds}/budget", params={"epsilon": 1.0}).json() == before  # kept
+    assert release(c, ds, "r", epsilon=1.5).status_code == 201
+    after = c.get(f"/v1/datasets/{ds}/budget", params={"epsilon": 1.0}).json()
+    assert after["spend_distribution"] == [{"spent_from": 1.5, "spent_to": 1.5, "count": 20}]
+    assert after["users"]["spend_distribution"] == [{"spent_from": 1.5, "spent_to": 1.5, "count": 20}]

@@ -10,7 +10,11 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
+from sqlalchemy import text
 
+from labeldp.mechanisms import DEFAULT_MODEL_CAPACITY
+from labels_party.releases.plan import ReleaseRequest
+from labels_party.storage.db import make_engine
 from tests.support.labels_api import (
     WEEKS,
     Api,
@@ -66,7 +70,7 @@ def test_release_lifecycle_and_stored_output(api: Api) -> None:
 
 
 def test_idempotency_key_is_required_and_replays_charge_nothing(api: Api) -> None:
-    c = with_recipient(api.tenant("acme"))
+    c = with_recipient(api.tenant("acme", "10"))
     ds = dataset(c)
     upload(c, ds, csv([("a", 1), ("b", 2)]))
     r = c.post(f"/v1/datasets/{ds}/releases", json={"epsilon": 0.5, "recipient": "publisher"})
@@ -74,9 +78,49 @@ def test_idempotency_key_is_required_and_replays_charge_nothing(api: Api) -> Non
     first = release(c, ds, "same")
     again = release(c, ds, "same")
     assert first.status_code == 201 and again.status_code == 200
-    assert again.json()["id"] == first.json()["id"]
-    problem(release(c, ds, "same", epsilon=0.25), 422, "idempotency-key-reused")
-    assert len(charges(c)) == 1
+    assert again.content == first.content  # the first answer, byte for byte ...
+    assert first.headers["Idempotent-Replayed"] == "false" and again.headers["Idempotent-Replayed"] == "true"
+    # ... also when the retry states what the first left to its default (or the reverse): the request
+    # is compared resolved, and an integer ε is the same number as its float
+    defaults = {"loss": "squared", "objective": "model", "model_capacity": DEFAULT_MODEL_CAPACITY}
+    stated = release(c, ds, "same", privacy_unit="example", **defaults)
+    assert stated.status_code == 200 and stated.content == first.content, stated.text
+    whole = release(c, ds, "whole", epsilon=1)
+    assert whole.status_code == 201, whole.text
+    assert release(c, ds, "whole", epsilon=1.0, loss="squared").content == whole.content
+    reused = problem(release(c, ds, "same", epsilon=0.25, loss="absolute"), 422, "idempotency-key-reused")
+    # the names of what differs, never the values; the absolute loss defaults to the label objective
+    assert reused["fields"] == ["epsilon", "loss", "model_capacity", "objective"]
+    assert reused["detail"] == (
+        "this Idempotency-Key was used for a different request (it differed in epsilon, loss, "
+        "model_capacity, objective); nothing was charged for this one"
+    )
+    assert "0.25" not in reused["detail"] and "absolute" not in reused["detail"]
+    other = problem(
+        release(c, ds, "same", example_ids=["a"], objective="label"), 422, "idempotency-key-reused"
+    )
+    assert other["fields"] == ["example_ids", "model_capacity", "objective"]
+    assert len(charges(c)) == 2
+
+
+def test_a_release_made_before_requests_were_resolved_replays_by_its_digest(api: Api) -> None:
+    """A release from before migration 0015 keeps only the digest of its request as sent: the same
+    body replays; another is refused, without names (none were kept)."""
+    c = with_recipient(api.tenant("acme", "10"))
+    ds = dataset(c)
+    upload(c, ds, csv([("a", 1), ("b", 2)]))
+    first = release(c, ds, "old", loss="squared")
+    legacy = ReleaseRequest(0.5, "squared", "publisher").digest(ds)
+    engine = make_engine(api.database_url)
+    with engine.begin() as conn:
+        conn.execute(
+            text("UPDATE releases SET request = NULL, request_hash = :h WHERE id = :id"),
+            {"h": legacy, "id": first.json()["id"]},
+        )
+    engine.dispose()
+    assert release(c, ds, "old", loss="squared").content == first.content
+    reused = problem(release(c, ds, "old", loss="poisson"), 422, "idempotency-key-reused")
+    assert reused["fields"] == [] and len(charges(c)) == 1
 
 
 def test_exhausted_budget_is_409_and_reuploading_ids_does_not_reset_it(api: Api) -> None:
@@ -124,8 +168,10 @@ def test_release_validation_errors_store_nothing(api: Api) -> None:
     problem(release(c, ds, "v1", recipient="stranger"), 422, "unknown-recipient")
     problem(release(c, ds, "v2", loss="hinge"), 422, "invalid-request")
     problem(release(c, ds, "v3", epsilon=-1), 422, "invalid-request")
-    problem(release(c, ds, "v4", epsilon=1.0, epsilon_prior=1.0), 422, "invalid-epsilon")
-    problem(release(c, ds, "v5", example_ids=["zzz"]), 422, "unknown-example-ids")
+    split = problem(release(c, ds, "v4", epsilon=1.0, epsilon_prior=1.0), 422, "invalid-epsilon")
+    assert split["parameter"] == "epsilon_prior"  # the field, for a form to show it at
+    unknown = problem(release(c, ds, "v5", example_ids=["a", "zzz", "yyy"]), 422, "unknown-example-ids")
+    assert unknown["example_ids"] == ["zzz", "yyy"] and unknown["unknown"] == 2  # named, in the order sent
     problem(release(c, ds, "v6", loss="zero_one"), 422, "invalid-loss")
     empty = dataset(c, "empty")
     problem(release(c, empty, "v7"), 422, "empty-release")

@@ -104,7 +104,9 @@ def test_a_user_level_replay_charges_once_and_a_preview_states_the_unit(api: Api
     first = user_release(c, ds, "same")
     again = user_release(c, ds, "same")
     assert first.status_code == 201 and again.status_code == 200 and again.json() == first.json()
-    problem(user_release(c, ds, "same", contribution_bound=3), 422, "idempotency-key-reused")
+    reused = problem(user_release(c, ds, "same", contribution_bound=3), 422, "idempotency-key-reused")
+    assert reused["fields"] == ["contribution_bound"]
+    assert user_release(c, ds, "same", loss="squared").content == first.content  # the default, stated
     assert len(charges(c)) == 1
     preview = c.post(
         f"/v1/datasets/{ds}/releases:preview",

@@ -23,7 +23,7 @@ from labels_party.storage.data_dir import DataDir
 from labels_party.storage.db import make_engine, session_factory
 from labels_party.storage.orm import LedgerEntry, Release
 from tests.support.servers import LabelsProcess, tenant_key
-from tests.support.workers import fresh, requests_counted, stopped, wait_for_workers
+from tests.support.workers import fresh, requests_counted, stopped, wait_for_workers, zombie
 
 pytestmark = pytest.mark.processes
 
@@ -129,3 +129,27 @@ def test_two_workers_are_one_service(database_url: str, tmp_path: Path) -> None:
     finally:
         server.stop()
         engine.dispose()
+
+
+def test_workers_end_with_their_supervisor(tmp_path: Path) -> None:
+    """``kill -9`` of the ``serve --workers 2`` supervisor: its workers stop (they kept serving as
+    orphans, and the next ``serve`` on the port failed with "Address already in use"), and a new
+    ``serve`` on the same port answers."""
+    url = f"sqlite:///{tmp_path / 'labels.db'}"
+    _, key = tenant_key(url, "acme", "10")
+    server = LabelsProcess(tmp_path / "data", url, env={"LABELDP_WORKERS": "2"})
+    server.start()
+    assert server.proc is not None
+    workers = wait_for_workers(server.proc.pid, 2)
+    server.kill()
+    deadline = time.monotonic() + 30
+    while [w for w in workers if Path(f"/proc/{w}").exists() and not zombie(w)]:
+        assert time.monotonic() < deadline, "a worker outlived its supervisor"
+        time.sleep(0.1)
+    again = LabelsProcess(tmp_path / "data", url, env={"LABELDP_WORKERS": "2"})
+    again.port = server.port  # the same port: free again
+    again.start()
+    try:
+        assert fresh(again.base_url, key).get("/v1/datasets").status_code == 200
+    finally:
+        again.stop()

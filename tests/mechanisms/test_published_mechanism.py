@@ -57,7 +57,10 @@ priors = st.lists(st.floats(min_value=0.0, max_value=1.0), min_size=2, max_size=
 def over_the_wire(published: PublishedMechanism) -> PublishedMechanism:
     """Sign a message carrying it, verify it as the receiver does, read the mechanism back."""
     me = Identity.generate()
-    frames = build_frames(release([f"e{i}" for i in range(5)], mechanism=published), me)
+    label_type = "categorical" if published.loss == "zero_one" else "count"
+    frames = build_frames(
+        release([f"e{i}" for i in range(5)], mechanism=published, label_type=label_type), me
+    )
     verified = check_header(
         frames[0],
         lambda sender, key_id: me.public_key if (sender, key_id) == (SENDER, me.key_id) else None,

@@ -9,6 +9,7 @@ import pytest
 
 from labeldp.mechanisms import RROnBins, SecureRandom, integer_grid, optimize_rr_on_bins
 from labeldp.mechanisms.randomized_response import KeepThreshold, rr_draw
+from tests.support.scripted import ScriptedRandom
 from tests.support.seeded import SeededRandom
 from tests.support.stats import ALPHA, chi_square_ok, wilson
 
@@ -123,3 +124,37 @@ def test_tiny_epsilon_never_makes_keeping_less_likely_than_moving() -> None:
     for label in np.unique(labels):  # the same uniform distribution whatever the label
         ok, ratio = chi_square_ok(np.bincount(out[labels == label] // 100, minlength=10), np.full(10, 0.1))
         assert ok, (label, ratio)
+
+
+@pytest.mark.parametrize(("eps", "m"), [(1.0, 2), (0.3, 5), (4.0, 17)])
+def test_the_keep_decision_is_the_exact_integer_threshold(eps: float, m: int) -> None:
+    """The 64-bit word T − 1 keeps the label and the word T moves it, for the integer threshold T — a
+    comparison made in floating point cannot tell the two apart (doubles hold 53 bits)."""
+    threshold = KeepThreshold.for_epsilon(eps, m)
+    t = threshold.threshold
+    assert float(t - 1) == float(t)  # why floats would get one of them wrong
+    truth = np.array([1, 1], dtype=np.int64)
+    # the other output: the largest word is never rejected and picks the last one (m = 2 draws nothing)
+    others = np.full(2 if m > 2 else 0, 0xFFFF_FFFF, dtype=np.uint32)
+    stream = ScriptedRandom.of(np.array([t - 1, t], dtype=np.uint64), others)
+    out = rr_draw(truth, threshold, stream)
+    assert out.tolist() == [1, m - 1 if m > 2 else 0]  # T − 1 kept, T moved
+    assert stream.stream == b""
+
+
+def test_integers_below_rejects_the_words_that_would_bias_it() -> None:
+    """Lemire's method: a 32-bit word whose low product falls under 2³² mod s is rejected and the next
+    word decides. For s = 3 the word 0 is such a word (0 · 3 = 0 < 1): it must not become the value 0."""
+    s = 3
+    assert (1 << 32) % s == 1
+    stream = ScriptedRandom.of(
+        np.array([0, 0xFFFF_FFFF, 0x5555_5556], dtype=np.uint32), np.array([], np.uint32)
+    )
+    out = stream.integers_below(s, 2)
+    # the first draw takes two words: 0 (rejected) and 2³² − 1 (the second value, ⌊(2³²−1)·3/2³²⌋ = 2);
+    # the first value then takes the third word: ⌊0x55555556·3/2³²⌋ = 1
+    assert out.tolist() == [1, 2]
+    assert stream.stream == b""  # three words: the rejected one was replaced by a fresh one
+    # every residue is equally likely: over all 2³² words each output keeps exactly ⌊2³²/3⌋ of them
+    kept = [((1 << 32) - (1 << 32) % s) // s] * s
+    assert sum(kept) == (1 << 32) - 1

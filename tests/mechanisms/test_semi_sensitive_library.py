@@ -197,6 +197,15 @@ def test_calibrated_noise_spends_at_most_the_charge(eps: float) -> None:
     assert spent <= rdp_bound <= 2.5 * eps
 
 
+def test_calibration_never_overspends_by_any_amount() -> None:
+    """One full-batch step at ε₂ = 3, δ = 10⁻⁶: Brent's root lands about 10⁻⁶ above ε₂ here, so without the
+    final check the chosen σ would spend more than is charged. No tolerance: at most ε₂, exactly."""
+    one_step = DpSgdSchedule.of(1200, 1200, 1)
+    sigma = calibrate_noise(one_step, 3.0, 1e-6)
+    assert epsilon_spent(one_step, sigma, 1e-6) <= 3.0
+    assert epsilon_spent(one_step, sigma * (1 - 2e-4), 1e-6) > 3.0  # and still the least such σ, to 1e-4
+
+
 @pytest.mark.slow  # the accountant at its least noise: ~7 s
 def test_calibration_ends_at_the_accountants_range() -> None:
     """One full-batch step: where σ = 10⁴ is not enough no noise level reaches ε (a refusal that says

@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 from features_party import tenants
 from features_party.config import FeaturesSettings
 from features_party.metrics import FeaturesMetrics
-from features_party.receiver.server import build_server
+from features_party.receiver.server import ReceiverServer, build_server
 from features_party.receiver.service import Receiver
 from features_party.storage.data_dir import DataDir
 from features_party.storage.db import make_engine, migrate, session_factory
@@ -37,7 +37,7 @@ class Harness:
     settings: FeaturesSettings
     sender: Identity
     channel: grpc.Channel
-    server: grpc.Server
+    server: ReceiverServer
     receiver: Receiver
     port: int
     metrics: FeaturesMetrics
@@ -52,6 +52,17 @@ class Harness:
         return self.channel.stream_unary(
             "/labeldp.v1.FeaturesParty/DeliverRelease", response_deserializer=pb.DeliveryReceipt.FromString
         )
+
+    def channel_as(self, client: str) -> grpc.Channel:
+        """A new mTLS channel with the client certificate ``client`` of the harness's CA (``labels-party``,
+        ``mallory``): what the receiver tells peers apart by."""
+        certs = self.settings.data_dir.parent / "certs"
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=(certs / "ca.pem").read_bytes(),
+            private_key=(certs / f"{client}-key.pem").read_bytes(),
+            certificate_chain=(certs / f"{client}.pem").read_bytes(),
+        )
+        return grpc.secure_channel(f"localhost:{self.port}", credentials, options=OPTIONS)
 
     def stored(self) -> int:
         with self.receiver.sessions() as s:
@@ -105,9 +116,12 @@ def start(
     party: str = "publisher",
     idle_s: float = 60.0,
     workers: int = 32,
+    **limits: float,
 ) -> Harness:
+    """A receiver on loopback; ``limits``: more of its settings (``stream_header_seconds``,
+    ``grpc_streams_per_peer``, …)."""
     data = tmp_path / f"features-{uuid.uuid4().hex[:6]}"
-    certs = dev_ca(tmp_path / "certs") if tls else None
+    certs = dev_ca(tmp_path / "certs", other_clients=("mallory",)) if tls else None
     settings = FeaturesSettings(
         party_id=party,
         data_dir=data,
@@ -119,6 +133,7 @@ def start(
         max_release_bytes=max_bytes,
         stream_idle_seconds=idle_s,
         grpc_workers=workers,
+        **limits,  # type: ignore[arg-type]
     )
     data.mkdir(parents=True)
     engine = make_engine(settings.resolved_database_url())
@@ -136,9 +151,7 @@ def start(
             )
         )
     metrics = FeaturesMetrics()
-    receiver = Receiver(
-        sessions, DataDir(data), party, max_bytes, on_outcome=metrics.record_delivery, idle_timeout_s=idle_s
-    )
+    receiver = Receiver(sessions, DataDir(data), party, max_bytes, on_outcome=metrics.record_delivery)
     server, port = build_server(receiver, settings)
     if certs:
         creds = grpc.ssl_channel_credentials(

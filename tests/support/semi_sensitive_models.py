@@ -45,10 +45,16 @@ SPEC: dict[str, Any] = {
 
 
 class Party:
-    def __init__(self, base: str, database_url: str, data_dir: Path) -> None:
-        self.database_url, self.data_dir = database_url, data_dir
-        self.tenant_id, key = tenant_key(database_url, "acme", "10")
+    """One tenant of a labels party over HTTP (``acme`` by default, ε = 10 per example)."""
+
+    def __init__(self, base: str, database_url: str, data_dir: Path, tenant: str = "acme") -> None:
+        self.base, self.database_url, self.data_dir = base, database_url, data_dir
+        self.tenant_id, key = tenant_key(database_url, tenant, "10")
         self.client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=300)
+
+    def tenant(self, name: str) -> Party:
+        """Another tenant of the same labels party."""
+        return Party(self.base, self.database_url, self.data_dir, name)
 
     @contextmanager
     def session(self) -> Iterator[Session]:

@@ -14,6 +14,14 @@ from pathlib import Path
 import httpx
 
 
+def zombie(pid: int) -> bool:
+    """Whether a process has exited (gone, or a zombie its parent has not reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
 def workers_of(pid: int) -> list[int]:
     """The uvicorn workers (spawned Python processes) of the ``serve`` process ``pid``."""
     children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()

@@ -33,7 +33,7 @@ TableName = Annotated[str, Path(min_length=1, max_length=MAX_NAME_CHARS, pattern
         201: {"model": FeatureTableOut, "description": "a new table (200: a new version of one)"},
         **errors(
             s413="`payload-too-large`: over the upload limit; `table-too-large`: more columns, rows, "
-            "pages or footer than allowed, or it would decode to more than 4 × the upload limit",
+            "pages or footer than allowed, or it would decode to more than 4 × its body + 64 MiB",
             s415="`unsupported-media-type`: send CSV or Parquet",
             s422="the table, refused whole (nothing stored): `unparseable-upload` (not CSV or Parquet as "
             "declared), `duplicate-column` (a column name twice), `wrong-column-type` (example_id not text "

@@ -15,14 +15,17 @@ router = APIRouter(prefix="/v1", tags=["senders"])
     status_code=201,
     response_model=SenderOut,
     responses=errors(
-        s409="`sender-exists`: this tenant pinned that sender id already",
+        s409="`sender-exists`: this tenant pinned that sender id already; `too-many-senders`: it pinned "
+        "1,000",
         s422="`invalid-public-key`: public_key_pem is not an Ed25519 public key in PEM",
     ),
 )
 def pin_sender(body: SenderIn, caller: Caller, senders: Senders) -> SenderOut:
-    """Pin a labels party's public key for this tenant: messages it signed with this key are accepted,
-    and what they deliver is this tenant's alone. Other tenants may pin the same sender id with the key
-    they trust; a key pinned by several tenants under one sender id delivers to none of them."""
+    """Pin a labels party's public key for this tenant: messages it signed with this key and addressed
+    to this tenant (`recipient_tenant`: give the labels party this tenant's id from GET /v1/identity)
+    are accepted, and what they deliver is this tenant's alone. Other tenants may pin the same sender
+    id, with any key, without affecting this tenant; only a message that names no tenant (a labels
+    party from before `recipient_tenant`) is refused when several tenants pinned its key."""
     return SenderOut.of(senders.pin(caller.tenant_id, body.id, body.public_key_pem))
 
 

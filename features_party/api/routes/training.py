@@ -78,7 +78,8 @@ def download_model(model_id: str, caller: Caller, training: Training) -> FileRes
         **errors(
             s404="`not-found`: no such model, or no such feature table",
             s422="`missing-features`: rows lack some of the model's columns; `invalid-feature-value`: a "
-            "value of the wrong kind; `unknown-example-ids`: IDs the feature table lacks",
+            "value of the wrong kind; `unknown-example-ids`: IDs the feature table lacks (how many in "
+            "`unknown`, the first 10 in `example_ids`)",
         ),
     },
 )

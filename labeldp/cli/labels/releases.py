@@ -57,12 +57,16 @@ def recipients_add(
     api_key: LabelsKey = "",
     as_json: AsJson = False,
 ) -> None:
-    """Register a features party (its name, receiver, CA and key fingerprint) as a recipient."""
+    """Register a features party (its name, receiver, CA and key fingerprint, and the tenant that
+    gave its identity: every message names it) as a recipient."""
     with labels_client(url, api_key) as client:
         peer = read_identity(identity)
         address = grpc_address or f"{grpc_host}:{peer.get('grpc_port')}"
         pem = ca.read_text() if ca is not None else None
-        out = client.register_recipient(peer["party_id"], address, pem, str(peer.get("key_id")))
+        tenant = peer.get("tenant_id")
+        out = client.register_recipient(
+            peer["party_id"], address, pem, str(peer.get("key_id")), str(tenant) if tenant else None
+        )
     tls = "mutual TLS" if pem else "plaintext"
     show(out, as_json, f"recipient {out['name']} at {address} ({tls}), key {peer.get('key_id')}")
 
@@ -233,20 +237,35 @@ def _positive_int(text: str) -> int:
 
 @releases_group.command("list")
 def releases_list(
-    dataset: Dataset, url: LabelsUrl = LABELS_URL, api_key: LabelsKey = "", as_json: AsJson = False
+    dataset: Annotated[
+        str | None, typer.Option(help="Dataset name or id (default: every dataset's releases).")
+    ] = None,
+    url: LabelsUrl = LABELS_URL,
+    api_key: LabelsKey = "",
+    as_json: AsJson = False,
 ) -> None:
-    """A dataset's releases, oldest first: status, ε, examples, recipient and bins."""
+    """Releases, oldest first: status, ε, examples, recipient and bins — one dataset's, or every
+    dataset's (then with the dataset's name), as ``GET /v1/releases`` lists them."""
     with labels_client(url, api_key) as client:
-        rows = client.releases(client.dataset_id(dataset))
+        rows = client.releases(client.dataset_id(dataset) if dataset else None)
         names = _recipient_names(client) if rows and not as_json else {}
+        datasets = (
+            {d["id"]: d["name"] for d in client.datasets()} if rows and not as_json and not dataset else {}
+        )
     if as_json:
         print_json(rows)
         return
     shown = [
-        {**r, "recipient": names.get(r["recipient_id"], r["recipient_id"]), "bins": numbers(r["bins"] or [])}
+        {
+            **r,
+            "dataset": datasets.get(r["dataset_id"], r["dataset_id"]),
+            "recipient": names.get(r["recipient_id"], r["recipient_id"]),
+            "bins": numbers(r["bins"] or []),
+        }
         for r in rows
     ]
-    print_table(shown, ("id", "status", "epsilon", "examples", "recipient", "bins", "created_at"))
+    columns = ("id", "status", "epsilon", "examples", "recipient", "bins", "created_at")
+    print_table(shown, columns if dataset else ("id", "dataset", *columns[1:]))
 
 
 def _recipient_names(client: LabelsClient) -> dict[str, str]:

@@ -11,6 +11,7 @@ information).
 from __future__ import annotations
 
 import struct
+from typing import Final
 
 import pyarrow as pa
 
@@ -32,6 +33,11 @@ ID_SCHEMA = pa.schema([("example_id", pa.string())])
 
 
 LENGTH_PREFIX = struct.Struct("<I")
+
+
+# gRPC's own trailer for "retry after this many milliseconds": the receiver sets it on a refusal that
+# frees itself (a limit of the sender's streams), and the labels party waits that long and retries
+PUSHBACK_METADATA: Final = "grpc-retry-pushback-ms"
 
 
 HTTP_FOR_GRPC = {

@@ -1,6 +1,8 @@
 """The receiver's side: the signature checked against the pinned key(s) of the claimed sender *before*
-any chunk is read, then the recipient, the expiry, the counts and the published mechanism; then the
-chunks streamed through the same hash, and nothing decoded until the hash matches.
+any chunk is read, then the recipient, the expiry, the counts, the published mechanism and the label
+type (one the labels party knows, taking the mechanism's loss: the features party stores and shows it
+and trains by it); then the chunks streamed through the same hash, and nothing decoded until the hash
+matches.
 
 A pinned sender may still be hostile, so what the signature covers is bounded before it costs
 anything: the mechanism's sizes before its bins are derived, the announced counts against the size
@@ -23,7 +25,7 @@ import pyarrow as pa
 from labeldp.common.errors import DomainError
 from labeldp.common.example_ids import as_text, check_ids
 from labeldp.common.inputs import is_clean_text, is_uuid
-from labeldp.common.model_message import KeyLookup, as_pins, verified_owners
+from labeldp.common.model_message import KeyLookup, for_tenant, verified_owners
 from labeldp.common.wire.arrow_ids import read_ids
 from labeldp.common.wire.format import (
     CHUNK_MAX_EXAMPLES,
@@ -32,6 +34,7 @@ from labeldp.common.wire.format import (
 )
 from labeldp.common.wire.mechanism import mechanism_from_header
 from labeldp.common.wire.sender import encoding_for
+from labeldp.mechanisms.factory import LOSSES_BY_LABEL_TYPE
 from labeldp.mechanisms.published import MAX_BINS, PublishedMechanism
 from labeldp.mechanisms.support import MAX_SUPPORT_SIZE
 from labeldp.mechanisms.unbiased_weights import MAX_UNBIASED_OUTPUTS, MAX_UNBIASED_SUPPORT
@@ -75,10 +78,15 @@ def check_header(
         raise WireError("unauthenticated", "the header names no valid sender")
     if not is_uuid(header.release_id):
         raise WireError("invalid_argument", "release_id must be a UUID (lowercase, 8-4-4-4-12)")
-    found = trusted(header.sender_id, header.sender_key_id)
-    if not as_pins(found):
+    if header.recipient_tenant and not is_uuid(header.recipient_tenant):
+        raise WireError("invalid_argument", "recipient_tenant must be a tenant id (a UUID)")
+    # only the named tenant's pins (and legacy ones) are tried: the signature then covers the name
+    found = for_tenant(trusted(header.sender_id, header.sender_key_id), header.recipient_tenant)
+    if not found:
         raise WireError(
-            "unauthenticated", f"sender {header.sender_id!r} with key {header.sender_key_id!r} is not pinned"
+            "unauthenticated",
+            f"sender {header.sender_id!r} with key {header.sender_key_id!r} is not pinned"
+            + (" by the tenant the release is for" if header.recipient_tenant else ""),
         )
     owners = verified_owners(found, signed.signature, signed.header)
     if not owners:
@@ -93,6 +101,13 @@ def check_header(
     _check_counts(header)
     _check_mechanism_sizes(header)
     mechanism = mechanism_from_header(header)
+    allowed = LOSSES_BY_LABEL_TYPE.get(header.label_type)  # type: ignore[call-overload]
+    if allowed is None:
+        raise WireError("invalid_argument", f"label_type must be one of {', '.join(LOSSES_BY_LABEL_TYPE)}")
+    if mechanism.loss not in allowed:
+        raise WireError(
+            "invalid_argument", f"{header.label_type} labels do not take the loss {mechanism.loss!r}"
+        )
     if header.bin_encoding != encoding_for(mechanism.bin_codes):
         raise WireError("invalid_argument", "the bin encoding does not match the number of bin codes")
     return VerifiedHeader(header, mechanism, tuple(owners))

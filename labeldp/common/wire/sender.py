@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +33,8 @@ class MessageHeader:
     expires_at_unix_ms: int
     label_type: str
     mechanism: PublishedMechanism
+    # the recipient's tenant it is for (empty: none named, as a message from before the field)
+    recipient_tenant: str = field(default="", kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,7 @@ def _signed_header(
         chunk_count=chunks,
         payload_sha256=digest,
         bin_encoding=encoding_for(release.mechanism.bin_codes),
+        recipient_tenant=release.recipient_tenant,
     )
     header_bytes = header.SerializeToString(deterministic=True)
     return pb.ReleaseFrame(header=pb.SignedHeader(header=header_bytes, signature=identity.sign(header_bytes)))

@@ -24,7 +24,14 @@ router = APIRouter(prefix="/v1", tags=["recipients"])
 def register_recipient(body: RecipientIn, caller: Caller, recipients: Recipients) -> RecipientOut:
     """Register a features party that releases may be addressed to (and delivered to)."""
     return RecipientOut.of(
-        recipients.register(caller.tenant_id, body.name, body.grpc_address, body.tls_ca_pem, body.fingerprint)
+        recipients.register(
+            caller.tenant_id,
+            body.name,
+            body.grpc_address,
+            body.tls_ca_pem,
+            body.fingerprint,
+            body.recipient_tenant,
+        )
     )
 
 

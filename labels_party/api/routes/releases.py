@@ -6,7 +6,7 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import FileResponse
 
 from labeldp.common.errors import DomainError
-from labeldp.common.openapi import errors
+from labeldp.common.openapi import REPLAYED, errors
 from labeldp.common.pages import Page, Paging
 from labels_party.api.deps import Caller, Releases
 from labels_party.api.schemas.budget import BudgetRefusal
@@ -14,13 +14,15 @@ from labels_party.api.schemas.releases import AuditOut, PreviewIn, PreviewOut, R
 
 # what a release or a preview refuses in its request, before anything is charged
 RELEASE_422 = (
-    "`invalid-epsilon`: ε (or its split) outside what the service takes; `invalid-request`: parameters "
+    "`invalid-epsilon`: ε (or its split) outside what the service takes (the field in `parameter`); "
+    "`invalid-request`: parameters "
     "that do not fit together (e.g. contribution_bound without privacy_unit user); `invalid-prior`: a "
     "public_prior of the wrong length or masses; `invalid-loss`: a loss the dataset's label type does not "
     "take; `invalid-parameter`: parameters the mechanisms refuse; "
     "`user-delta-too-large`: δ_τ would reach 1; `empty-release`: no labels, or no example to release; "
-    "`duplicate-example-id`, `unknown-example-ids`: example_ids repeats one, or names one the dataset "
-    "lacks; `missing-labels`: universe examples without a label and no default_label"
+    "`duplicate-example-id`, `unknown-example-ids`: example_ids repeats one, or names some the dataset "
+    "lacks (how many in `unknown`, the first 10 in `example_ids`); `missing-labels`: universe examples "
+    "without a label and no default_label"
 )
 router = APIRouter(prefix="/v1", tags=["releases"])
 
@@ -30,15 +32,20 @@ router = APIRouter(prefix="/v1", tags=["releases"])
     status_code=201,
     response_model=ReleaseOut,
     responses={
-        200: {"model": ReleaseOut, "description": "a replay: the release this key created; nothing charged"},
+        200: {
+            "model": ReleaseOut,
+            "description": "a replay: the release this key created, in its current state; nothing charged "
+            "(`Idempotent-Replayed: true`)",
+        },
         202: {
             "model": ReleaseOut,
             "description": "with `Prefer: respond-async`: charged, randomizing; poll the release",
         },
         **errors(
             s400="`idempotency-key-required`: send an Idempotency-Key header",
-            s422=RELEASE_422 + "; `idempotency-key-reused`: the key was used with another body (nothing "
-            "charged); `unknown-recipient`: no recipient of that name",
+            s422=RELEASE_422 + "; `idempotency-key-reused`: the key was used for a request that differs "
+            "once defaults are applied (the differing fields named in `fields`; nothing charged); "
+            "`unknown-recipient`: no recipient of that name",
             s503="`cluster-unavailable`: the configured Dask cluster did not answer; `ledger-contention`: "
             "concurrent charges kept this one from committing — retry (nothing charged either way)",
         ),
@@ -62,13 +69,15 @@ def create_release(
             alias="Idempotency-Key",
             max_length=200,
             pattern=r"^[!-~]+$",
-            description="required: a retry with the same key and body returns the first answer",
+            description="required: a retry with the same key and request (defaults applied) returns the "
+            "first answer",
         ),
     ] = None,
     prefer: Annotated[str | None, Header(max_length=200)] = None,
 ) -> ReleaseOut:
     """Charge the budget, then privatize every label once. Needs an ``Idempotency-Key`` header:
-    the same key with the same body returns the original release and charges nothing. With
+    the same key with the same request (defaults applied: a retry may leave out a defaulted field)
+    returns the original release, says so in ``Idempotent-Replayed``, and charges nothing. With
     ``Prefer: respond-async`` the answer is 202 right after the charge (status ``charged``); poll
     ``GET /v1/releases/{id}`` until it is ``complete``."""
     if not idempotency_key:
@@ -79,6 +88,7 @@ def create_release(
     release, created = releases.create(
         caller.tenant_id, caller.api_key_id, dataset_id, body.request(), idempotency_key, wait=wait
     )
+    response.headers[REPLAYED] = "false" if created else "true"  # the body stays the first answer's
     if not created:
         response.status_code = 200
     elif release.status == "charged":
@@ -134,7 +144,10 @@ def get_release(release_id: str, caller: Caller, releases: Releases) -> ReleaseO
 @router.get(
     "/releases/{release_id}/audit",
     response_model=AuditOut,
-    responses=errors(s409="`release-not-complete`; `no-labels`: the dataset holds no labels now"),
+    responses=errors(
+        s409="`release-not-complete`; `no-labels`: a release made before releases kept a record, whose "
+        "dataset holds no labels for its examples now"
+    ),
 )
 def audit_release(
     release_id: str,
@@ -151,7 +164,7 @@ def audit_release(
     ] = 1e-6,
 ) -> AuditOut:
     """Free and for the tenant's eyes only (like the preview): what the best attacker learns from this
-    release, computed with the raw labels the dataset holds now, and the canary check's lower bound on
+    release, computed with the raw labels it randomized (its record), and the canary check's lower bound on
     the ε the sampler implements, with the release's examples as the canaries. Spends nothing, goes to
     no recipient, and is never logged."""
     return AuditOut.of(releases.audit(caller.tenant_id, release_id, alpha))

@@ -7,7 +7,7 @@ from fastapi import APIRouter, Header, Response
 from fastapi.concurrency import run_in_threadpool
 
 from labeldp.common.errors import DomainError
-from labeldp.common.openapi import errors
+from labeldp.common.openapi import REPLAYED, errors
 from labels_party.api.deps import Caller, Deliveries, SemiSensitive
 from labels_party.api.schemas.budget import BudgetRefusal
 from labels_party.api.schemas.deliveries import ModelDeliveryOut
@@ -28,7 +28,8 @@ router = APIRouter(prefix="/v1", tags=["semi-sensitive models"])
     responses={
         200: {
             "model": SemiSensitiveModelOut,
-            "description": "a replay: the model this key created; nothing charged",
+            "description": "a replay: the model this key created, in its current state; nothing charged "
+            "(`Idempotent-Replayed: true`)",
         },
         **errors(
             s400="`idempotency-key-required`: send an Idempotency-Key header",
@@ -38,7 +39,8 @@ router = APIRouter(prefix="/v1", tags=["semi-sensitive models"])
             "registered; `unusable-dataset`: without a release, a universe example has no label; "
             "`empty-release`: no labelled examples; `too-many-examples`; `invalid-parameter`; "
             "`user-delta-too-large`; "
-            "`idempotency-key-reused`: the key was used with another body",
+            "`idempotency-key-reused`: the key was used for a request that differs once defaults are "
+            "applied (the differing fields named in `fields`; nothing charged)",
             s503="`ledger-contention`: concurrent charges kept this one from committing — retry",
             s501="`dpsgd-unavailable`: this installation lacks the dpsgd extra",
         ),
@@ -47,7 +49,9 @@ router = APIRouter(prefix="/v1", tags=["semi-sensitive models"])
             "description": "`budget-exhausted`, `user-budget-exhausted`, `delta-budget-exhausted`: the "
             "(ε₂, δ) charge would overspend (nothing charged, no noise drawn; ε spent and left in "
             "`spent` and `left`, δ in `delta_spent` and `delta_budget`); `no-non-sensitive-rows`: "
-            "upload them first",
+            "upload them first; `user-map-changed`: the dataset now gives some of the label release's "
+            "training examples other users than the release froze (make a new label release); "
+            "`release-without-record`: the label release predates releases recording their users",
         },
     },
 )
@@ -71,6 +75,7 @@ async def create_semi_sensitive_model(
     model, created = await run_in_threadpool(
         service.create, caller.tenant_id, caller.api_key_id, dataset_id, body.request(), idempotency_key
     )
+    response.headers[REPLAYED] = "false" if created else "true"  # the body stays the first answer's
     if not created:
         response.status_code = 200
     return SemiSensitiveModelOut.of(model)

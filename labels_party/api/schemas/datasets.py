@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from functools import lru_cache
 from typing import Any
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
@@ -41,6 +43,13 @@ class DatasetIn(DatasetSpec):
     name: Name
 
 
+@lru_cache(maxsize=1024)
+def _support_size(spec: str) -> int:
+    """A stored spec's support size; validating a spec builds its grid, which listing datasets did for
+    every dataset on every request (an eighth of the list route's time under 16 connections)."""
+    return DatasetSpec.model_validate_json(spec).support_points()
+
+
 class DatasetOut(BaseModel):
     id: str
     name: str
@@ -64,7 +73,7 @@ class DatasetOut(BaseModel):
             id=ds.id,
             name=ds.name,
             spec=ds.spec,
-            support_size=DatasetSpec.model_validate(ds.spec).build_support().k,
+            support_size=_support_size(json.dumps(ds.spec, sort_keys=True)),
             label_count=ds.label_count,
             universe_count=ds.universe_count,
             universe_users=ds.universe_users,

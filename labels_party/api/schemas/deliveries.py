@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import AwareDatetime, BaseModel
+from pydantic import AwareDatetime, BaseModel, Field
 
 from labels_party.storage.orm import Delivery
 
@@ -13,7 +13,11 @@ class DeliveryOut(BaseModel):
     id: str
     release_id: str
     recipient_id: str
-    outcome: str
+    outcome: str = Field(
+        description="`sending` (recorded before the recipient is dialled), `delivered`, `failed`, or "
+        "`interrupted`: the labels party stopped before the recipient answered — the recipient may hold "
+        "the release; delivering again sends the same bytes (free)"
+    )
     attempts: int
     status: str
     detail: str

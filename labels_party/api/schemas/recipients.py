@@ -17,6 +17,7 @@ class RecipientIn(BaseModel):
                     "name": "publisher",
                     "grpc_address": "publisher.example:8501",
                     "fingerprint": "ed25519:4b47bdb2497d2b734bb4f0663cb6c42a",
+                    "recipient_tenant": "5e0c1f2a-8b1d-4c3e-9f00-7a6b5c4d3e2f",
                 }
             ]
         },
@@ -36,6 +37,13 @@ class RecipientIn(BaseModel):
     fingerprint: str | None = Field(
         None, max_length=80, pattern=r"^[!-~]+$", description="its Ed25519 key fingerprint (GET /v1/identity)"
     )
+    recipient_tenant: str | None = Field(
+        None,
+        pattern=r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+        description="its tenant at the features party (`tenant_id` of its GET /v1/identity): every "
+        "message to it names that tenant, signed, and the features party files it for that tenant "
+        "alone — no other tenant's pin of this party's key can take or block it",
+    )
 
 
 class RecipientOut(BaseModel):
@@ -43,6 +51,7 @@ class RecipientOut(BaseModel):
     name: str
     grpc_address: str | None
     fingerprint: str | None
+    recipient_tenant: str | None
     tls: bool
     created_at: AwareDatetime
 
@@ -53,6 +62,7 @@ class RecipientOut(BaseModel):
             name=r.name,
             grpc_address=r.grpc_address,
             fingerprint=r.fingerprint,
+            recipient_tenant=r.recipient_tenant,
             tls=bool(r.tls_ca_pem),
             created_at=r.created_at,
         )

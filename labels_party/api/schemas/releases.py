@@ -275,13 +275,15 @@ class AuditOut(BaseModel):
     worst_case_additive_advantage: float = Field(description="over every prior the attacker could hold")
     max_multiplicative_advantage: float = Field(description="the implemented ε")
     true_distribution: dict[str, float] = Field(
-        description="exact numbers for an attacker who knows the true label histogram of these examples "
+        description="exact numbers for the distribution attacker, who knows the true label histogram of "
+        "these examples but no features "
         "(stronger than the recipient, who has the noisy prior): additive_mean (its advantage), "
         "success_without_mean / success_with_mean, share_trusting_noisy_label, multiplicative_max, and "
         "for regression mse_reduction_share (the part of its squared error the release removes)"
     )
     realized: dict[str, float] = Field(
-        description="that attacker's accuracy on this release's actual outputs, without and with them"
+        description="the distribution attacker's accuracy (the one above: the true label distribution, no "
+        "features) on this release's actual outputs, without and with them"
     )
     epsilon_lower_bound: EpsilonLowerBoundOut | None = Field(
         description="the canary check on this release's examples (null when their labels fall in fewer "

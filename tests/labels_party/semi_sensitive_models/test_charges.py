@@ -32,6 +32,7 @@ from tests.support.semi_sensitive_models import (
     prepared_dataset,
     synthetic,
 )
+from tests.support.servers import tenant_key
 
 
 def test_a_model_is_charged_first_trained_signed_and_verifiable(
@@ -57,7 +58,13 @@ def test_a_model_is_charged_first_trained_signed_and_verifiable(
     again = c.post(
         f"/v1/datasets/{ds}/semi-sensitive-models", json=body(rid), headers={"Idempotency-Key": "m1"}
     )
-    assert again.status_code == 200 and again.json()["id"] == model["id"]
+    assert again.status_code == 200 and again.content == made.content
+    assert again.headers["Idempotent-Replayed"] == "true" and made.headers["Idempotent-Replayed"] == "false"
+    url = f"/v1/datasets/{ds}/semi-sensitive-models"
+    stated = c.post(url, json=body(rid, epochs=2.0, clip_norm=1.0), headers={"Idempotency-Key": "m1"})
+    assert stated.status_code == 200 and stated.content == made.content  # a default stated, 2 as 2.0
+    reused = c.post(url, json=body(rid, epochs=3, delta=2e-7), headers={"Idempotency-Key": "m1"})
+    assert reused.status_code == 422 and reused.json()["fields"] == ["delta", "epochs"], reused.text
     assert len([e for e in c.get("/v1/ledger").json()["items"] if e["kind"] == "charge"]) == 2
     # the message verifies with the labels party's pinned key and carries the guarantee
     raw = c.get(f"/v1/semi-sensitive-models/{model['id']}/message").content
@@ -181,6 +188,69 @@ def test_bad_requests_are_refused_before_the_charge(party: Party) -> None:
     assert len(charges) == 1  # the label release only
 
 
+def test_what_the_request_alone_decides_comes_before_any_work(party: Party) -> None:
+    """A request the tenant's budgets cannot pay whatever the dataset holds — δ over what the δ budget
+    has left, ε₂ over the per-example budget — is refused for it (409) before the dataset is read or σ
+    calibrated: the same request with a schedule the plan would refuse (too many steps, found only
+    once the examples are counted) answers the 409, not the plan's 422 — eight at once too, while
+    another tenant's release is made beside them. Nothing charged."""
+    party.set_delta("1e-6")
+    ds, rid = prepared(party)
+    c = party.client
+    steps = {"epochs": 100, "batch_size": 1}  # the plan's 422 (too many DP-SGD steps)
+
+    def post(key: str, **extra: Any) -> httpx.Response:
+        return c.post(
+            f"/v1/datasets/{ds}/semi-sensitive-models",
+            json=body(rid, **extra),
+            headers={"Idempotency-Key": key},
+        )
+
+    assert post("plan", **steps).json()["type"] == "invalid-parameter"
+    over_delta = post("delta", delta=2e-6, **steps)
+    assert over_delta.status_code == 409 and over_delta.json()["type"] == "delta-budget-exhausted"
+    assert over_delta.json()["delta_requested"] == 2e-6
+    over_epsilon = post("epsilon", epsilon_dpsgd=11.0, **steps)
+    assert over_epsilon.status_code == 409 and over_epsilon.json()["type"] == "budget-exhausted"
+    assert over_epsilon.json()["per_example_budget"] == 10.0
+    # eight of them at once (ε varied) while another tenant releases: all 409, its release made
+    answers: list[int] = []
+    eight = [
+        threading.Thread(
+            target=lambda n=n: answers.append(post(f"d{n}", delta=2e-6, epsilon_dpsgd=1 + n / 10).status_code)
+        )
+        for n in range(8)
+    ]
+    _, other_key = tenant_key(party.database_url, "other", "10")
+    other = httpx.Client(
+        base_url=str(c.base_url), headers={"Authorization": f"Bearer {other_key}"}, timeout=120
+    )
+    for t in eight:
+        t.start()
+    assert other.post("/v1/recipients", json={"name": "publisher"}).status_code == 201
+    weeks = other.post("/v1/datasets", json={"name": "w", "label_type": "count", "lo": 0, "hi": 52}).json()[
+        "id"
+    ]
+    rows = "example_id,label\n" + "".join(f"e{i},{i % 53}\n" for i in range(500))
+    assert (
+        other.put(
+            f"/v1/datasets/{weeks}/labels", content=rows, headers={"Content-Type": "text/csv"}
+        ).status_code
+        == 200
+    )
+    made = other.post(
+        f"/v1/datasets/{weeks}/releases",
+        json={"epsilon": 1, "recipient": "publisher"},
+        headers={"Idempotency-Key": "o"},
+    )
+    assert made.status_code == 201, made.text
+    for t in eight:
+        t.join(timeout=120)
+    assert answers == [409] * 8
+    assert party.rows(SemiSensitiveModel) == []
+    assert len([e for e in c.get("/v1/ledger").json()["items"] if e["kind"] == "charge"]) == 1  # the release
+
+
 @pytest.mark.slow
 def test_concurrent_models_answer_without_a_server_error(party: Party) -> None:
     """Plans and σ calibrations (seconds each) run outside any transaction and the write transaction
@@ -245,7 +315,7 @@ def test_the_stored_noise_spends_no_more_than_was_charged_by_two_other_accountan
     pld = dp_accounting.pld.PLDAccountant(dp_accounting.NeighboringRelation.REPLACE_ONE)
     step = dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma))
     pld.compose(step, steps)
-    assert pld.get_epsilon(delta) <= epsilon * (1 + 1e-6)
+    assert pld.get_epsilon(delta) <= epsilon  # no tolerance: the calibration's final check is exact
     prv = PRVAccountant()
     prv.history = [(sigma, q, steps)]
     assert prv.get_epsilon(delta) <= epsilon

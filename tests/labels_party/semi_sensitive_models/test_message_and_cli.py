@@ -289,3 +289,69 @@ def test_the_model_message_travels_to_the_features_party_and_is_verified_there(t
         assert send(sign_model(changed, signer)) == grpc.StatusCode.ALREADY_EXISTS  # same id, other bytes
         assert [m["model_id"] for m in f.get("/v1/semi-sensitive-models").json()["items"]] == [mid]
         assert f.get("/v1/semi-sensitive-models/not-a-uuid").status_code == 404
+
+
+def test_a_dpsgd_alone_model_is_delivered_end_to_end(tmp_path: Path) -> None:
+    """A model of DP-SGD alone (no label release, ε₁ = 0) is charged, trained, delivered over gRPC and
+    stored by the features party with its guarantee — refused there before (``epsilon_labels must be
+    finite, > 0`` and a label release required), so such a model could never be delivered."""
+    from typer.testing import CliRunner
+
+    from features_party.config import FeaturesSettings
+    from labeldp.cli import app
+    from labels_party.storage.db import sqlite_url
+    from tests.support.servers import features_server_thread, features_tenant_key
+
+    data = tmp_path / "labels"
+    data.mkdir()
+    labels_settings = LabelsSettings(data_dir=data, database_url=sqlite_url(data), allow_plaintext=True)
+    features_settings = FeaturesSettings(data_dir=tmp_path / "features", grpc_port=0, allow_plaintext=True)
+    features_key = features_tenant_key(features_settings, "pub")
+    with labels_server_thread(labels_settings) as lbase, features_server_thread(features_settings) as fbase:
+        p = Party(lbase, sqlite_url(data), data)
+        p.set_delta("1e-6")
+        a = p.client
+        f = httpx.Client(base_url=fbase, headers={"Authorization": f"Bearer {features_key}"})
+        advertiser, publisher = a.get("/v1/identity").json(), f.get("/v1/identity").json()
+        f.post(
+            "/v1/senders", json={"id": advertiser["party_id"], "public_key_pem": advertiser["public_key_pem"]}
+        ).raise_for_status()
+        address = f"127.0.0.1:{publisher['grpc_port']}"
+        a.post("/v1/recipients", json={"name": "publisher", "grpc_address": address}).raise_for_status()
+        labels, features = synthetic()
+        ds = a.post("/v1/datasets", json=SPEC).json()["id"]
+        ptype = {"Content-Type": "application/vnd.apache.parquet"}
+        assert a.put(f"/v1/datasets/{ds}/labels", content=parquet(labels), headers=ptype).status_code == 200
+        put = a.put(f"/v1/datasets/{ds}/non-sensitive-features", content=parquet(features), headers=ptype)
+        assert put.status_code == 200
+        alone = {
+            "recipient": "publisher",
+            "epsilon_dpsgd": 0.3,
+            "delta": 1e-9,
+            "epochs": 1,
+            "batch_size": 200,
+        }
+        made = a.post(
+            f"/v1/datasets/{ds}/semi-sensitive-models", json=alone, headers={"Idempotency-Key": "m"}
+        )
+        assert made.status_code == 201 and made.json()["label_release_id"] is None, made.text
+        mid = made.json()["id"]
+        sent = a.post(f"/v1/semi-sensitive-models/{mid}/deliveries")
+        assert sent.status_code == 200 and sent.json()["outcome"] == "delivered", sent.text
+        got = f.get(f"/v1/semi-sensitive-models/{mid}").json()
+        g = got["guarantee"]
+        assert (g["epsilon_labels"], g["label_release_id"], g["epsilon_dpsgd"], g["delta"]) == (
+            0.0,
+            None,
+            0.3,
+            1e-9,
+        )
+        assert got["label_release_id"] is None
+        assert (
+            f.get(f"/v1/semi-sensitive-models/{mid}/artifact").content
+            == a.get(f"/v1/semi-sensitive-models/{mid}/message").content
+        )
+        shown = CliRunner().invoke(
+            app, ["features", "semi-sensitive-models", "show", mid, "--url", fbase, "--api-key", features_key]
+        )
+        assert shown.exit_code == 0 and "no label phase, ε₂ = 0.3, δ = 1e-09 (DP-SGD)" in shown.stdout

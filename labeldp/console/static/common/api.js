@@ -119,3 +119,40 @@ export function idempotencyKey(prefix = "console") {
   const bytes = crypto.getRandomValues(new Uint8Array(16));
   return `${prefix}-${Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("")}`;
 }
+
+let described = null; // the party's OpenAPI document, fetched once per page load
+
+function numeric(schema) {
+  const options = schema?.anyOf ?? [schema];
+  return options.find((o) => o && (o.type === "number" || o.type === "integer")) ?? {};
+}
+
+// An exclusive bound becomes the input's inclusive one (the nearest an input can say; the API refuses
+// the bound itself, and the form shows its reason at the field).
+function asAttributes(schema) {
+  const s = numeric(schema);
+  const out = {};
+  const min = s.minimum ?? s.exclusiveMinimum;
+  const max = s.maximum ?? s.exclusiveMaximum;
+  if (typeof min === "number") out.min = String(min);
+  if (typeof max === "number") out.max = String(max);
+  return out;
+}
+
+/**
+ * The bounds the API declares for a number it takes, as an input's ``min``/``max``: a body field
+ * (``{schema: "ReleaseIn", property: "epsilon"}``) or an operation's query parameter (``{operation:
+ * "get_budget", parameter: "epsilon"}``), read from the party's /openapi.json — the service's own
+ * limits, never a copy here.
+ */
+export async function declaredBounds({ schema, property, operation, parameter }) {
+  described ??= get("/openapi.json").catch((error) => {
+    described = null;
+    throw error;
+  });
+  const document = await described;
+  if (schema) return asAttributes(document.components?.schemas?.[schema]?.properties?.[property]);
+  const operations = Object.values(document.paths ?? {}).flatMap((methods) => Object.values(methods));
+  const op = operations.find((o) => o.operationId === operation);
+  return asAttributes((op?.parameters ?? []).find((p) => p.in === "query" && p.name === parameter)?.schema);
+}

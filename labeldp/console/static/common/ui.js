@@ -86,11 +86,98 @@ export function code(text) {
   return h("code", { class: "wrap" }, text ?? "—");
 }
 
-/** An error message that screen readers announce. */
-export function problem(error) {
+const LOCATIONS = new Set(["body", "query", "path", "header"]); // where a field was: not its name
+
+/**
+ * Each reason a problem gives about a request field, as [{field, message}]: an invalid request's
+ * errors (pydantic's loc without its location: "epsilon", "example_ids.3"), a domain error's
+ * parameter ("epsilon_prior"), the example IDs a request named that do not exist.
+ */
+export function reasons(error) {
+  const body = error?.body ?? {};
+  const out = [];
+  for (const e of Array.isArray(body.errors) ? body.errors : []) {
+    const loc = Array.isArray(e.loc) ? e.loc.map(String) : [];
+    out.push({ field: (LOCATIONS.has(loc[0]) ? loc.slice(1) : loc).join("."), message: String(e.msg ?? "") });
+  }
+  if (typeof body.parameter === "string" && body.parameter) out.push({ field: body.parameter, message: error.detail });
+  if (body.type === "unknown-example-ids" && Array.isArray(body.example_ids)) {
+    const more = (Number.isInteger(body.unknown) ? body.unknown : 0) - body.example_ids.length;
+    out.push({ field: "example_ids", message: `not found: ${body.example_ids.join(", ")}${more > 0 ? ` and ${more} more` : ""}` });
+  }
+  return out;
+}
+
+/** An error message that screen readers announce, with each reason on its own line. */
+export function problem(error, listed = reasons(error).map((r) => (r.field ? `${r.field}: ${r.message}` : r.message))) {
   const where = error.status ? ` (${error.status} ${error.code})` : "";
   const detail = error.detail ?? error.message ?? String(error);
-  return h("div", { class: "problem", role: "alert" }, h("strong", {}, "Refused: "), `${detail}${where}`);
+  return h(
+    "div",
+    { class: "problem", role: "alert" },
+    h("strong", {}, "Refused: "),
+    `${detail}${where}`,
+    listed.length ? h("ul", { class: "reasons" }, listed.map((line) => h("li", {}, line))) : null,
+  );
+}
+
+/** The visible control of a form that sends ``field`` ("example_ids.3": the example_ids control). */
+function controlFor(form, field) {
+  const parts = field.split(".");
+  for (let n = parts.length; n > 0; n -= 1) {
+    let control = form.elements.namedItem(parts.slice(0, n).join("."));
+    if (control instanceof RadioNodeList) control = control[0] ?? null;
+    if (control && !control.closest("[hidden]")) return control;
+  }
+  return null;
+}
+
+function unmark(control) {
+  const errorId = control.dataset.errorId;
+  if (!errorId) return;
+  document.getElementById(errorId)?.remove();
+  const rest = (control.getAttribute("aria-describedby") ?? "").split(" ").filter((id) => id && id !== errorId);
+  if (rest.length) control.setAttribute("aria-describedby", rest.join(" "));
+  else control.removeAttribute("aria-describedby");
+  control.removeAttribute("aria-invalid");
+  delete control.dataset.errorId;
+}
+
+/** Clear what an earlier refusal marked on the form's fields. */
+export function unmarkFields(form) {
+  for (const control of form.querySelectorAll("[data-error-id]")) unmark(control);
+}
+
+function mark(control, message) {
+  const wrapper = control.closest(".field, fieldset") ?? control.parentElement;
+  let note = control.dataset.errorId ? document.getElementById(control.dataset.errorId) : null;
+  if (note) return; // the first reason about an input is shown beside it; the alert lists them all
+  note = h("p", { class: "field-error", id: uid("error") }, message);
+  wrapper.append(note);
+  control.dataset.errorId = note.id;
+  control.setAttribute("aria-invalid", "true");
+  control.setAttribute("aria-describedby", [control.getAttribute("aria-describedby"), note.id].filter(Boolean).join(" "));
+  control.addEventListener("input", () => unmark(control), { once: true });
+}
+
+/**
+ * A form's request refused: each reason about a field the form has is shown next to its input (the
+ * API's words; the input marked aria-invalid and described by them), and the returned alert lists
+ * every reason, by the field's label where the form has one.
+ */
+export function refused(form, error, { rename = {} } = {}) {
+  unmarkFields(form);
+  const listed = reasons(error).map((r) => {
+    // `rename` maps an API field to the input that holds it where the two differ (τ as a number)
+    const [head, ...rest] = r.field.split(".");
+    const field = head in rename ? [rename[head], ...rest].join(".") : r.field;
+    const control = field ? controlFor(form, field) : null;
+    if (!control) return r.field ? `${r.field}: ${r.message}` : r.message;
+    mark(control, r.message);
+    const label = control.labels?.[0]?.textContent ?? r.field;
+    return `${label}: ${r.message}`;
+  });
+  return problem(error, listed);
 }
 
 /** A short note. */

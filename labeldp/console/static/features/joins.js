@@ -4,7 +4,7 @@ import { all, call } from "../common/api.js";
 import { h, replace } from "../common/dom.js";
 import { stack } from "../common/charts.js";
 import { count, pct, short } from "../common/format.js";
-import { facts, field, note, problem, section, title } from "../common/ui.js";
+import { facts, field, note, refused, section, title, unmarkFields } from "../common/ui.js";
 
 export function joinView(join) {
   return section(
@@ -36,7 +36,7 @@ export async function joinsPage({ query, signal }) {
   }
   const form = h(
     "form",
-    {},
+    { novalidate: true },
     h(
       "div",
       { class: "fields" },
@@ -53,6 +53,7 @@ export async function joinsPage({ query, signal }) {
   const result = h("div", { "aria-live": "polite" });
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
+    unmarkFields(form);
     replace(result, h("p", { class: "loading" }, "Joining…"));
     try {
       const join = await call("POST", "/v1/joins", {
@@ -60,7 +61,7 @@ export async function joinsPage({ query, signal }) {
       });
       replace(result, joinView(join));
     } catch (error) {
-      replace(result, problem(error));
+      replace(result, refused(form, error));
     }
   });
   return [title("Joins"), note("A join report reads both sides by example ID; nothing is stored."), form, result];

@@ -5,7 +5,7 @@ import { all, call, download, get, path } from "../common/api.js";
 import { h, replace } from "../common/dom.js";
 import { bars } from "../common/charts.js";
 import { bytes, count, num, plural, short, when } from "../common/format.js";
-import { action, badge, code, facts, field, idLink, note, problem, section, table, title } from "../common/ui.js";
+import { action, badge, code, facts, field, idLink, note, problem, refused, section, table, title, unmarkFields } from "../common/ui.js";
 
 const MAX_IDS = 1000; // a console request; larger sets are a batch job for the API
 
@@ -61,7 +61,7 @@ function metricsView(model) {
 function predictView(model) {
   const form = h(
     "form",
-    {},
+    { novalidate: true },
     field({
       label: "example IDs (one per line)",
       name: "example_ids",
@@ -74,6 +74,7 @@ function predictView(model) {
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const ids = form.elements.example_ids.value.split(/\s+/).filter(Boolean);
+    unmarkFields(form);
     if (!ids.length || ids.length > MAX_IDS) {
       replace(result, problem({ detail: `give between 1 and ${count(MAX_IDS)} example IDs` }));
       return;
@@ -94,7 +95,7 @@ function predictView(model) {
         }),
       );
     } catch (error) {
-      replace(result, problem(error));
+      replace(result, refused(form, error));
     }
   });
   return section("Predictions", note("Debiased predictions for rows of the model's feature table (POST /v1/models/{id}/predictions)."), form, result);

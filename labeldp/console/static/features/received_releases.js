@@ -1,11 +1,11 @@
 // Received releases (GET /v1/releases, GET /v1/releases/{id}): each one stored only after its
 // signature verified against the sender's pinned key, with its sizes and the mechanism it states.
 
-import { all, get, path } from "../common/api.js";
-import { h } from "../common/dom.js";
+import { all, download, get, path } from "../common/api.js";
+import { h, replace } from "../common/dom.js";
 import { count, num, plural, short, when } from "../common/format.js";
 import { mechanismView } from "../common/mechanism.js";
-import { code, facts, idLink, note, section, table, title } from "../common/ui.js";
+import { code, facts, field, idLink, note, refused, section, table, title, unmarkFields } from "../common/ui.js";
 
 function fromMillis(value) {
   const ms = Number(value);
@@ -35,8 +35,50 @@ export async function receivedReleasesPage({ signal }) {
   ];
 }
 
+// Download the release's training set (joined to a feature table) or its released values alone, as
+// Parquet with the release's description in its metadata: to train in one's own stack (labeldp_model).
+function exportSection(r, tables) {
+  const form = h(
+    "form",
+    { novalidate: true },
+    h(
+      "div",
+      { class: "fields" },
+      field({
+        label: "feature table",
+        name: "feature_table",
+        value: "",
+        options: [["", "none: the released values alone"], ...tables.map((t) => [t.name, `${t.name} (${count(t.rows)} rows)`])],
+      }),
+    ),
+    h("button", { type: "submit" }, "Download training set (Parquet)"),
+  );
+  const result = h("div", { "aria-live": "polite" });
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const table = form.elements.feature_table.value;
+    const url = table
+      ? `${path("releases", r.release_id, "training-set")}?feature_table=${encodeURIComponent(table)}`
+      : path("releases", r.release_id, "released-values");
+    unmarkFields(form);
+    replace(result, h("p", { class: "loading" }, "Exporting…"));
+    try {
+      const size = await download(url, `${table ? "training-set" : "released-values"}-${r.release_id}.parquet`);
+      replace(result, h("p", { class: "success" }, `Downloaded ${count(size)} bytes. The release's description (mechanism and correction) is in the file's metadata: labeldp_model.Release.from_metadata reads it.`));
+    } catch (error) {
+      replace(result, refused(form, error));
+    }
+  });
+  return section(
+    "Train in your own stack",
+    note("The feature table's rows that have a released label, with released_bin and released_value beside the features (or the released values alone). Correct for the noise with labeldp_model: see the publisher's guide."),
+    form,
+    result,
+  );
+}
+
 export async function receivedReleasePage({ params: [id], signal }) {
-  const r = await get(path("releases", id), undefined, signal);
+  const [r, tables] = await Promise.all([get(path("releases", id), undefined, signal), all("/v1/feature-tables", {}, { signal })]);
   const header = r.header;
   const q = `?release=${encodeURIComponent(r.release_id)}`;
   return [
@@ -73,6 +115,7 @@ export async function receivedReleasePage({ params: [id], signal }) {
       ]),
     ),
     mechanismView(r),
+    exportSection(r, tables),
     h("details", {}, h("summary", {}, "The signed header's fields"), h("pre", {}, h("code", {}, JSON.stringify(header, null, 2)))),
   ];
 }

@@ -4,7 +4,7 @@
 import { all, call, get, path } from "../common/api.js";
 import { h, replace } from "../common/dom.js";
 import { count, plural, seconds, short, when } from "../common/format.js";
-import { badge, facts, field, idLink, link, note, problem, section, title } from "../common/ui.js";
+import { badge, facts, field, idLink, link, note, problem, refused, section, title, unmarkFields } from "../common/ui.js";
 
 const POLL_MS = 500;
 const DONE = new Set(["succeeded", "failed"]);
@@ -53,7 +53,7 @@ export async function trainingPage({ query, signal }) {
   if (releases.length && tables.length) {
     const form = h(
       "form",
-      {},
+      { novalidate: true },
       h(
         "div",
         { class: "fields" },
@@ -85,6 +85,7 @@ export async function trainingPage({ query, signal }) {
     form.addEventListener("submit", async (event) => {
       event.preventDefault();
       const e = form.elements;
+      unmarkFields(form);
       try {
         const job = await call("POST", "/v1/models", {
           body: {
@@ -97,7 +98,7 @@ export async function trainingPage({ query, signal }) {
         });
         window.location.hash = `#/jobs/${encodeURIComponent(job.id)}`;
       } catch (error) {
-        replace(message, problem(error));
+        replace(message, refused(form, error));
       }
     });
     start.push(section("Start a job", note("The model and its debiasing follow the release's published mechanism."), form, message));
@@ -123,7 +124,8 @@ function progressView(job) {
       ["status", badge(job.status)],
       ["stage", p.stage ?? "queued"],
       total ? ["iterations", `${count(done)} of ${count(total)}`] : null,
-      p.rows_seen !== undefined ? ["rows", count(p.rows_seen)] : null,
+      p.release_examples !== undefined ? ["examples in the release", count(p.release_examples)] : null,
+      p.training_examples !== undefined ? ["examples the model fits on", count(p.training_examples)] : null,
       ["elapsed", seconds(p.elapsed_s ?? 0)],
       p.eta_s !== undefined && !DONE.has(job.status) ? ["time left (estimated)", seconds(p.eta_s)] : null,
       ["started", when(job.created_at)],

@@ -1,11 +1,11 @@
 // A dataset's budget (GET /v1/datasets/{id}/budget?epsilon=&epsilon_user=): per-example and per-user
 // spend distributions, what is left, and what one more release at ε would leave.
 
-import { get, path } from "../common/api.js";
+import { declaredBounds, get, path } from "../common/api.js";
 import { h, replace } from "../common/dom.js";
 import { spread, stack } from "../common/charts.js";
 import { count, num } from "../common/format.js";
-import { facts, field, note, problem, section } from "../common/ui.js";
+import { facts, field, note, refused, section, unmarkFields } from "../common/ui.js";
 
 /** What one more release at ε leaves: the numbers and a bar of spent / this release / left. */
 export function afterRelease(budget, epsilon) {
@@ -81,7 +81,12 @@ function distributions(budget, epsilon, epsilonUser) {
 /** The budget section of a dataset page, with a form to ask about another ε. */
 export async function budgetView(ds, signal) {
   const url = path("datasets", ds.id, "budget");
-  let budget = await get(url, { epsilon: 1, epsilon_user: 1 }, signal);
+  const [first, epsilonBounds, userBounds] = await Promise.all([
+    get(url, { epsilon: 1, epsilon_user: 1 }, signal),
+    declaredBounds({ operation: "get_budget", parameter: "epsilon" }),
+    declaredBounds({ operation: "get_budget", parameter: "epsilon_user" }),
+  ]);
+  let budget = first;
   const body = h("div", {});
   const render = (epsilon, epsilonUser) => {
     const u = budget.users;
@@ -100,12 +105,12 @@ export async function budgetView(ds, signal) {
   };
   const form = h(
     "form",
-    { class: "inline-form" },
+    { class: "inline-form", novalidate: true },
     h(
       "div",
       { class: "fields" },
-      field({ label: "ε of one more release", name: "epsilon", type: "number", value: "1", attrs: { min: "0.000001", step: "any" } }),
-      field({ label: "ε per user of one more user-level release", name: "epsilon_user", type: "number", value: "1", attrs: { min: "0.000001", step: "any" } }),
+      field({ label: "ε of one more release", name: "epsilon", type: "number", value: "1", attrs: { ...epsilonBounds, step: "any" } }),
+      field({ label: "ε per user of one more user-level release", name: "epsilon_user", type: "number", value: "1", attrs: { ...userBounds, step: "any" } }),
     ),
     h("button", { type: "submit", class: "secondary" }, "Show what it would leave"),
   );
@@ -114,12 +119,13 @@ export async function budgetView(ds, signal) {
     event.preventDefault();
     const epsilon = Number(form.elements.epsilon.value);
     const epsilonUser = Number(form.elements.epsilon_user.value);
+    unmarkFields(form);
     try {
       budget = await get(url, { epsilon, epsilon_user: epsilonUser });
       replace(message);
       render(epsilon, epsilonUser);
     } catch (error) {
-      replace(message, problem(error));
+      replace(message, refused(form, error));
     }
   });
   render(1, 1);

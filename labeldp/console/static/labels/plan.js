@@ -3,11 +3,11 @@
 // (POST /v1/datasets/{id}/releases:preview, GET …/budget, GET /v1/recipients, POST …/releases).
 // Changing any parameter withdraws the preview: what is created is what was previewed.
 
-import { all, call, get, idempotencyKey, path } from "../common/api.js";
+import { all, call, declaredBounds, get, idempotencyKey, path } from "../common/api.js";
 import { h, replace } from "../common/dom.js";
 import { count, num } from "../common/format.js";
 import { mechanismView } from "../common/mechanism.js";
-import { choice, facts, field, note, problem, section, title } from "../common/ui.js";
+import { choice, facts, field, note, problem, refused, section, title, unmarkFields } from "../common/ui.js";
 import { afterRelease } from "./budget.js";
 
 const LOSSES = {
@@ -82,20 +82,24 @@ function previewView(ds, body, preview, budget) {
 }
 
 export async function planPage({ params: [id], signal }) {
-  const [ds, recipients] = await Promise.all([
+  const bounds = (property) => declaredBounds({ schema: "ReleaseIn", property });
+  const [ds, recipients, epsilon, epsilonUser, tau, epsilonPrior] = await Promise.all([
     get(path("datasets", id), undefined, signal),
     all("/v1/recipients", {}, { signal }),
+    ...["epsilon", "epsilon_user", "contribution_bound", "epsilon_prior"].map(bounds),
   ]);
   const losses = LOSSES[ds.spec.label_type] ?? ["squared"];
+  // the inputs carry the API's bounds; the form still sends what is typed (novalidate), so that a
+  // refusal is the API's, shown next to the field it is about
   const form = h(
     "form",
-    { class: "plan" },
+    { class: "plan", novalidate: true },
     choice({ legend: "Privacy unit", name: "privacy_unit", value: "example", options: [["example", "each example"], ["user", "each user (all of a user's examples)"]] }),
     h(
       "div",
       { class: "fields" },
-      field({ label: "ε per example", name: "epsilon", type: "number", value: "1", help: "charged to every example in the release", attrs: { min: "0.000001", step: "any", "data-unit": "example" } }),
-      field({ label: "ε per user", name: "epsilon_user", type: "number", value: "2", help: "user-level: charged to every user", attrs: { min: "0.000001", step: "any", "data-unit": "user" } }),
+      field({ label: "ε per example", name: "epsilon", type: "number", value: "1", help: "charged to every example in the release", attrs: { ...epsilon, step: "any", "data-unit": "example" } }),
+      field({ label: "ε per user", name: "epsilon_user", type: "number", value: "2", help: "user-level: charged to every user", attrs: { ...epsilonUser, step: "any", "data-unit": "user" } }),
       field({
         label: "contribution bound τ",
         name: "contribution_bound",
@@ -104,7 +108,7 @@ export async function planPage({ params: [id], signal }) {
         help: "user-level: the most examples per user that carry label information",
         attrs: { "data-unit": "user" },
       }),
-      field({ label: "τ (when a number)", name: "tau", type: "number", value: "3", attrs: { min: "1", step: "1", "data-unit": "user" } }),
+      field({ label: "τ (when a number)", name: "tau", type: "number", value: "3", attrs: { ...tau, step: "1", "data-unit": "user" } }),
       field({ label: "loss", name: "loss", value: losses[0], options: losses.map((l) => [l, l]), help: "the mechanism is optimized for it" }),
       field({
         label: "mechanism",
@@ -113,7 +117,7 @@ export async function planPage({ params: [id], signal }) {
         options: [["default", "the service's rule"], ["rr_on_bins", "RR-on-Bins"], ["unbiased", "unbiased (squared, poisson)"], ["rr_top_k", "RR-Top-k (classes)"]],
         help: "unbiased: released values whose mean is the label; they reach beyond the label range",
       }),
-      field({ label: "ε₁ for the prior (optional)", name: "epsilon_prior", type: "number", value: "", help: "default: min(ε/2, √(k/n))", attrs: { min: "0", step: "any" } }),
+      field({ label: "ε₁ for the prior (optional)", name: "epsilon_prior", type: "number", value: "", help: "default: min(ε/2, √(k/n))", attrs: { ...epsilonPrior, step: "any" } }),
       field({
         label: "recipient",
         name: "recipient",
@@ -149,6 +153,7 @@ export async function planPage({ params: [id], signal }) {
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const body = request(form);
+    unmarkFields(form);
     replace(output, h("p", { class: "loading" }, "Previewing…"));
     replace(createArea);
     try {
@@ -157,10 +162,10 @@ export async function planPage({ params: [id], signal }) {
       const budget = await get(path("datasets", id, "budget"), { epsilon: asked, epsilon_user: body.epsilon_user ?? 1 });
       planned = { body, key: idempotencyKey("console") };
       replace(output, previewView(ds, body, preview, budget));
-      replace(createArea, createView(id, planned));
+      replace(createArea, createView(id, planned, form));
       output.querySelector("h2")?.focus?.();
     } catch (error) {
-      replace(output, problem(error));
+      replace(output, refused(form, error, { rename: tauInput(form) }));
     }
   });
   showUnit();
@@ -176,7 +181,12 @@ export async function planPage({ params: [id], signal }) {
   ];
 }
 
-function createView(datasetId, planned) {
+/** The API names τ `contribution_bound`; when it is a number, the number's input holds it. */
+function tauInput(form) {
+  return form.elements.namedItem("contribution_bound")?.value === "number" ? { contribution_bound: "tau" } : {};
+}
+
+function createView(datasetId, planned, form) {
   const message = h("div", {});
   const button = h("button", { type: "button" }, "Create the release (charges the budget)");
   button.addEventListener("click", async () => {
@@ -188,7 +198,7 @@ function createView(datasetId, planned) {
       });
       window.location.hash = `#/releases/${encodeURIComponent(release.id)}`;
     } catch (error) {
-      replace(message, problem(error));
+      replace(message, refused(form, error, { rename: tauInput(form) }));
       button.disabled = false;
     }
   });

@@ -98,8 +98,8 @@ function auditView(release, audit) {
       ["examples audited", count(audit.examples)],
       ["worst-case additive advantage (any prior)", num(audit.worst_case_additive_advantage)],
       ["max multiplicative advantage (implemented ε)", num(audit.max_multiplicative_advantage)],
-      ["attacker's accuracy without the release", pct(r.accuracy_without_release)],
-      ["attacker's accuracy with it", pct(r.accuracy_with_release)],
+      ["distribution attacker's accuracy without the release (knows the label distribution, no features)", pct(r.accuracy_without_release)],
+      ["distribution attacker's accuracy with it", pct(r.accuracy_with_release)],
       ["trusting the released bin is its best guess for", pct(t.share_trusting_noisy_label)],
       t.mse_reduction_share === undefined ? null : ["share of the squared error the release removes", pct(t.mse_reduction_share)],
       bound
@@ -109,7 +109,7 @@ function auditView(release, audit) {
     bars({
       caption: "Additive advantage per example: how much more often the best attacker guesses a label's bin",
       description:
-        "The worst case holds for any attacker, whatever it believes; the exact numbers are for an attacker who knows the true label distribution of these examples (stronger than the recipient, who has the noisy prior); the realized one is that attacker's gain on this release's actual outputs.",
+        "The worst case holds for any attacker, whatever it believes; the exact numbers are for the distribution attacker, who knows the true label distribution of these examples but no features (stronger than the recipient, who has the noisy prior); the realized one is its gain on this release's actual outputs. The demo's features attacker, which learns each example's prior from its features, is another attacker: docs/concepts/audits.md.",
       items: [
         { label: "worst case over every prior", value: audit.worst_case_additive_advantage, tone: "b" },
         { label: "knowing the true distribution: max", value: t.additive_max, tone: "a" },

@@ -1,4 +1,5 @@
-"""What decoding a Parquet upload would cost, read before Arrow decodes (or decompresses) anything.
+"""What decoding a Parquet upload would cost, read before Arrow decodes (or decompresses) anything —
+for both parties' uploads (feature tables; labels, universes and non-sensitive rows).
 
 A Parquet file states its sizes in two places: the footer (rows, row groups, and for each column
 chunk its encodings and its compressed and uncompressed bytes) and a header before every page (its
@@ -8,18 +9,20 @@ of the few fields needed (everything else skipped, every offset bounds-checked, 
 The footer is not read through pyarrow's metadata objects: some malformed footers that Arrow's reader
 refuses cleanly make those objects abort the process.
 
-The decoded size is then bounded by every page decompressed, plus 8 bytes per row of every column
-(numbers become float64; text is read dictionary-encoded, an int32 index per row plus its offsets).
-Dictionary and run-length encodings expand no further, because text is never read as plain strings
-and numbers are at most 8 bytes; ``DELTA_BYTE_ARRAY`` (each value a prefix of the last plus a
-suffix) can expand without bound inside one page, so text in it is refused (``validation``).
+A reader that decodes a whole file bounds its decoded size by every page decompressed, plus 8 bytes
+per row of every column (numbers become float64; text is read dictionary-encoded, an int32 index per
+row plus its offsets); one that streams a batch at a time bounds each page instead (``max_page_bytes``:
+a page is decompressed whole, whatever the batch). Dictionary and run-length encodings expand no
+further, because text is never read as plain strings and numbers are at most 8 bytes;
+``DELTA_BYTE_ARRAY`` (each value a prefix of the last plus a suffix) can expand without bound inside
+one page, so readers refuse text in it.
 """
 
 from __future__ import annotations
 
 import mmap
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -229,9 +232,9 @@ def _row_group(r: _Compact) -> RowGroup:
     return group
 
 
-def read_footer(path: Path, max_footer_bytes: int) -> Footer:
+def read_footer(path: Path, max_footer_bytes: int, too_large: str = "table-too-large") -> Footer:
     """The file's footer — rows, row groups, each column chunk's path, encodings, sizes and offsets —
-    read only once its stated length is within ``max_footer_bytes``."""
+    read only once its stated length is within ``max_footer_bytes`` (413 ``too_large`` otherwise)."""
     size = path.stat().st_size
     with open(path, "rb") as fh:
         if size < 12 or fh.read(4) != MAGIC:
@@ -245,7 +248,7 @@ def read_footer(path: Path, max_footer_bytes: int) -> Footer:
             )
         if length > max_footer_bytes:
             raise DomainError(
-                "table-too-large",
+                too_large,
                 f"the Parquet footer is {length} bytes; at most {max_footer_bytes} are read "
                 "(write fewer row groups)",
                 status=413,
@@ -283,14 +286,26 @@ class PageSizes:
     uncompressed: int = 0  # every page, as it will be decompressed
 
 
-def page_sizes(path: Path, footer: Footer, max_pages: int) -> PageSizes:
-    """Walk every column chunk's pages by their headers (what a reader decompresses), within the
-    chunk's byte range as the footer states it; ``DomainError`` for a malformed walk or too many pages."""
+def page_sizes(
+    path: Path,
+    footer: Footer,
+    max_pages: int,
+    *,
+    columns: Collection[str] | None = None,
+    max_page_bytes: int | None = None,
+    too_large: str = "table-too-large",
+) -> PageSizes:
+    """Walk the pages of every column chunk (of the top-level ``columns`` only, when given) by their
+    headers (what a reader decompresses), within the chunk's byte range as the footer states it;
+    ``DomainError`` for a malformed walk, for more than ``max_pages`` pages or for a page that
+    decompresses to more than ``max_page_bytes`` (413 ``too_large``)."""
     out = PageSizes()
     size = path.stat().st_size
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
         for g, group in enumerate(footer.row_groups):
             for c, chunk in enumerate(group.chunks):
+                if columns is not None and (not chunk.path or chunk.path[0] not in columns):
+                    continue
                 where = f"column chunk {c} of row group {g}"
                 start = chunk.data_page_offset
                 dictionary = chunk.dictionary_page_offset
@@ -303,9 +318,7 @@ def page_sizes(path: Path, footer: Footer, max_pages: int) -> PageSizes:
                 while pos < end:
                     out.pages += 1
                     if out.pages > max_pages:
-                        raise DomainError(
-                            "table-too-large", f"the file has more than {max_pages} pages", status=413
-                        )
+                        raise DomainError(too_large, f"the file has more than {max_pages} pages", status=413)
                     reader = _Compact(buf, pos, end)
                     try:
                         header = reader.ints(_PAGE_FIELDS)
@@ -314,6 +327,13 @@ def page_sizes(path: Path, footer: Footer, max_pages: int) -> PageSizes:
                     compressed, uncompressed = header.get(3, -1), header.get(2, -1)
                     if compressed < 0 or uncompressed < 0:
                         raise DomainError("unparseable-upload", f"a page of {where} is malformed")
+                    if max_page_bytes is not None and uncompressed > max_page_bytes:
+                        raise DomainError(
+                            too_large,
+                            f"a page of column {'.'.join(chunk.path)!r} decompresses to {uncompressed} "
+                            f"bytes; at most {max_page_bytes} (write smaller pages)",
+                            status=413,
+                        )
                     out.uncompressed += uncompressed
                     pos = reader.pos + compressed
     return out

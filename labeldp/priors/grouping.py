@@ -1,0 +1,149 @@
+"""Grouping predicted label distributions into at most G groups, each with a prior on the support.
+
+The rule is public and reads only predictions (functions of features and of earlier DP outputs):
+
+* **values** (regression): each example's predicted label is a normal distribution around the model's
+  prediction ``μ`` with the model's held-out spread ``σ``; examples are grouped by quantiles of ``μ``
+  (at most G groups of nearly equal size; equal predictions share a group), and a group's prior is the
+  sum of its members' distributions, each discretized onto the support's cells. The sum is computed
+  from a histogram of the members' predictions on the support (each snapped to its nearest point,
+  within half a grid step) times one k × k cell matrix: O(n + G·k²), not O(n·k).
+* **classes**: each example's predicted class probabilities; binary examples are grouped by quantiles
+  of the positive class's probability, more classes by their most likely class and, within it,
+  quantiles of that probability; a group's prior is the mean of its members' probability vectors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from scipy.special import ndtr
+
+from labeldp.mechanisms import NO_GROUP, ParameterError, Support
+
+MAX_GROUPS = 1024
+MAX_GROUP_CELLS = 262_144  # G·k: the group priors travel in one signed header
+_MIN_MASS = 1e-12  # every support point keeps this much of a group's mass (relative to its largest)
+
+
+@dataclass(frozen=True)
+class Priced:
+    """Each example's group (``NO_GROUP``: not priced) and each group's prior on the support (rows
+    sum to 1)."""
+
+    groups: npt.NDArray[np.int64]
+    priors: npt.NDArray[np.float64]  # G × k
+
+    @property
+    def count(self) -> int:
+        return int(self.priors.shape[0])
+
+
+def _check_groups(max_groups: int, k: int) -> None:
+    if not 1 <= max_groups <= MAX_GROUPS:
+        raise ParameterError(f"max_groups must lie in [1, {MAX_GROUPS}]", "max_groups")
+    if max_groups * k > MAX_GROUP_CELLS:
+        raise ParameterError(
+            f"max_groups × support size must be at most {MAX_GROUP_CELLS} (here {max_groups} × {k})",
+            "max_groups",
+        )
+
+
+def quantile_groups(score: npt.NDArray[np.float64], max_groups: int) -> npt.NDArray[np.int64]:
+    """Groups 0..G'−1 (G' ≤ ``max_groups``) of nearly equal size by rank of ``score``; equal scores
+    share a group, and groups are numbered in increasing score."""
+    n = score.size
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    ranks = np.searchsorted(np.sort(score), score, side="left")  # equal scores: one (the least) rank
+    _, dense = np.unique(ranks * max_groups // n, return_inverse=True)
+    return dense.astype(np.int64)
+
+
+def _cell_matrix(values: npt.NDArray[np.float64], sigma: float) -> npt.NDArray[np.float64]:
+    """``C[j, s]``: the mass a normal distribution around support point j with spread σ puts on the
+    cell of support point s (cells split at midpoints, the outer ones open)."""
+    cuts = (values[1:] + values[:-1]) / 2
+    upper = np.concatenate([cuts, [np.inf]])
+    lower = np.concatenate([[-np.inf], cuts])
+    z_hi = (upper[None, :] - values[:, None]) / sigma
+    z_lo = (lower[None, :] - values[:, None]) / sigma
+    return np.asarray(ndtr(z_hi) - ndtr(z_lo), dtype=np.float64)
+
+
+def _normalized(priors: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    floor = priors.max(axis=1, keepdims=True) * _MIN_MASS
+    out = np.maximum(priors, floor)
+    return np.asarray(out / out.sum(axis=1, keepdims=True), dtype=np.float64)
+
+
+def price_values(predicted: npt.ArrayLike, spread: float, support: Support, max_groups: int) -> Priced:
+    """Regression: predictions ``μ`` (NaN: not priced) with one held-out spread ``σ`` (module doc)."""
+    mu = np.asarray(predicted, dtype=np.float64)
+    values = support.values
+    _check_groups(max_groups, values.size)
+    if not (np.isfinite(spread) and spread > 0):
+        raise ParameterError("the spread must be finite and > 0", "spread")
+    priced = np.isfinite(mu)
+    groups = np.full(mu.size, NO_GROUP, dtype=np.int64)
+    if not priced.any():
+        return Priced(groups, np.zeros((0, values.size)))
+    mine = quantile_groups(mu[priced], max_groups)
+    groups[priced] = mine
+    count = int(mine.max()) + 1
+    nearest = support.snap(np.clip(mu[priced], values[0], values[-1]))
+    histogram = np.zeros((count, values.size))
+    np.add.at(histogram, (mine, nearest), 1.0)
+    # σ below the grid step would put everything on one point: keep at least half a step of spread
+    step = float(np.min(np.diff(values))) if values.size > 1 else 1.0
+    cells = _cell_matrix(values, max(spread, step / 2))
+    return Priced(groups, _normalized(histogram @ cells))
+
+
+def price_classes(probabilities: npt.ArrayLike, max_groups: int) -> Priced:
+    """Classes: each row a probability vector over the classes 0..C−1 (a row of NaN: not priced)."""
+    p = np.asarray(probabilities, dtype=np.float64)
+    if p.ndim != 2 or p.shape[1] < 2:
+        raise ParameterError("class probabilities need one row per example and ≥ 2 columns", "probabilities")
+    _check_groups(max_groups, p.shape[1])
+    priced = np.isfinite(p).all(axis=1)
+    groups = np.full(p.shape[0], NO_GROUP, dtype=np.int64)
+    if not priced.any():
+        return Priced(groups, np.zeros((0, p.shape[1])))
+    rows = np.clip(p[priced], 0.0, None)
+    rows = rows / np.maximum(rows.sum(axis=1, keepdims=True), 1e-300)
+    if rows.shape[1] == 2:
+        mine = quantile_groups(rows[:, 1], max_groups)
+    else:  # the most likely class, then quantiles of its probability within it
+        top = rows.argmax(axis=1)
+        per_class = max(1, max_groups // rows.shape[1])
+        within = np.zeros(top.size, dtype=np.int64)
+        for c in np.unique(top):
+            at = top == c
+            within[at] = quantile_groups(rows[at, c], per_class)
+        _, mine = np.unique(top * per_class + within, return_inverse=True)
+    groups[priced] = mine
+    count = int(mine.max()) + 1
+    sums = np.zeros((count, rows.shape[1]))
+    np.add.at(sums, mine, rows)
+    return Priced(groups, _normalized(sums))
+
+
+def check_group_priors(priors: npt.ArrayLike, k: int, max_groups: int) -> npt.NDArray[np.float64]:
+    """Group priors as they arrive from the other party: a ``G × k`` array with ``1 ≤ G ≤ max_groups``,
+    every mass finite, ≥ 0 and ≤ 1e300, a positive sum per group; returned normalized per group (a
+    ``ParameterError`` naming what is wrong otherwise)."""
+    arr = np.asarray(priors, dtype=np.float64)
+    if arr.ndim != 2 or arr.shape[1] != k:
+        raise ParameterError(f"group priors need {k} masses each (the dataset's support)", "priors")
+    if not 1 <= arr.shape[0] <= max_groups:
+        raise ParameterError(f"there must be between 1 and {max_groups} groups, got {arr.shape[0]}", "priors")
+    if not np.isfinite(arr).all() or np.any(arr < 0) or np.any(arr > 1e300):
+        raise ParameterError("every group prior's masses must be finite, ≥ 0 and ≤ 1e300", "priors")
+    top = arr.max(axis=1, keepdims=True)
+    if np.any(top <= 0):
+        raise ParameterError("every group prior needs a positive mass", "priors")
+    scaled = arr / top  # the largest mass 1: the sum cannot overflow
+    return np.asarray(scaled / scaled.sum(axis=1, keepdims=True), dtype=np.float64)

@@ -1,0 +1,140 @@
+"""Feature-aware releases in the library: each group's labels follow the mechanism optimal for the
+group's prior at the whole ε, the examples without a group are one ordinary release, and what a
+release publishes besides noisy outputs does not depend on the labels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from labeldp.mechanisms import (
+    NO_GROUP,
+    ParameterError,
+    SecureRandom,
+    integer_grid,
+    optimal_mechanism,
+    release_grouped_labels,
+)
+from tests.support.stats import ALPHA, chi_square_ok
+
+SUPPORT = integer_grid(0, 20)
+
+
+def priors() -> np.ndarray:
+    """Three groups: mass near 3, near 10, near 17."""
+    x = np.arange(21.0)
+    return np.stack([np.exp(-((x - c) ** 2) / 8.0) for c in (3.0, 10.0, 17.0)])
+
+
+def labels_and_groups(n: int) -> tuple[np.ndarray, np.ndarray]:
+    draw = SecureRandom()
+    groups = draw.integers_below(4, n) - 1  # -1 (no group), 0, 1, 2
+    centre = np.array([10, 3, 10, 17])[groups + 1]
+    labels = np.clip(centre + draw.integers_below(9, n) - 4, 0, 20).astype(float)
+    return labels, groups
+
+
+@pytest.mark.parametrize("eps", [0.5, 2.0])
+def test_each_group_is_released_by_the_mechanism_optimal_for_its_prior(eps: float) -> None:
+    labels, groups = labels_and_groups(300_000)
+    out = release_grouped_labels(labels, groups, priors(), SUPPORT, eps, "squared")
+    published = out.published_groups()
+    for g, p in enumerate(priors()):
+        expected = optimal_mechanism(SUPPORT, p, eps, "squared")
+        assert np.array_equal(out.group_mechanisms[g].support_bins, expected.support_bins)
+        assert np.allclose(out.group_mechanisms[g].bin_values, expected.bin_values)
+        assert published[g].epsilon_prior == 0.0 and published[g].epsilon_randomize == eps
+        at = groups == g
+        matrix = expected.transition_matrix()
+        for y in np.unique(labels[at]):
+            rows = at & (labels == y)
+            if rows.sum() < 2000:
+                continue
+            observed = np.bincount(out.bin_indices[rows], minlength=expected.m)
+            ok, ratio = chi_square_ok(observed, matrix[int(y)], alpha=ALPHA)
+            assert ok, f"group {g}, label {y}: chi-square at {ratio:.2f} of its critical value"
+    # the examples without a group are one ordinary release: a noisy prior at ε₁, the rest at ε₂
+    assert out.fallback is not None
+    fb = out.fallback
+    assert fb.epsilon_prior > 0 and fb.epsilon_prior + fb.epsilon_randomize <= eps
+    assert np.array_equal(out.bin_indices[groups == NO_GROUP], fb.bin_indices)
+    assert out.published() == fb.published()
+
+
+def test_every_group_mechanism_is_epsilon_dp_for_any_prior() -> None:
+    """Hostile priors (a point mass, zeros almost everywhere, a spike at an edge): each group's
+    mechanism keeps every ratio P(o | y) / P(o | y') within e^ε."""
+    hostile = np.zeros((3, 21))
+    hostile[0, 0] = 1.0
+    hostile[1, [5, 20]] = [1e-300, 1.0]
+    hostile[2] = 1.0
+    eps = 1.0
+    out = release_grouped_labels(np.zeros(3), np.array([0, 1, 2]), hostile, SUPPORT, eps, "squared")
+    for mechanism in out.group_mechanisms:
+        t = mechanism.transition_matrix()
+        assert np.all(t > 0)
+        assert np.max(t.max(axis=0) / t.min(axis=0)) <= np.exp(mechanism.implemented_epsilon) * (1 + 1e-12)
+        assert mechanism.implemented_epsilon <= eps
+
+
+def test_what_is_published_besides_outputs_does_not_depend_on_the_labels() -> None:
+    """Two label vectors, one group assignment: the group mechanisms (all of them) are identical —
+    they are functions of the priors alone. Without a fallback example, the fallback mechanism is the
+    uniform prior's (public) for both."""
+    groups = np.array([0, 0, 1, 2, 2, 2])
+    a = release_grouped_labels(np.array([3.0, 4, 10, 17, 16, 18]), groups, priors(), SUPPORT, 1.0)
+    b = release_grouped_labels(np.array([20.0, 0, 0, 0, 20, 5]), groups, priors(), SUPPORT, 1.0)
+    assert a.published_groups() == b.published_groups()
+    assert a.fallback is None and a.published() == b.published()
+    assert np.allclose(a.published().prior, 1 / 21)
+
+
+def test_classes_get_rr_top_k_on_their_groups_prior() -> None:
+    p = np.array([[0.9, 0.1], [0.5, 0.5], [0.05, 0.95]])
+    out = release_grouped_labels(
+        np.array([0.0, 1, 1]), np.array([0, 1, 2]), p, integer_grid(0, 1), 1.0, "zero_one"
+    )
+    assert [m.kind for m in out.group_mechanisms] == ["rr_top_k"] * 3
+
+
+@pytest.mark.parametrize(
+    ("groups", "group_priors", "match"),
+    [
+        (np.array([0, 3]), priors(), "groups must lie"),
+        (np.array([0]), priors(), "one entry per label"),
+        (np.array([0, 0]), priors()[:, :5], "k masses"),
+    ],
+)
+def test_bad_groups_are_refused(groups: np.ndarray, group_priors: np.ndarray, match: str) -> None:
+    with pytest.raises(ParameterError, match=match):
+        release_grouped_labels(np.array([1.0, 2.0]), groups, group_priors, SUPPORT, 1.0)
+
+
+def test_a_user_level_release_keeps_its_bounding_and_split_and_randomizes_groups_at_its_epsilon_2() -> None:
+    """τ = 2 of each user's three examples are kept whatever the groups; the kept grouped examples
+    follow their group's mechanism at the release's ε₂, the capped ones carry the release's code m and
+    no group; every group's description states the release's split (its ε₁ included)."""
+    from labeldp.mechanisms import contribution_ranks, release_grouped_user_labels
+
+    n = 120_000
+    labels, groups = labels_and_groups(n)
+    users = np.arange(n) // 3
+    keys = np.arange(n, dtype=np.int64) * 7919 + 11
+    out = release_grouped_user_labels(
+        labels, groups, priors(), users, keys, SUPPORT, 3.0, "squared", 2, salt=99
+    )
+    kept = contribution_ranks(users, keys, 99) < 2
+    m = out.fallback_mechanism.m
+    assert np.all(out.bin_indices[~kept] == m) and np.all(out.groups[~kept] == NO_GROUP)
+    assert np.array_equal(out.groups[kept], groups[kept])
+    assert out.user is not None and out.user.contribution_bound == 2
+    eps2 = out.user.epsilon_randomize
+    for g, (p, centre) in enumerate(zip(priors(), (3, 10, 17), strict=True)):
+        published = out.published_groups()[g]
+        assert published.privacy_unit == "user" and published.epsilon_randomize == eps2
+        assert published.epsilon_prior == out.user.epsilon_prior > 0
+        expected = optimal_mechanism(SUPPORT, p, eps2, "squared")
+        at = kept & (groups == g) & (labels == centre)
+        observed = np.bincount(out.bin_indices[at], minlength=expected.m)
+        ok, ratio = chi_square_ok(observed, expected.transition_matrix()[centre], alpha=ALPHA)
+        assert ok, f"group {g}: chi-square at {ratio:.2f} of its critical value"

@@ -1,0 +1,88 @@
+"""The public grouping rule of feature-aware priors, against direct computations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import norm
+
+from labeldp.mechanisms import ParameterError, integer_grid, uniform_grid
+from labeldp.priors import MAX_GROUPS, NO_GROUP, check_group_priors, price_classes, price_values
+
+
+def direct_prior(mu: np.ndarray, sigma: float, values: np.ndarray) -> np.ndarray:
+    """The sum over members of N(μ_i snapped to the grid, σ²) on the support's cells, member by member."""
+    cuts = np.concatenate([[-np.inf], (values[1:] + values[:-1]) / 2, [np.inf]])
+    snapped = values[np.abs(values[None, :] - mu[:, None]).argmin(axis=1)]
+    masses = norm.cdf((cuts[None, 1:] - snapped[:, None]) / sigma) - norm.cdf(
+        (cuts[None, :-1] - snapped[:, None]) / sigma
+    )
+    total = masses.sum(axis=0)
+    return total / total.sum()
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 400), st.integers(1, 40), st.floats(5.0, 500.0))
+def test_value_groups_are_quantiles_and_priors_are_the_members_sum(n: int, groups: int, sigma: float) -> None:
+    support = uniform_grid(0.0, 1000.0, 41)
+    mu = np.linspace(-50.0, 1050.0, n) + np.pi / 7  # off the cells' midpoints (no ties to break)
+    priced = price_values(mu, sigma, support, groups)
+    g = priced.groups
+    assert g.min() == 0 and priced.count <= min(groups, n) and g.max() == priced.count - 1
+    assert np.all(np.diff(g) >= 0)  # numbered in increasing prediction
+    sizes = np.bincount(g)
+    assert sizes.max() - sizes.min() <= max(1, n // groups + 1)  # nearly equal sizes
+    assert np.allclose(priced.priors.sum(axis=1), 1.0)
+    for j in range(priced.count):
+        expected = direct_prior(np.clip(mu[g == j], 0, 1000), max(sigma, 12.5), support.values)
+        floor = expected.max() * 1e-12
+        expected = np.maximum(expected, floor) / np.maximum(expected, floor).sum()
+        assert np.allclose(priced.priors[j], expected, rtol=1e-9, atol=1e-15)
+
+
+def test_unpriced_examples_get_no_group_and_equal_predictions_share_one() -> None:
+    mu = np.array([np.nan, 3.0, 3.0, 3.0, 3.0, 7.0, np.nan])
+    priced = price_values(mu, 1.0, integer_grid(0, 9), 4)
+    assert priced.groups[0] == priced.groups[-1] == NO_GROUP
+    assert len(set(priced.groups[1:5].tolist())) == 1 and priced.groups[5] != priced.groups[1]
+
+
+def test_binary_classes_group_by_the_positive_probability_and_average_it() -> None:
+    p1 = np.array([0.1, 0.2, 0.8, 0.9, np.nan])
+    priced = price_classes(np.c_[1 - p1, p1], 2)
+    assert priced.groups.tolist() == [0, 0, 1, 1, NO_GROUP]
+    assert np.allclose(priced.priors, [[0.85, 0.15], [0.15, 0.85]])
+
+
+def test_more_classes_group_by_the_likeliest_class() -> None:
+    rows = np.array([[0.7, 0.2, 0.1], [0.6, 0.3, 0.1], [0.1, 0.1, 0.8]])
+    priced = price_classes(rows, 3)
+    assert priced.groups[0] == priced.groups[1] != priced.groups[2]
+    assert np.allclose(priced.priors[priced.groups[2]], [0.1, 0.1, 0.8])
+
+
+@pytest.mark.parametrize(
+    ("priors", "match"),
+    [
+        ([[0.5, np.nan]], "finite"),
+        ([[0.5, -0.1]], "finite"),
+        ([[0.0, 0.0]], "positive"),
+        ([[1.0, 2.0, 3.0]], "2 masses"),
+        ([[1.0, 1e301]], "finite"),
+        (np.ones((5, 2)), "between 1 and 4"),
+        (np.ones((0, 2)), "between 1 and 4"),
+    ],
+)
+def test_hostile_group_priors_are_refused(priors: list[list[float]], match: str) -> None:
+    with pytest.raises(ParameterError, match=match):
+        check_group_priors(priors, 2, 4)
+
+
+def test_the_group_bound_is_checked() -> None:
+    with pytest.raises(ParameterError, match="max_groups"):
+        price_values([1.0], 1.0, integer_grid(0, 9), MAX_GROUPS + 1)
+    with pytest.raises(ParameterError, match="support size"):
+        price_values([1.0], 1.0, uniform_grid(0.0, 1.0, 10_000), 1000)
+    assert np.allclose(check_group_priors([[2.0, 2.0], [0.0, 1e300]], 2, 4), [[0.5, 0.5], [0.0, 1.0]])
