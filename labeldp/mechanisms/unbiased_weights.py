@@ -45,6 +45,9 @@ MAX_BIAS = 1e-9  # |E[output | y] − y| / (hi − lo) a published randomizer ma
 MAX_UNBIASED_EPSILON = 16.0
 MAX_UNBIASED_SUPPORT = 2_000  # the largest support the program is offered (its time grows ~k^2.5)
 MAX_UNBIASED_OUTPUTS = 8_192  # outputs a published unbiased randomizer may have (the grid has ~k + 512)
+# support points × outputs a receiver rebuilds (two int64 tables: at most 128 MiB; the optimizer's
+# grid has k + 512 points, 5.0M cells at k = 2000)
+MAX_UNBIASED_CELLS = 1 << 23
 
 
 def check_unbiased_epsilon(epsilon: float, name: str = "epsilon") -> float:
@@ -100,18 +103,24 @@ class UnbiasedWeights:
             )
         if len(self.offsets) != k or k < 2:
             raise ParameterError("every support point (at least two) states its window", "windows")
+        if k * m > MAX_UNBIASED_CELLS:
+            raise ParameterError(
+                f"{k} support points × {m} outputs exceed {MAX_UNBIASED_CELLS} weights", "outputs"
+            )
         high = high_weights(eps, base)
         capacity = [h - b for h, b in zip(high, base, strict=True)]
         cum = [0]
         for d in capacity:
             cum.append(cum[-1] + d)
         spare = TOTAL - sum(base)
-        table = np.tile(np.asarray(base, dtype=np.int64), (k, 1))
-        for i, (start, offset) in enumerate(zip(self.starts, self.offsets, strict=True)):
-            a, off = int(start), int(offset)
-            if not 0 <= a < m or not 0 <= off < max(capacity[a], 1) or cum[a] + off + spare > cum[m]:
+        if any(not 0 <= int(a) < m for a in self.starts) or any(
+            not 0 <= int(o) < TOTAL for o in self.offsets
+        ):
+            raise ParameterError("a window starts outside the outputs or their capacity", "windows")
+        for i, (a, off) in enumerate(zip(self.starts, self.offsets, strict=True)):
+            if int(off) >= max(capacity[int(a)], 1) or cum[int(a)] + int(off) + spare > cum[m]:
                 raise ParameterError(f"the window of support point {i} does not fit its outputs", "windows")
-            self._fill(table[i], capacity, cum, cum[a] + off, spare)
+        table = self._filled(base, capacity, cum, self.starts, self.offsets, spare)
         z.setflags(write=False)
         table.setflags(write=False)
         cumulative = np.cumsum(table, axis=1)
@@ -126,13 +135,38 @@ class UnbiasedWeights:
         object.__setattr__(self, "_cumulative", cumulative)
 
     @staticmethod
-    def _fill(row: IntArray, capacity: list[int], cum: list[int], start: int, length: int) -> None:
-        """Add the window ``[start, start + length)`` of capacity units to one row."""
-        end = start + length
-        first = bisect.bisect_right(cum, start) - 1
-        last = min(bisect.bisect_left(cum, end) - 1, len(capacity) - 1) if length else first - 1
-        for j in range(first, last + 1):
-            row[j] += min(end, cum[j + 1]) - max(start, cum[j])
+    def _filled(
+        base: list[int],
+        capacity: list[int],
+        cum: list[int],
+        starts: tuple[int, ...],
+        offsets: tuple[int, ...],
+        length: int,
+    ) -> IntArray:
+        """Every row: the base plus its window of ``length`` capacity units from ``offset`` into output
+        ``start`` — the rest of that output's capacity, every capacity up to the output holding the
+        window's last unit, and the part of that one it reaches. The capacities' running sums can pass
+        2^63 (e^ε·2^53 at ε = 16), so they stay Python integers; every cell is below 2^53, exact in
+        int64."""
+        m, k = len(base), len(starts)
+        first, last = np.empty(k, dtype=np.int64), np.empty(k, dtype=np.int64)
+        head, tail = np.zeros(k, dtype=np.int64), np.zeros(k, dtype=np.int64)
+        for i, (a, off) in enumerate(zip(starts, offsets, strict=True)):
+            s = cum[int(a)] + int(off)
+            e = s + length
+            b = min(bisect.bisect_left(cum, e) - 1, m - 1) if length else int(a)
+            first[i], last[i] = int(a), max(b, int(a))
+            if b <= a:
+                head[i] = length
+            else:
+                head[i], tail[i] = cum[int(a) + 1] - s, e - cum[b]
+        outputs = np.arange(m)
+        inside = (outputs[None, :] > first[:, None]) & (outputs[None, :] < last[:, None])
+        table = np.asarray(base, dtype=np.int64)[None, :] + inside * np.asarray(capacity, dtype=np.int64)
+        rows = np.arange(k)
+        table[rows, first] += head
+        table[rows, last] += tail
+        return table
 
     # -- from the program's solution ------------------------------------------------------------
     @classmethod
