@@ -102,6 +102,8 @@ class ReleaseRequest:
             "objective": objective.name,
             "model_capacity": objective.model_capacity if objective.name == "model" else None,
         }
+        if self.mechanism is not None:  # as sent (its default follows from n); absent: keys from before
+            fields["mechanism"] = self.mechanism
         if user:
             fields["contribution_bound"] = self.contribution_bound
             fields["epsilon_bound"] = number(self.epsilon_bound)

@@ -35,10 +35,7 @@ from labeldp.common.db import owned
 from labeldp.common.errors import DomainError
 from labeldp.common.instance import Instance
 from labeldp.common.pages import PageRequest
-from labeldp.mechanisms import ParameterError, PublishedMechanism, optimal_mechanism
-from labeldp.mechanisms.factory import check_mechanism_epsilon
-from labeldp.mechanisms.unbiased import UNBIASED_LOSSES
-from labeldp.mechanisms.unbiased_weights import MAX_UNBIASED_SUPPORT
+from labeldp.mechanisms import PublishedMechanism, optimal_mechanism
 from labeldp.scale.release import PARTITION_ROWS
 from labels_party.budget.charged_work import ChargedWork
 from labels_party.budget.epsilon import MICRO
@@ -216,28 +213,18 @@ class ReleaseService:
 
     @staticmethod
     def _side_by_side(plan: Plan, prior: np.ndarray, kind: str, expected: float) -> dict[str, float]:
-        """Where both can serve the release (example-level, squared or Poisson loss): RR-on-Bins's
-        expected loss (its objective as the request resolves it) beside the unbiased randomizer's
-        expected variance, under the same prior — the other one optimized here too."""
-        if plan.user is not None or plan.loss not in UNBIASED_LOSSES:
+        """A preview of the unbiased randomizer also states RR-on-Bins's expected loss under the same
+        prior (its objective as the request resolves it), beside the unbiased randomizer's expected
+        variance. Only then: RR-on-Bins is cheap to optimize beside it, while the unbiased program
+        takes seconds to minutes at the supports RR-on-Bins previews in milliseconds
+        (docs/reference/limits.md), so an RR preview does not pay for it."""
+        if kind != "unbiased":
             return {}
-        try:
-            check_mechanism_epsilon("unbiased", plan.epsilon_randomize)
-        except ParameterError:
-            return {}
-        if not 2 <= plan.support.k <= MAX_UNBIASED_SUPPORT:
-            return {}
-        if kind == "unbiased":
-            at = plan.objective.epsilon_for(plan.epsilon_randomize, plan.objective_examples)
-            rr = optimal_mechanism(plan.support, prior, plan.epsilon_randomize, plan.loss, optimize_at=at)
-            return {
-                "rr_on_bins_expected_loss": rr.expected_loss(plan.support.values, prior),
-                "unbiased_expected_variance": expected,
-            }
-        unbiased = optimal_mechanism(plan.support, prior, plan.epsilon_randomize, plan.loss, kind="unbiased")
+        at = plan.objective.epsilon_for(plan.epsilon_randomize, plan.objective_examples)
+        rr = optimal_mechanism(plan.support, prior, plan.epsilon_randomize, plan.loss, optimize_at=at)
         return {
-            "rr_on_bins_expected_loss": expected,
-            "unbiased_expected_variance": unbiased.expected_loss(plan.support.values, prior),
+            "rr_on_bins_expected_loss": rr.expected_loss(plan.support.values, prior),
+            "unbiased_expected_variance": expected,
         }
 
     def _released_prior(self, tenant_id: str, dataset_id: str, release_id: str, plan: Plan) -> np.ndarray:
