@@ -163,7 +163,11 @@ class TrainingJobIn(BaseModel):
         description="hgb: gradient boosting in this process; linear: ridge/Poisson/logistic; lightgbm: "
         "LightGBM on the configured Dask cluster (regression releases)",
     )
-    debias: Literal["none", "affine", "unbiased"] = "affine"
+    debias: Literal["none", "affine", "unbiased"] = Field(
+        "affine",
+        description="how an RR release's noisy values are corrected; a release of the unbiased randomizer "
+        "needs none (its outputs' mean is the label): it trains as none and the model records none",
+    )
     validation_fraction: float = Field(0.2, gt=0, lt=1)
 
     def request(self) -> TrainingRequest:

@@ -152,7 +152,8 @@ def fit_on_cluster(
                                 "n": pd.Series(dtype="int64")})  # fmt: skip
     sums = valid.map_partitions(_losses, final, encoder, noise, loss, meta=losses_meta).sum().compute()
     n = int(sums["n"])
-    trained = Trained(pipeline, encoder.columns, encoder.categorical, noise, loss, debias, {})
+    used: Debias = "none" if unbiased else debias  # an unbiased release has nothing to undo
+    trained = Trained(pipeline, encoder.columns, encoder.categorical, noise, loss, used, {})
     trained.metrics = {
         "examples_capped": capped,
         "train_examples": train_rows,

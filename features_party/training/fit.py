@@ -276,7 +276,8 @@ def fit(
     fit_in_steps(estimator, X[~valid], target[~valid], progress)
     final = final_step(estimator, noise, debias)
     pipeline = Pipeline([("encode", encoder.transformer), ("model", final)])
-    trained = Trained(pipeline, encoder.columns, encoder.categorical, noise, loss, debias, {})
+    used: Debias = "none" if of_unbiased else debias  # an unbiased release has nothing to undo
+    trained = Trained(pipeline, encoder.columns, encoder.categorical, noise, loss, used, {})
     against_noisy, unbiased = validation_losses(final.predict(X[valid]), bins[valid], noise, loss)
     trained.metrics = {
         "examples_capped": int(capped),

@@ -210,6 +210,7 @@ def run(sessions: sessionmaker[Session], data_dir: DataDir, job_id: str, schedul
         iterations = int(getattr(getattr(final, "estimator", final), "n_iter_", 0) or 0)
         progress(
             status="succeeded",
+            debias=trained.debias,  # as applied: none for an unbiased release, whatever was asked
             metrics=trained.metrics,
             progress={
                 "stage": "done",
