@@ -32,7 +32,7 @@ from sklearn.metrics import mean_poisson_deviance
 
 from benchmarks.bench_generalization import schema_of
 from benchmarks.common import RESULTS, write
-from features_party.training.fit import fit, validation_mask
+from features_party.training.fit import ModelKind, fit, validation_mask
 from labeldp.mechanisms import optimize_rr_on_bins, private_prior, release_labels, uniform_grid
 from labeldp.mechanisms.debias import release_noise
 from labeldp.mechanisms.unbiased_program import (
@@ -46,7 +46,7 @@ from labeldp.samples import LabelDataset, diamond_prices, weeks_worked
 
 EPSILONS = (0.05, 0.1, 0.3, 0.5, 1.0, 2.0, 4.0, 8.0)
 RUNS = int(os.environ.get("LABELDP_BENCH_RUNS", "5"))
-MODELS = ("hgb", "linear")
+MODELS: tuple[ModelKind, ...] = ("hgb", "linear")
 MECHANISMS = {
     "RR-on-Bins, label objective": {"mechanism": "rr_on_bins", "objective": "label"},
     "RR-on-Bins, model objective": {"mechanism": "rr_on_bins", "objective": "model"},

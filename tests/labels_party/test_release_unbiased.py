@@ -57,6 +57,17 @@ def test_an_unbiased_release_and_its_preview(api: Api) -> None:
         at = values[labels == point]
         sd = np.sqrt(per_point[point] - point**2)
         assert abs(at.mean() - point) <= 6 * sd / np.sqrt(at.size), point
+    # the audit: its targets are the support points; the true-histogram attacker recomputed here
+    audit = c.get(f"/v1/releases/{body['id']}/audit")
+    assert audit.status_code == 200, audit.text
+    a = audit.json()
+    rows = sampler_of(mech).transition_matrix()
+    joint = counts[:, None] * rows  # P(label, output) · n, by enumeration
+    guess = joint.argmax(axis=0)
+    assert a["realized"]["accuracy_with_release"] == np.mean(guess[codes] == labels)
+    assert a["realized"]["accuracy_without_release"] == np.mean(counts.argmax() == labels)
+    assert 0 <= a["true_distribution"]["additive_mean"] <= a["worst_case_additive_advantage"] < 1
+    assert len(charges(c)) == 1  # the audit is free
     # the Idempotency-Key holds the mechanism asked for
     assert release(c, ds, "u1", epsilon=2.0, mechanism="unbiased").json()["id"] == body["id"]
     reused = problem(release(c, ds, "u1", epsilon=2.0, mechanism="rr_on_bins"), 422, "idempotency-key-reused")

@@ -112,10 +112,6 @@ function transition(mechanism, keep, move) {
   ];
 }
 
-/**
- * The mechanism section of a release page; ``prior`` names the prior it carries when it is not the
- * published noisy one (a preview's exact histogram).
- */
 const TOTAL = 2 ** 53; // an unbiased randomizer's rows of integer weights each sum to this
 
 function unbiasedView(mechanism, prior) {
@@ -149,6 +145,10 @@ function unbiasedView(mechanism, prior) {
   );
 }
 
+/**
+ * The mechanism section of a release page; ``prior`` names the prior it carries when it is not the
+ * published noisy one (a preview's exact histogram).
+ */
 export function mechanismView({ mechanism, keep_probability: keep, move_probability: move }, prior = PUBLISHED) {
   if (mechanism.kind === "unbiased") return unbiasedView(mechanism, prior);
   const bins = binsOf(mechanism);
