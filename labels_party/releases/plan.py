@@ -250,38 +250,44 @@ def resolved_mechanism(
     """The kind asked for, or the default (a public rule of the loss, ε₂, n and k), checked against
     everything it needs — all before the charge: the unbiased randomizer serves example-level
     releases of the squared and Poisson losses, on supports of 2 to ``MAX_UNBIASED_SUPPORT`` points,
-    with ε₂ in its program's numerically safe range."""
+    with ε₂ in its program's numerically safe range. Each refusal names the request field it is
+    about in ``parameter`` (a form shows it there, the CLI names its option)."""
+
+    def refused(detail: str, parameter: str = "mechanism") -> DomainError:
+        return DomainError("invalid-request", detail, parameter=parameter)
+
     try:
-        if request.privacy_unit == "user":
-            kind = (
-                mechanism_kind(loss)
-                if request.mechanism is None
-                else check_mechanism(loss, request.mechanism)
-            )
-            if kind == "unbiased":
-                raise DomainError("invalid-request", "the unbiased randomizer serves example-level releases")
-            return kind
         if request.mechanism is None:
+            if request.privacy_unit == "user":
+                return mechanism_kind(loss)
             kind = default_mechanism(loss, eps_randomize, n, support.k)
         else:
             kind = check_mechanism(loss, request.mechanism)
-        if kind == "unbiased":
-            if request.objective == "model" or request.model_capacity is not None:
-                raise DomainError(
-                    "invalid-request",
-                    "the objective model and model_capacity belong to rr_on_bins and rr_top_k",
-                )
-            if not 2 <= support.k <= MAX_UNBIASED_SUPPORT:
-                raise DomainError(
-                    "invalid-request",
-                    f"the unbiased randomizer needs a support of 2 to {MAX_UNBIASED_SUPPORT} points; "
-                    f"this one has {support.k}",
-                )
-            check_mechanism_epsilon(kind, eps_randomize)
-        return kind
     except ParameterError as exc:
-        code = "invalid-epsilon" if exc.parameter.startswith("epsilon") else "invalid-request"
-        raise DomainError(code, str(exc)) from exc
+        raise refused(
+            str(exc), exc.parameter if exc.parameter in ("loss", "mechanism") else "mechanism"
+        ) from exc
+    if kind != "unbiased":
+        return kind
+    if request.privacy_unit == "user":
+        raise refused("the unbiased randomizer serves example-level releases (privacy_unit example)")
+    if request.objective == "model":
+        raise refused("the objective model belongs to rr_on_bins and rr_top_k", "objective")
+    if request.model_capacity is not None:
+        raise refused("model_capacity belongs to rr_on_bins and rr_top_k", "model_capacity")
+    if not 2 <= support.k <= MAX_UNBIASED_SUPPORT:
+        raise refused(
+            f"the unbiased randomizer needs a support of 2 to {MAX_UNBIASED_SUPPORT} points; "
+            f"this one has {support.k}"
+        )
+    try:
+        check_mechanism_epsilon(kind, eps_randomize)
+    except ParameterError as exc:
+        raise invalid_epsilon(
+            f"{exc} (ε₂ = {eps_randomize:g} is what this request randomizes with)",
+            "epsilon",  # (example-level: checked above)
+        ) from exc
+    return kind
 
 
 def plan_release(

@@ -24,6 +24,7 @@ from labeldp.terminal import delivered, number, numbers, print_json, print_table
 
 if TYPE_CHECKING:
     from labeldp.client import LabelsClient
+    from labeldp.client.types import Release
 
 commands = typer.Typer()  # top-level commands, merged into `labeldp labels` (labels/__init__.py)
 recipients_group = typer.Typer(help="Features parties releases may go to.", no_args_is_help=True)
@@ -33,8 +34,9 @@ Loss = Annotated[str, typer.Option(help="squared, absolute, poisson or zero_one.
 Mechanism = Annotated[
     str | None,
     typer.Option(
+        "--mechanism",
         help="rr_on_bins, rr_top_k or unbiased (squared and poisson loss: outputs whose mean is the "
-        "label); default: the service's public rule (docs/concepts/mechanism.md)."
+        "label); default: the service's public rule (docs/concepts/mechanism.md).",
     ),
 ]
 
@@ -96,7 +98,7 @@ def preview(
             help="Use this earlier release's noisy prior (post-processing) instead of the raw labels."
         ),
     ] = None,
-    mechanism_kind: Mechanism = None,
+    mechanism: Mechanism = None,
     as_json: AsJson = False,
 ) -> None:
     """Free, tenant-only: the bins, the expected error and what an attacker could learn from a release
@@ -106,11 +108,11 @@ def preview(
 
     with labels_client(url, api_key) as client:
         p = client.preview(
-            client.dataset_id(dataset), epsilon, loss, epsilon_prior, prior_release, mechanism=mechanism_kind
+            client.dataset_id(dataset), epsilon, loss, epsilon_prior, prior_release, mechanism=mechanism
         )
-    mechanism = PublishedMechanism.model_validate(p["mechanism"])
+    published = PublishedMechanism.model_validate(p["mechanism"])
     error = p["expected_loss"]
-    unbiased = mechanism.kind == "unbiased"
+    unbiased = published.kind == "unbiased"
     rms = f" (root: {number(error**0.5)})" if loss == "squared" or unbiased else ""
     source = {"labels": "the exact label histogram", "release": "that release's noisy prior"}.get(
         p["prior_source"], "the given prior"
@@ -124,19 +126,28 @@ def preview(
             f"the unbiased randomizer's expected variance {number(variance, 6)}"
         )
     outputs = (
-        f"{mechanism.m} outputs from {number(mechanism.bin_values[0])} to {number(mechanism.bin_values[-1])}"
+        f"{published.m} outputs from {number(published.bin_values[0])} to {number(published.bin_values[-1])}"
         if unbiased
         else _bins(p["bin_values"])
     )
     show(
         p,
         as_json,
-        f"{mechanism.kind}: ε = {number(p['epsilon'])} (ε₁ = {number(p['epsilon_prior'], 3)}) over "
+        f"{'unbiased: ' if unbiased else ''}ε = {number(p['epsilon'])} "
+        f"(ε₁ = {number(p['epsilon_prior'], 3)}) over "
         f"{p['examples']:,} examples\n{outputs}\n"
         f"{what} per label under {source}: {number(error, 6)}{rms}{side}\n"
-        f"an attacker guessing a label's bin gains at most {mechanism.worst_case_additive_advantage:.3f} "
-        f"(any prior); one released bin moves its odds by at most e^{mechanism.implemented_epsilon:.3f}",
+        f"an attacker guessing a label's bin gains at most {published.worst_case_additive_advantage:.3f} "
+        f"(any prior); one released bin moves its odds by at most e^{published.implemented_epsilon:.3f}",
     )
+
+
+def _outputs(rel: Release) -> str:
+    """The bins, or the unbiased randomizer's range of outputs (hundreds of them, beyond [lo, hi])."""
+    values = rel["bins"] or []
+    if (rel["mechanism"] or {}).get("kind") == "unbiased":
+        return f"unbiased: {len(values)} outputs from {number(values[0])} to {number(values[-1])}"
+    return _bins(values)
 
 
 def _bins(values: list[float] | None) -> str:
@@ -173,7 +184,7 @@ def release(
     deliver: Annotated[
         bool, typer.Option(help="Also deliver the release to its recipient over gRPC.")
     ] = False,
-    mechanism_kind: Mechanism = None,
+    mechanism: Mechanism = None,
     quiet: Quiet = False,
     as_json: AsJson = False,
 ) -> None:
@@ -190,7 +201,7 @@ def release(
             epsilon_prior,
             privacy_unit=privacy_unit,
             contribution_bound=bound,
-            mechanism=mechanism_kind,
+            mechanism=mechanism,
         )
         delivery = client.deliver(rel["id"]) if deliver else None
     if quiet:
@@ -198,13 +209,13 @@ def release(
         return
     line = (
         f"release {rel['id']}: {rel['examples']:,} examples at ε = {number(rel['epsilon'])} "
-        f"(ε₁ = {number(rel['epsilon_prior'], 3)}), idempotency key {key}\n{_bins(rel['bins'])}"
+        f"(ε₁ = {number(rel['epsilon_prior'], 3)}), idempotency key {key}\n{_outputs(rel)}"
     )
     if rel["privacy_unit"] == "user":
-        mechanism = rel["mechanism"] or {}
+        stated = rel["mechanism"] or {}
         line += (
             f"\nuser-level: ε = {number(rel['epsilon_user'] or 0)} per user over {rel['users']:,} users, "
-            f"τ = {mechanism.get('contribution_bound')} ({rel['contribution_bound']}), "
+            f"τ = {stated.get('contribution_bound')} ({rel['contribution_bound']}), "
             f"{rel['examples_capped'] or 0:,} examples over the bound carry no label information"
         )
     answer: dict[str, Any] = {"release": rel}
