@@ -21,7 +21,7 @@ The corrections a trained model applies when it predicts (``affine_correct``, ``
 are ``labeldp_model.BinsCorrection``'s: an exported model holds that object (``BinsNoise.correction``),
 so loading it needs neither labeldp nor its mechanisms.
 
-An unbiased release (``UnbiasedNoise``, docs/math.md §14) needs no correction: its outputs are
+An unbiased release (``UnbiasedNoise``, docs/math.md §15) needs no correction: its outputs are
 targets whose mean is the label. A least-squares fit to them estimates ``E[y | x]``; predictions are
 clipped into the labels' public range (for the Poisson loss, above ``POISSON_FLOOR·(hi − lo)``, where the
 loss is finite). Its validation loss against the true labels is estimated without bias too: the

@@ -86,7 +86,7 @@ class PublishedMechanism(BaseModel):
         (),
         max_length=MAX_UNBIASED_OUTPUTS,
         description="unbiased: each output's weight in every support point's row, out of 2^53 "
-        "(docs/math.md §14)",
+        "(docs/math.md §15)",
     )
     window_starts: tuple[int, ...] = Field(
         (),
@@ -303,7 +303,7 @@ class PublishedMechanism(BaseModel):
         class) after seeing its released bin, maximized over every prior it could hold: ``h − 1/m``
         (keep probability minus a uniform guess; docs/math.md §11). A function of the mechanism alone.
         The unbiased randomizer (the attacker guesses the support point): the bound ``(S − 1)/S``
-        with ``S = Σ_z max_y P(z | y)``, which no prior exceeds (docs/math.md §14.5)."""
+        with ``S = Σ_z max_y P(z | y)``, which no prior exceeds (docs/math.md §15.5)."""
         if self.m == 1:
             return 0.0
         if self.kind == "unbiased":

@@ -1,6 +1,6 @@
 """The unbiased randomizer as a label mechanism: ``kind = "unbiased"``.
 
-Every label ``y`` is replaced by an output ``z`` with ``E[z | y] = y`` (docs/math.md §14): a model
+Every label ``y`` is replaced by an output ``z`` with ``E[z | y] = y`` (docs/math.md §15): a model
 fit to the outputs by least squares estimates ``E[y | x]`` with no correction, and the Poisson loss,
 which is affine in its target, is unbiased too. The outputs reach beyond ``[lo, hi]`` — they must: an
 unbiased estimate of ``lo`` that never goes below ``lo`` is ``lo`` itself — so a released value is a

@@ -1,4 +1,4 @@
-"""A structured interior-point method for the unbiased randomizer's program (docs/math.md §14.3).
+"""A structured interior-point method for the unbiased randomizer's program (docs/math.md §15.3).
 
 The program on outputs ``z_1..z_n`` and support points ``y_1..y_k``: variables ``c_j`` (each output's
 base) and ``X_ij = M(z_j | y_i) − c_j`` with ``0 ≤ X_ij ≤ g·c_j`` (``g = e^ε − 1``), minimizing

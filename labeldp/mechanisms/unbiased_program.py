@@ -2,9 +2,9 @@
 
 Among ε-DP randomizers ``M(z | y)`` over a finite output set ``O`` whose output is an unbiased
 estimate of the label (``Σ_z z·M(z | y) = y`` for every support point ``y``), find the one of least
-variance under the prior, ``Σ_y p_y Σ_z M(z | y)(z − y)²`` (docs/math.md §14). It is a linear program,
+variance under the prior, ``Σ_y p_y Σ_z M(z | y)(z − y)²`` (docs/math.md §15). It is a linear program,
 but a plain one has ``k·|O|`` variables and as many ε-DP rows, far too many for a solver at ``k = 201``.
-Two facts proven in §14 make it small:
+Two facts proven in §15 make it small:
 
 1. Write ``c_z = min_y M(z | y)``; ε-DP is ``c_z ≤ M(z | y) ≤ e^ε·c_z``. Every such column is a
    non-negative combination of *patterns* ``θ·(1 + (e^ε − 1)·σ_y)`` with ``σ ∈ {0, 1}^k``, so the
@@ -45,7 +45,7 @@ from labeldp.mechanisms.unbiased_weights import (
 from labeldp.mechanisms.validation import ParameterError, finite_vector
 
 # The output grid: GRID_POINTS evenly spaced points on [lo − R, hi + R] plus the support itself, with
-# R = REACH·(hi − lo)·max(2/(e^ε − 1), 1.5/√(e^ε − 1)); docs/math.md §14 and BENCHMARKS.md
+# R = REACH·(hi − lo)·max(2/(e^ε − 1), 1.5/√(e^ε − 1)); docs/math.md §15 and BENCHMARKS.md
 # ("Unbiased randomizer: how fine the output grid must be") measure both choices.
 GRID_POINTS = 512
 _COARSE_POINTS = 2048  # the interior-point warm start's grid (a subset of the output grid)
@@ -238,7 +238,7 @@ def _coarse(zs: FloatArray, ys: FloatArray) -> IntArray:
 
 def windows(z: FloatArray, base: FloatArray, y: FloatArray, g: float) -> FloatArray:
     """Each row's best window for a base ``c`` on sorted outputs ``z``: ``t[i, j] ∈ [0, 1]`` with
-    ``M(z_j | y_i) = c_j (1 + g·t[i, j])`` (docs/math.md §14). Every row's window holds the same
+    ``M(z_j | y_i) = c_j (1 + g·t[i, j])`` (docs/math.md §15). Every row's window holds the same
     ``c``-mass ``w = (1 − C)/g`` and is the slice ``[u_i, u_i + w]`` of the cumulative ``c``-mass whose
     first moment is ``(y_i − Σ z c)/g``; the slice's moment increases with ``u_i``, which bisection
     finds. Rows whose mean the slices cannot reach take the nearest end (the caller's tolerance)."""

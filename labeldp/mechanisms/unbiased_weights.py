@@ -1,6 +1,6 @@
 """The unbiased randomizer in exact integers: what both parties sample, publish, check and audit.
 
-The optimal unbiased randomizer has one shape (docs/math.md §14): a base ``c_j`` on each output ``z_j``
+The optimal unbiased randomizer has one shape (docs/math.md §15): a base ``c_j`` on each output ``z_j``
 that every label gets, and on top of it ``(e^ε − 1)·c_j`` on a *window* of consecutive outputs — the
 same base mass for every label, its window sliding with the label so that the mean is the label. Here
 that shape is integer: every row of weights sums to ``TOTAL = 2^53`` and

@@ -1,4 +1,4 @@
-"""The unbiased randomizer (docs/math.md §14) against independent math: the plain linear program over
+"""The unbiased randomizer (docs/math.md §15) against independent math: the plain linear program over
 every unbiased ε-DP randomizer on the same output grid, exact integer arithmetic for ε-DP and for
 unbiasedness, a chi-square test of the sampler against its exact rows, and its bad inputs."""
 
