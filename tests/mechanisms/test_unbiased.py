@@ -195,3 +195,45 @@ def test_the_ends_of_the_epsilon_range(eps: float) -> None:
     p = np.random.default_rng(5).dirichlet(np.ones(53))
     mech = optimize_unbiased(support, p, eps)
     assert_exact(mech.weights, support.values, eps)
+
+
+def test_the_worst_case_advantage_bounds_every_prior_and_the_audit_reads_the_rows() -> None:
+    """(S − 1)/S (docs/math.md §15.5) is at least the Bayes attacker's gain, by enumeration, under
+    random priors, point masses and the prior that attains it; the canary test's ε bound stays below
+    the implemented ε."""
+    from labeldp.mechanisms.empirical import epsilon_lower_bound
+
+    support = integer_grid(0, 6)
+    p = np.random.default_rng(8).dirichlet(np.ones(7))
+    published = optimize_unbiased(support, p, 1.5).describe(prior=p, epsilon_prior=0.1)
+    rows = published.transition_matrix()
+    bound = published.worst_case_additive_advantage
+    rng = np.random.default_rng(9)
+    for prior in [*rng.dirichlet(np.full(7, 0.3), 200), *np.eye(7)]:
+        gain = float((prior[:, None] * rows).max(axis=0).sum() - prior.max())
+        assert gain <= bound + 1e-12
+    labels = np.repeat(np.arange(7), 3_000)
+    outputs = sampler_of(published).randomize(labels.astype(float), rng=SeededRandom(4))
+    measured = epsilon_lower_bound(published, labels, outputs, alpha=1e-6)
+    assert 0 < measured.epsilon_low <= published.implemented_epsilon
+
+
+def test_the_trainers_validation_estimate_is_unbiased_exactly() -> None:
+    """``UnbiasedNoise.unbiased_loss`` averaged over a label's exact output distribution is the loss
+    against the label itself, for both losses (docs/math.md §15.6)."""
+    from labeldp.mechanisms.debias import release_noise
+    from labeldp.mechanisms.losses import resolve_loss
+
+    support = integer_grid(1, 9)
+    p = np.random.default_rng(2).dirichlet(np.ones(9))
+    for loss in ("squared", "poisson"):
+        published = optimize_unbiased(support, p, 1.0, loss).describe(prior=p, epsilon_prior=0.1)
+        noise = release_noise(published)
+        rows = published.transition_matrix()
+        ell = resolve_loss(loss)
+        outputs = np.arange(published.m)
+        for f in (0.5, 3.0, 7.5):
+            per_output = noise.unbiased_loss(np.full(published.m, f), outputs, ell)
+            expected = rows @ per_output
+            truth = np.asarray(ell(np.full(9, f), support.values), dtype=float)
+            np.testing.assert_allclose(expected, truth, rtol=1e-7, atol=1e-7)
