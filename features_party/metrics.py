@@ -21,9 +21,22 @@ class FeaturesMetrics(ServiceMetrics):
             "Training jobs by outcome: started, succeeded, failed.",
             ("outcome",),
         )
+        self.pricings = self.counter(
+            "labeldp_pricings_total",
+            "gRPC pricing requests by outcome: answered, or the refusal's status code.",
+            ("outcome",),
+        )
+        self.examples_priced = self.counter(
+            "labeldp_examples_priced_total", "Example IDs in answered pricing requests."
+        )
         self.training_running = self.gauge(
             "labeldp_training_jobs_in_progress", "Training jobs queued or running in this process."
         )
+
+    def record_pricing(self, outcome: str, examples: int) -> None:
+        self.pricings.labels(outcome).inc()
+        if outcome == "answered":
+            self.examples_priced.inc(examples)
 
     def record_delivery(self, outcome: str, examples: int) -> None:
         self.received.labels(outcome).inc()

@@ -29,6 +29,12 @@ class LabelsMetrics(ServiceMetrics):
             "Delivery requests by outcome: delivered, failed, refused.",
             ("outcome",),
         )
+        self.priors = self.counter(
+            "labeldp_priors_total",
+            "Priors requests to a features party by outcome: stored, refused (the recipient's refusal or an "
+            "answer that failed a check), rejected (4xx before dialling).",
+            ("outcome",),
+        )
 
     def record_release(self, epsilon: float, examples: int) -> None:
         """A release created now (replays and refusals are counted by outcome only)."""

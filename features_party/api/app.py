@@ -16,6 +16,7 @@ from features_party.api.routes import ROUTERS
 from features_party.config import FeaturesSettings
 from features_party.exports import Exports, TooManyExportsError
 from features_party.metrics import FeaturesMetrics
+from features_party.pricing import Pricer, PricingGrants, Pricings
 from features_party.receiver.server import build_server
 from features_party.receiver.service import Receiver
 from features_party.receiver.store import ReceivedModels, ReceivedReleases, SenderRegistry
@@ -46,11 +47,12 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
     tables = FeatureTables(
         sessions, data_dir, scheduler=settings.dask_scheduler, max_upload_bytes=settings.max_upload_bytes
     )
+    identity = Identity.load_or_create(settings.identity_path())
     svc = FeaturesServices(
         settings=settings,
         sessions=sessions,
         instance=instance,
-        identity=Identity.load_or_create(settings.identity_path()),
+        identity=identity,
         senders=SenderRegistry(sessions),
         releases=releases,
         models=ReceivedModels(sessions),
@@ -66,6 +68,8 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
             scheduler=settings.dask_scheduler,
             max_queued_per_tenant=settings.max_queued_jobs_per_tenant,
         ),
+        grants=PricingGrants(sessions),
+        pricings=Pricings(sessions),
         exports=Exports(
             releases, tables, data_dir.spool(instance.token), max_concurrent=settings.max_concurrent_exports
         ),
@@ -92,7 +96,17 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
             on_outcome=metrics.record_delivery,
             instance=instance,
         )
-        server, port = build_server(receiver, settings)
+        pricer = Pricer(
+            sessions,
+            data_dir,
+            settings.party_id,
+            identity,
+            tables,
+            settings.max_release_bytes,
+            instance,
+            on_outcome=metrics.record_pricing,
+        )
+        server, port = build_server(receiver, settings, pricer)
         svc.grpc_port = port
         log.info("features party started", extra={"path": str(settings.data_dir)})
 

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from features_party.config import FeaturesSettings
 from features_party.exports import Exports
+from features_party.pricing import PricingGrants, Pricings
 from features_party.receiver.store import ReceivedModels, ReceivedReleases, SenderRegistry
 from features_party.tables.service import FeatureTables
 from features_party.tenants import authenticate
@@ -34,6 +35,8 @@ class FeaturesServices:
     models: ReceivedModels
     tables: FeatureTables
     training: TrainingService
+    grants: PricingGrants
+    pricings: Pricings
     exports: Exports
     grpc_port: int = 0  # set once the receiver listens
 
@@ -85,6 +88,18 @@ async def _models(svc: Services) -> ReceivedModels:
 
 
 ReceivedModelStore = Annotated[ReceivedModels, Depends(_models)]
+
+
+async def _grants(svc: Services) -> PricingGrants:
+    return svc.grants
+
+
+async def _pricings(svc: Services) -> Pricings:
+    return svc.pricings
+
+
+Grants = Annotated[PricingGrants, Depends(_grants)]
+PricingLog = Annotated[Pricings, Depends(_pricings)]
 
 
 async def _exports(svc: Services) -> Exports:

@@ -8,7 +8,15 @@ from typing import Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from features_party.receiver.store import published_mechanism
-from features_party.storage.orm import FeatureTable, ReceivedModel, ReceivedRelease, Sender, TrainingJob
+from features_party.storage.orm import (
+    FeatureTable,
+    Pricing,
+    PricingGrant,
+    ReceivedModel,
+    ReceivedRelease,
+    Sender,
+    TrainingJob,
+)
 from features_party.tables.joins import JoinReport
 from features_party.training.service import TrainingRequest
 from labeldp.common.inputs import ExampleId, Name, Pem
@@ -258,3 +266,52 @@ class ReceivedModelOut(BaseModel):
     @classmethod
     def of(cls, m: ReceivedModel) -> ReceivedModelOut:
         return cls.model_validate(m, from_attributes=True)
+
+
+class PricingGrantIn(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",  # a misspelt field is an error, never silently ignored
+        json_schema_extra={
+            "examples": [{"model_id": "0b9c6e1a-3f2d-4c5b-8a79-6e5d4c3b2a19", "max_groups": 64}]
+        },
+    )
+
+    model_id: str = Field(
+        max_length=36,
+        description="one of this tenant's complete models (GET /v1/models): it prices the examples",
+    )
+    max_groups: int | None = Field(
+        None,
+        ge=1,
+        le=1024,
+        description="the most groups an answer may have (default: as many as asked, ≤ 1,024)",
+    )
+
+
+class PricingGrantOut(BaseModel):
+    sender_id: str
+    model_id: str
+    max_groups: int | None
+    created_at: AwareDatetime
+    updated_at: AwareDatetime
+
+    @classmethod
+    def of(cls, g: PricingGrant) -> PricingGrantOut:
+        return cls.model_validate(g, from_attributes=True)
+
+
+class PricingOut(BaseModel):
+    id: str = Field(description="the answer's priors_id (the labels party stores it as features_priors_id)")
+    sender_id: str
+    request_id: str
+    model_id: str
+    examples: int = Field(description="example IDs the request listed")
+    priced: int = Field(description="of them, given a group (the others have no feature row)")
+    groups: int = Field(description="G: group priors the answer published")
+    support_k: int
+    answer_sha256: str = Field(description="SHA-256 of the signed answer's frames, as sent")
+    created_at: AwareDatetime
+
+    @classmethod
+    def of(cls, p: Pricing) -> PricingOut:
+        return cls.model_validate(p, from_attributes=True)

@@ -12,7 +12,10 @@ storing: ``service.py``) runs on ``grpc_workers`` threads.
 ``DeliverRelease`` is registered with no request deserializer: frames reach the receiver as bytes and
 are parsed there, so a malformed frame is answered INVALID_ARGUMENT like every other bad message.
 ``DeliverModel`` is a unary call on the wire, read here as a stream of its one message, so that the
-per-peer limit and the deadline apply before the message is read.
+per-peer limit and the deadline apply before the message is read. ``PriceExamples`` (priors for a
+feature-aware release) is a bidirectional stream under the same limits and deadlines: its request is
+verified before any ID chunk is read, and its answer is sent once every chunk has arrived; the work is
+the pricing service's (``features_party/pricing``, handed in: it sits above this layer).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import logging
 import threading
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, NoReturn, TypeAlias, TypeVar
+from typing import Any, NoReturn, Protocol, TypeAlias, TypeVar
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -42,11 +45,38 @@ T = TypeVar("T")
 Context: TypeAlias = grpc.aio.ServicerContext[bytes, Any]
 
 
+class PricingStream(Protocol):
+    """One pricing request being answered: its verified request's tenant, then its ID chunks."""
+
+    @property
+    def tenant(self) -> str: ...
+
+    @property
+    def examples(self) -> int: ...
+
+    def add(self, data: bytes) -> None: ...
+
+    def finish(self) -> list[bytes]: ...
+
+    def close(self) -> None: ...
+
+
+class PricingWork(Protocol):
+    """Opens a pricing stream from its first frame (verified before any chunk is read), and counts how
+    each ended (``answered`` with its examples, or the refusal's code)."""
+
+    def open(self, first: bytes) -> PricingStream: ...
+
+    def on_outcome(self, outcome: str, examples: int) -> None: ...
+
+
 class ReceiverServer:
     """The receiver's gRPC server, started on its own event loop; ``port`` is where it listens."""
 
-    def __init__(self, receiver: Receiver, settings: FeaturesSettings) -> None:
-        self.receiver, self.settings = receiver, settings
+    def __init__(
+        self, receiver: Receiver, settings: FeaturesSettings, pricing: PricingWork | None = None
+    ) -> None:
+        self.receiver, self.settings, self.pricing = receiver, settings, pricing
         self.admission = Admission(settings.grpc_streams_per_peer, settings.grpc_streams_per_tenant)
         self.workers = ThreadPoolExecutor(settings.grpc_workers, thread_name_prefix="grpc")
         self.loop = asyncio.new_event_loop()
@@ -98,6 +128,7 @@ class ReceiverServer:
                 "DeliverModel": grpc.stream_unary_rpc_method_handler(
                     self.deliver_model, response_serializer=pb.ModelReceipt.SerializeToString
                 ),
+                "PriceExamples": grpc.stream_stream_rpc_method_handler(self.price_examples),
             },
         )
         server.add_generic_rpc_handlers((handler,))
@@ -188,6 +219,42 @@ class ReceiverServer:
         except Exception:
             await self._failed(context, "model")
 
+    async def price_examples(self, frames: AsyncIterator[bytes], context: Context) -> AsyncIterator[bytes]:
+        """The signed request, then its ID chunks; answers the signed priors and the group chunks."""
+        outcome, examples = "cancelled", 0
+        try:
+            answer, examples = await self._pricing(frames, context)
+            outcome = "answered"
+        except DomainError as exc:
+            outcome = "idle_timeout" if exc.code == "deadline_exceeded" else exc.code
+            await self._refuse(context, exc, "pricing")
+        except Exception:
+            outcome = "internal"
+            await self._failed(context, "pricing")
+        finally:
+            if self.pricing is not None:
+                self.pricing.on_outcome(outcome, examples)
+        for frame in answer:
+            yield frame
+
+    async def _pricing(self, frames: AsyncIterator[bytes], context: Context) -> tuple[list[bytes], int]:
+        if self.pricing is None:
+            raise WireError("unimplemented", "this receiver prices no examples")
+        with self.admission.before_header(peer_of(context)):
+            first = await self._next(frames, self.settings.stream_header_seconds, "the signed request")
+            if first is None:
+                raise WireError("invalid_argument", "empty stream")
+            stream = await self._work(self.pricing.open, first)
+        try:
+            with self.admission.of_tenant(stream.tenant):
+                while (
+                    data := await self._next(frames, self.settings.stream_idle_seconds, "a frame")
+                ) is not None:
+                    await self._work(stream.add, data)
+                return await self._work(stream.finish), stream.examples
+        finally:
+            await asyncio.shield(self._work(stream.close))
+
     # -- helpers --------------------------------------------------------------------------------------
     async def _next(self, frames: AsyncIterator[bytes], seconds: float, what: str) -> bytes | None:
         """The next frame (None at the end of the stream), or DEADLINE_EXCEEDED after ``seconds``."""
@@ -216,9 +283,11 @@ class ReceiverServer:
         raise AssertionError("abort raises")  # pragma: no cover
 
 
-def build_server(receiver: Receiver, settings: FeaturesSettings) -> tuple[ReceiverServer, int]:
+def build_server(
+    receiver: Receiver, settings: FeaturesSettings, pricing: PricingWork | None = None
+) -> tuple[ReceiverServer, int]:
     """A started gRPC server and the port it listens on (``grpc_port`` 0 picks a free one)."""
-    server = ReceiverServer(receiver, settings)
+    server = ReceiverServer(receiver, settings, pricing)
     # load (from numba's disk cache, or compile once) the ID hash kernel now, not in the first delivery
     threading.Thread(target=compiled, name="warm-id-hash", daemon=True).start()
     return server, server.port

@@ -152,3 +152,41 @@ class TrainingJob(Base):
     provenance: Mapped[dict[str, object]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class PricingGrant(Base):
+    """Which of a tenant's trained models prices the examples a pinned sender asks about (feature-aware
+    priors, ``features_party/pricing``): one per (tenant, sender); without one, the sender's pricing
+    requests to this tenant are refused."""
+
+    __tablename__ = "pricing_grants"
+    __table_args__ = (UniqueConstraint("tenant_id", "sender_id", name="uq_pricing_grants_tenant_sender"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=_new_id)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
+    sender_id: Mapped[str] = mapped_column(String(200))
+    model_id: Mapped[str] = mapped_column(ForeignKey("training_jobs.id"))
+    max_groups: Mapped[int | None] = mapped_column(Integer, nullable=True)  # the tenant's cap on G
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Pricing(Base):
+    """One answered pricing request — what left this party: how many examples it priced with which model,
+    and the groups it published (the audit of ``GET /v1/pricings``)."""
+
+    __tablename__ = "pricings"
+    __table_args__ = (UniqueConstraint("tenant_id", "request_id", name="uq_pricings_tenant_request"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)  # the answer's priors_id
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
+    sender_id: Mapped[str] = mapped_column(String(200))
+    sender_key_id: Mapped[str] = mapped_column(String(80))
+    request_id: Mapped[str] = mapped_column(String(36))
+    model_id: Mapped[str] = mapped_column(String(36))
+    examples: Mapped[int] = mapped_column(BigInteger)  # requested
+    priced: Mapped[int] = mapped_column(BigInteger)  # of them, given a group (the others had no features)
+    groups: Mapped[int] = mapped_column(Integer)
+    support_k: Mapped[int] = mapped_column(Integer)
+    answer_sha256: Mapped[str] = mapped_column(String(64))  # of the answer's frames, as sent
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

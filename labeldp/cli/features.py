@@ -1,6 +1,7 @@
 """``labeldp features …``: the publisher's commands against the features party's REST API.
 
-One command per route: the identity to hand the advertiser, pinned senders, the releases received,
+One command per route: the identity to hand the advertiser, pinned senders and which model prices their
+examples (``pricing``), the releases received,
 feature tables and their uploads, joins, training jobs and models, predictions, the models trained
 with semi-sensitive features it received, and the non-sensitive rows it exports for them. Output as
 in ``labels/``: one line (lists a table) or ``--json``, ``-q`` for the ID alone. The operator's
@@ -44,6 +45,10 @@ senders = typer.Typer(help="Labels parties whose signed releases are accepted.",
 releases = typer.Typer(help="Releases received and verified.", no_args_is_help=True)
 tables = typer.Typer(help="Feature tables.", no_args_is_help=True)
 models = typer.Typer(help="Trained models: list, show, download.", no_args_is_help=True)
+pricing = typer.Typer(
+    help="Which model prices a sender's examples (priors for feature-aware releases), and what was priced.",
+    no_args_is_help=True,
+)
 semi_sensitive_models = typer.Typer(
     help="Models trained with semi-sensitive features, received and verified: list, show, download.",
     no_args_is_help=True,
@@ -86,6 +91,56 @@ def senders_list(url: FeaturesUrl = FEATURES_URL, api_key: FeaturesKey = "", as_
     with features_client(url, api_key) as client:
         rows = client.senders()
     print_table(rows, ("id", "key_id", "created_at"), as_json)
+
+
+Sender = Annotated[str, typer.Argument(help="A pinned sender's id (the labels party's party_id).")]
+
+
+@pricing.command("grant")
+def pricing_grant(
+    sender: Sender,
+    model: Annotated[str, typer.Option(help="One of this tenant's complete models.")],
+    max_groups: Annotated[int | None, typer.Option(help="The most groups an answer may have.")] = None,
+    url: FeaturesUrl = FEATURES_URL,
+    api_key: FeaturesKey = "",
+    as_json: AsJson = False,
+) -> None:
+    """Let a model price the sender's examples: it learns each example's group and the groups' priors (a
+    coarse view of the model), never a feature. Replaces an earlier grant."""
+    with features_client(url, api_key) as client:
+        out = client.grant_pricing(sender, model, max_groups)
+    cap = f", at most {out['max_groups']} groups" if out["max_groups"] else ""
+    show(out, as_json, f"model {out['model_id']} prices {out['sender_id']}'s examples{cap}")
+
+
+@pricing.command("show")
+def pricing_show(
+    sender: Sender, url: FeaturesUrl = FEATURES_URL, api_key: FeaturesKey = "", as_json: AsJson = False
+) -> None:
+    """The model that prices the sender's examples."""
+    with features_client(url, api_key) as client:
+        out = client.pricing_grant(sender)
+    show(
+        out,
+        as_json,
+        f"model {out['model_id']} prices {out['sender_id']}'s examples (since {out['updated_at']})",
+    )
+
+
+@pricing.command("withdraw")
+def pricing_withdraw(sender: Sender, url: FeaturesUrl = FEATURES_URL, api_key: FeaturesKey = "") -> None:
+    """Withdraw the grant: the sender's pricing requests are refused from now on."""
+    with features_client(url, api_key) as client:
+        client.withdraw_pricing(sender)
+    typer.echo(f"{sender}'s examples are no longer priced")
+
+
+@pricing.command("log")
+def pricing_log(url: FeaturesUrl = FEATURES_URL, api_key: FeaturesKey = "", as_json: AsJson = False) -> None:
+    """Every pricing request answered, oldest first: who asked, which model, examples and groups."""
+    with features_client(url, api_key) as client:
+        rows = client.pricings()
+    print_table(rows, ("id", "sender_id", "model_id", "examples", "priced", "groups", "created_at"), as_json)
 
 
 @releases.command("list")
@@ -390,6 +445,7 @@ def non_sensitive_rows(
 
 
 app.add_typer(senders, name="senders")
+app.add_typer(pricing, name="pricing")
 app.add_typer(releases, name="releases")
 app.add_typer(tables, name="tables")
 app.add_typer(models, name="models")

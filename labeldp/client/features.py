@@ -19,6 +19,8 @@ from labeldp.client.types import (
     Join,
     Model,
     Predictions,
+    Pricing,
+    PricingGrant,
     ReceivedModel,
     ReceivedRelease,
     Sender,
@@ -63,6 +65,23 @@ class FeaturesClient(ApiClient):
 
     def pin_sender(self, sender_id: str, public_key_pem: str) -> Sender:
         return self.call("POST", "/v1/senders", json={"id": sender_id, "public_key_pem": public_key_pem})
+
+    def grant_pricing(self, sender_id: str, model_id: str, max_groups: int | None = None) -> PricingGrant:
+        """Let ``model_id`` price the pinned sender's examples (its priors requests); replaces a grant."""
+        body: dict[str, object] = {"model_id": model_id}
+        if max_groups is not None:
+            body["max_groups"] = max_groups
+        return self.call("PUT", f"/v1/senders/{sender_id}/pricing", json=body)
+
+    def pricing_grant(self, sender_id: str) -> PricingGrant:
+        return self.call("GET", f"/v1/senders/{sender_id}/pricing")
+
+    def withdraw_pricing(self, sender_id: str) -> None:
+        self.call("DELETE", f"/v1/senders/{sender_id}/pricing", raw=True)
+
+    def pricings(self) -> list[Pricing]:
+        """Every pricing request this tenant answered: what left this party."""
+        return list(self.items("/v1/pricings"))
 
     def upload_table(
         self,

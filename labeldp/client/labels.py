@@ -20,6 +20,8 @@ from labeldp.client.types import (
     ModelDelivery,
     Page,
     Preview,
+    Priors,
+    PriorsDetail,
     Recipient,
     Release,
     SemiSensitiveModel,
@@ -195,6 +197,35 @@ class LabelsClient(ApiClient):
     def model_message(self, model_id: str) -> bytes:
         """The signed model message's exact bytes."""
         return bytes(self.call("GET", f"/v1/semi-sensitive-models/{model_id}/message", raw=True))
+
+    def fetch_priors(
+        self,
+        dataset_id: str,
+        recipient: str,
+        max_groups: int = 64,
+        loss: str | None = None,
+        example_ids: list[str] | None = None,
+    ) -> Priors:
+        """Ask the recipient (a pinned features party) to price the dataset's examples (default: those a
+        release lists); the signed answer is checked and stored. Charges nothing."""
+        body: dict[str, Any] = {"recipient": recipient, "max_groups": max_groups}
+        if loss is not None:
+            body["loss"] = loss
+        if example_ids is not None:
+            body["example_ids"] = example_ids
+        return self.call("POST", f"/v1/datasets/{dataset_id}/priors", json=body)
+
+    def priors(self, dataset_id: str | None = None) -> list[Priors]:
+        """A dataset's stored priors, or every one of the tenant."""
+        return list(self.items(f"/v1/datasets/{dataset_id}/priors" if dataset_id else "/v1/priors"))
+
+    def get_priors(self, priors_id: str) -> PriorsDetail:
+        """Stored priors in full: each group's size and prior on the support."""
+        return self.call("GET", f"/v1/priors/{priors_id}")
+
+    def delete_priors(self, priors_id: str) -> None:
+        """Delete stored priors (409 ``priors-in-use`` while a charged release that uses them runs)."""
+        self.call("DELETE", f"/v1/priors/{priors_id}", raw=True)
 
     def audit(self, release_id: str) -> Audit:
         """Free and tenant-only: what the best attacker learns from a release (raw labels used)."""

@@ -245,6 +245,37 @@ class ModelDelivery(TypedDict):
     wire_bytes: int
 
 
+class Priors(TypedDict):
+    """Priors a features party signed for a dataset's examples (feature-aware releases)."""
+
+    id: str
+    dataset_id: str
+    recipient_id: str
+    features_priors_id: str
+    model_id: str
+    rule: str
+    loss: str
+    groups: int
+    max_groups: int
+    support_k: int
+    examples_requested: int
+    examples_priced: int
+    message_sha256: str
+    created_at: str
+
+
+class GroupPrior(TypedDict):
+    group: int
+    examples: int
+    masses: list[float]
+
+
+class PriorsDetail(Priors):
+    support: list[float]
+    examples_without_group: int
+    group_priors: list[GroupPrior]
+
+
 # --- the features party (publisher) -------------------------------------------------------------------
 
 
@@ -337,3 +368,28 @@ class ReceivedModel(TypedDict):
     guarantee: dict[str, Any]
     columns: dict[str, Any]
     received_at: str
+
+
+class PricingGrant(TypedDict):
+    """Which of the tenant's models prices a pinned sender's examples (its priors requests)."""
+
+    sender_id: str
+    model_id: str
+    max_groups: int | None
+    created_at: str
+    updated_at: str
+
+
+class Pricing(TypedDict):
+    """One answered pricing request: what left the features party."""
+
+    id: str
+    sender_id: str
+    request_id: str
+    model_id: str
+    examples: int
+    priced: int
+    groups: int
+    support_k: int
+    answer_sha256: str
+    created_at: str

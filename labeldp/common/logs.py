@@ -25,6 +25,7 @@ SAFE_FIELDS = (
     "examples",
     "epsilon",
     "releases",
+    "priors_id",
 )
 
 

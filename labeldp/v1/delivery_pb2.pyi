@@ -1,3 +1,4 @@
+from labeldp.v1 import priors_pb2 as _priors_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor

@@ -4,6 +4,7 @@ import grpc
 import warnings
 
 from labeldp.v1 import delivery_pb2 as labeldp_dot_v1_dot_delivery__pb2
+from labeldp.v1 import priors_pb2 as labeldp_dot_v1_dot_priors__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -45,6 +46,11 @@ class FeaturesPartyStub:
                 request_serializer=labeldp_dot_v1_dot_delivery__pb2.SignedModel.SerializeToString,
                 response_deserializer=labeldp_dot_v1_dot_delivery__pb2.ModelReceipt.FromString,
                 _registered_method=True)
+        self.PriceExamples = channel.stream_stream(
+                '/labeldp.v1.FeaturesParty/PriceExamples',
+                request_serializer=labeldp_dot_v1_dot_priors__pb2.PricingFrame.SerializeToString,
+                response_deserializer=labeldp_dot_v1_dot_priors__pb2.PriorsFrame.FromString,
+                _registered_method=True)
 
 
 class FeaturesPartyServicer:
@@ -67,6 +73,16 @@ class FeaturesPartyServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PriceExamples(self, request_iterator, context):
+        """Priors for a feature-aware release (priors.proto): the signed request and its example IDs in,
+        the signed priors and each example's group out. Verified like a release header (the pinned key
+        of the tenant the request names, recipient, expiry, counts) before any ID is read; answered only
+        under that tenant's pricing grant for the sender.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_FeaturesPartyServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -79,6 +95,11 @@ def add_FeaturesPartyServicer_to_server(servicer, server):
                     servicer.DeliverModel,
                     request_deserializer=labeldp_dot_v1_dot_delivery__pb2.SignedModel.FromString,
                     response_serializer=labeldp_dot_v1_dot_delivery__pb2.ModelReceipt.SerializeToString,
+            ),
+            'PriceExamples': grpc.stream_stream_rpc_method_handler(
+                    servicer.PriceExamples,
+                    request_deserializer=labeldp_dot_v1_dot_priors__pb2.PricingFrame.FromString,
+                    response_serializer=labeldp_dot_v1_dot_priors__pb2.PriorsFrame.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -136,6 +157,33 @@ class FeaturesParty:
             '/labeldp.v1.FeaturesParty/DeliverModel',
             labeldp_dot_v1_dot_delivery__pb2.SignedModel.SerializeToString,
             labeldp_dot_v1_dot_delivery__pb2.ModelReceipt.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PriceExamples(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/labeldp.v1.FeaturesParty/PriceExamples',
+            labeldp_dot_v1_dot_priors__pb2.PricingFrame.SerializeToString,
+            labeldp_dot_v1_dot_priors__pb2.PriorsFrame.FromString,
             options,
             channel_credentials,
             insecure,

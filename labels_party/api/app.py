@@ -30,6 +30,7 @@ from labels_party.datasets.versions import collect_superseded
 from labels_party.delivery.message import Signer
 from labels_party.delivery.service import DeliveryService, RecipientService
 from labels_party.metrics import LabelsMetrics
+from labels_party.priors import PriorsService
 from labels_party.releases.cluster import ReleaseCluster
 from labels_party.releases.service import ReleaseService
 from labels_party.releases.work import ReleaseWork
@@ -143,6 +144,7 @@ def create_app(settings: LabelsSettings | None = None) -> FastAPI:
         recipients=RecipientService(sessions, settings.recipient_hosts),
         deliveries=deliveries,
         semi_sensitive=semi_sensitive,
+        priors=PriorsService(sessions, data_dir, signer, settings, instance, metrics),
     )
     for router in ROUTERS:
         app.include_router(router)

@@ -21,6 +21,7 @@ from labels_party.datasets.budget import BudgetService
 from labels_party.datasets.service import DatasetService
 from labels_party.delivery.message import Signer
 from labels_party.delivery.service import DeliveryService, RecipientService
+from labels_party.priors import PriorsService
 from labels_party.releases.service import ReleaseService
 from labels_party.semi_sensitive.service import SemiSensitiveService
 from labels_party.tenants import authenticate
@@ -38,6 +39,7 @@ class LabelsServices:
     recipients: RecipientService
     deliveries: DeliveryService
     semi_sensitive: SemiSensitiveService
+    priors: PriorsService
 
 
 async def services(request: Request) -> LabelsServices:
@@ -91,3 +93,10 @@ async def _semi_sensitive(svc: Services) -> SemiSensitiveService:
 
 
 SemiSensitive = Annotated[SemiSensitiveService, Depends(_semi_sensitive)]
+
+
+async def _priors(svc: Services) -> PriorsService:
+    return svc.priors
+
+
+PriorsApi = Annotated[PriorsService, Depends(_priors)]

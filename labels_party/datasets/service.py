@@ -21,7 +21,7 @@ from labels_party.datasets import file_work
 from labels_party.datasets.spec import DatasetSpec
 from labels_party.datasets.store import DatasetFiles
 from labels_party.storage.data_dir import DataDir
-from labels_party.storage.orm import Dataset, Release, SemiSensitiveModel
+from labels_party.storage.orm import Dataset, Priors, Release, SemiSensitiveModel
 
 Stored = TypeVar("Stored")
 
@@ -80,9 +80,9 @@ class DatasetService:
             return get_dataset(session, tenant_id, dataset_id)
 
     def delete(self, tenant_id: str, dataset_id: str) -> None:
-        """Delete a dataset that nothing was released from (its row, then its files). A dataset with a
-        release or a semi-sensitive model stays: they name it, and the ledger's charges stand anyway
-        (spend is per example, not per dataset)."""
+        """Delete a dataset that nothing was released from (its row and its stored priors, then their
+        files). A dataset with a release or a semi-sensitive model stays: they name it, and the ledger's
+        charges stand anyway (spend is per example, not per dataset)."""
         with self.sessions.begin() as session:
             ds = get_dataset(session, tenant_id, dataset_id, lock=True)
             used = (
@@ -95,8 +95,14 @@ class DatasetService:
                 raise DomainError(
                     "dataset-in-use", "a dataset with releases or models cannot be deleted", status=409
                 )
+            priors = list(session.execute(select(Priors).where(Priors.dataset_id == ds.id)).scalars())
+            for row in priors:  # priors of a dataset nothing was released from: no release names them
+                session.delete(row)
+            session.flush()  # before the dataset they name (no relationship orders the two deletes)
             session.delete(ds)
         shutil.rmtree(self.data_dir.dataset(dataset_id), ignore_errors=True)
+        for path in (p for row in priors for p in self.data_dir.priors_files(row.id)):
+            path.unlink(missing_ok=True)
 
     def _commit(
         self,

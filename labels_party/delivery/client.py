@@ -20,7 +20,7 @@ from labeldp.v1 import delivery_pb2 as pb
 from labels_party.delivery.addresses import Target
 
 METHOD = "/labeldp.v1.FeaturesParty/DeliverRelease"
-RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
+RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 BACKOFF_BASE_S = 0.25
 BACKOFF_CAP_S = 8.0
 _jitter = secrets.SystemRandom()
@@ -53,38 +53,46 @@ def backoff(attempt: int) -> float:
     return min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** (attempt - 1)) * _jitter.uniform(0.5, 1.0)
 
 
-def channel_for(target: Target, credentials: grpc.ChannelCredentials | None) -> grpc.Channel:
+def channel_for(
+    target: Target, credentials: grpc.ChannelCredentials | None, receive_bytes: int | None = None
+) -> grpc.Channel:
     """A channel to the checked addresses of ``target`` (never its name again: ``addresses``), TLS
-    checking the recipient's certificate against the name it was registered under."""
+    checking the recipient's certificate against the name it was registered under; ``receive_bytes``:
+    the largest message it accepts from the recipient (gRPC's default, 4 MiB, when None)."""
     options: list[tuple[str, int | str]] = [
         ("grpc.max_send_message_length", MAX_MESSAGE_BYTES + 2**20),
         ("grpc.default_authority", target.host),
     ]
+    if receive_bytes is not None:
+        options.append(("grpc.max_receive_message_length", receive_bytes))
     if credentials is None:
         return grpc.insecure_channel(target.target, options=options)
     options.append(("grpc.ssl_target_name_override", target.host))
     return grpc.secure_channel(target.target, credentials, options=options)
 
 
-def _with_retries(
+def with_retries(
     send: Callable[[grpc.Channel], _Receipt],
     target: Target,
     credentials: grpc.ChannelCredentials | None,
     attempts: int,
     sleep: Callable[[float], None],
+    receive_bytes: int | None = None,
+    retryable: frozenset[grpc.StatusCode] = RETRYABLE,
 ) -> tuple[_Receipt | None, int, str, str]:
-    """``send`` on a fresh channel until it answers, backing off on UNAVAILABLE and DEADLINE_EXCEEDED:
-    (the receipt or None, attempts made, last status, its detail)."""
+    """``send`` on a fresh channel until it answers, backing off on ``retryable`` statuses (UNAVAILABLE
+    and DEADLINE_EXCEEDED) and as long as a refusal asks: (the receipt or None, attempts made, last
+    status, its detail). Anything but a gRPC error that ``send`` raises ends the attempts at once."""
     last_code, last_detail = "UNKNOWN", ""
     for attempt in range(1, attempts + 1):
-        channel = channel_for(target, credentials)
+        channel = channel_for(target, credentials, receive_bytes)
         try:
             return send(channel), attempt, "OK", ""
         except grpc.RpcError as exc:
             code: grpc.StatusCode = exc.code()
             last_code, last_detail = code.name, str(exc.details() or "")
             pushback = _pushback_s(exc)
-            if (code not in RETRYABLE and pushback is None) or attempt == attempts:
+            if (code not in retryable and pushback is None) or attempt == attempts:
                 return None, attempt, last_code, last_detail
             sleep(max(backoff(attempt), pushback or 0.0))
         finally:
@@ -109,7 +117,7 @@ def deliver(
         receipt: pb.DeliveryReceipt = call(read_records(path), timeout=timeout_s)
         return receipt
 
-    receipt, attempt, status, detail = _with_retries(send, target, credentials, attempts, sleep)
+    receipt, attempt, status, detail = with_retries(send, target, credentials, attempts, sleep)
     if receipt is None:
         return Outcome(False, attempt, status, detail, None, wire)
     if receipt.release_id != header.release_id or receipt.payload_sha256 != header.payload_sha256:
@@ -144,7 +152,7 @@ def deliver_model(
         receipt: pb.ModelReceipt = call(pb.SignedModel(envelope=envelope), timeout=timeout_s)
         return receipt
 
-    receipt, attempt, status, detail = _with_retries(send, target, credentials, attempts, sleep)
+    receipt, attempt, status, detail = with_retries(send, target, credentials, attempts, sleep)
     if receipt is None:
         return Outcome(False, attempt, status, detail, None, len(envelope))
     if receipt.model_id != model_id or receipt.message_sha256 != digest:

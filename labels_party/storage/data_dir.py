@@ -12,6 +12,9 @@ lookup — ``labeldp.common.db.owned``) or from a version number it counts, and 
     messages/{release}.frames                    its signed message, as delivered
     partitions/{release}/                        a cluster release's partitions while it runs
     models/{model}.json                          a semi-sensitive model's signed message
+    priors/{priors}.parquet                      stored priors: example_id, example_key, group (request order)
+    priors/{priors}.npy                          their G × k group priors (rows sum to 1)
+    priors/{priors}.frames                       the features party's signed answer, as received
     ledger/                                      spend segment files (``budget/segments.py``)
     tmp/{process}/                               spooled uploads of one process
     identity.pem                                 the signing key (unless configured elsewhere)
@@ -68,6 +71,22 @@ class DataDir:
 
     def model_message(self, model_id: str) -> Path:
         return self.root / "models" / f"{model_id}.json"
+
+    # -- priors (feature-aware releases) ------------------------------------------------------------
+    def priors_groups(self, priors_id: str) -> Path:
+        """Each requested example's group, in request order (``labels_party/priors/store.py``)."""
+        return self.root / "priors" / f"{priors_id}.parquet"
+
+    def priors_matrix(self, priors_id: str) -> Path:
+        return self.root / "priors" / f"{priors_id}.npy"
+
+    def priors_message(self, priors_id: str) -> Path:
+        """The signed answer's frames exactly as received (its signature can be checked again)."""
+        return self.root / "priors" / f"{priors_id}.frames"
+
+    def priors_files(self, priors_id: str) -> tuple[Path, ...]:
+        """Every file of stored priors (what deleting them removes)."""
+        return self.priors_groups(priors_id), self.priors_matrix(priors_id), self.priors_message(priors_id)
 
     # -- the process's own files ---------------------------------------------------------------------
     @property

@@ -265,10 +265,39 @@ class Release(ChargedJob, Base):
     contribution_bound: Mapped[str | None] = mapped_column(String(16), nullable=True)
     users: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     examples_capped: Mapped[int | None] = mapped_column(BigInteger, nullable=True)  # set on completion
+    # a feature-aware release: the stored priors it used (``labels_party/priors``); no foreign key, so
+    # that priors can be deleted once no running release needs them while the release keeps the record
+    priors_id: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True)
 
     @property
     def charged_micro(self) -> int:
         return self.epsilon_micro
+
+
+class Priors(Base):
+    """Priors a features party signed for examples of a dataset (``labels_party/priors``): each
+    example's group and each group's prior on the support. The files under ``priors/`` (the groups in
+    request order, the G × k priors and the signed answer as received) are written before the row
+    commits and removed after it is deleted."""
+
+    __tablename__ = "priors"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), index=True)
+    recipient_id: Mapped[str] = mapped_column(ForeignKey("recipients.id"))
+    features_priors_id: Mapped[str] = mapped_column(String(36))  # the features party's id of its answer
+    request_id: Mapped[str] = mapped_column(String(36))
+    model_id: Mapped[str] = mapped_column(String(36))  # the features party's model that priced them
+    rule: Mapped[str] = mapped_column(Text)
+    loss: Mapped[str] = mapped_column(String(16))
+    groups: Mapped[int] = mapped_column(Integer)  # G
+    max_groups: Mapped[int] = mapped_column(Integer)
+    support_k: Mapped[int] = mapped_column(Integer)
+    examples_requested: Mapped[int] = mapped_column(BigInteger)
+    examples_priced: Mapped[int] = mapped_column(BigInteger)  # given a group
+    message_sha256: Mapped[str] = mapped_column(String(64))  # of the signed answer's frames
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 Index("ix_ledger_tenant_created", LedgerEntry.tenant_id, LedgerEntry.created_at)

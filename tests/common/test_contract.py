@@ -61,3 +61,50 @@ def test_field_numbers_are_stable() -> None:
     user_level = ("privacy_unit", "contribution_bound", "prior_contribution_bound", "epsilon_bound")
     assert [mechanism[n].number for n in (*user_level, "epsilon_example")] == [9, 10, 11, 12, 13]
     assert mechanism["support_bins"].number == 8
+
+
+def test_priors_field_numbers_are_stable() -> None:
+    """The priors exchange (priors.proto) is pinned the same way: both heads' addressing and digests, the
+    chunks' layout, and the RPC on the one service."""
+    from labeldp.v1 import priors_pb2
+
+    request = priors_pb2.PricingRequest.DESCRIPTOR.fields_by_name
+    pinned_request = {
+        "format_version": 1,
+        "request_id": 2,
+        "sender_id": 3,
+        "sender_key_id": 4,
+        "recipient_id": 5,
+        "recipient_tenant": 6,
+        "expires_at_unix_ms": 8,
+        "support": 11,
+        "max_groups": 12,
+        "example_count": 13,
+        "chunk_count": 14,
+        "ids_sha256": 15,
+    }
+    assert {name: request[name].number for name in pinned_request} == pinned_request
+    header = priors_pb2.PriorsHeader.DESCRIPTOR.fields_by_name
+    pinned_header = {
+        "format_version": 1,
+        "priors_id": 2,
+        "request_id": 3,
+        "sender_public_key": 6,
+        "recipient_id": 7,
+        "recipient_tenant": 8,
+        "expires_at_unix_ms": 10,
+        "support": 13,
+        "groups": 14,
+        "example_count": 15,
+        "chunk_count": 16,
+        "payload_sha256": 17,
+    }
+    assert {name: header[name].number for name in pinned_header} == pinned_header
+    for frame in (priors_pb2.PricingFrame, priors_pb2.PriorsFrame):
+        assert [f.number for f in frame.DESCRIPTOR.fields] == [1, 2]
+    for chunk in (priors_pb2.PricingChunk, priors_pb2.GroupChunk):
+        assert [f.number for f in chunk.DESCRIPTOR.fields] == [1, 2, 3]
+    service = delivery_pb2.DESCRIPTOR.services_by_name["FeaturesParty"]
+    method = service.methods_by_name["PriceExamples"]
+    assert method.client_streaming and method.server_streaming
+    assert method.input_type.name == "PricingFrame" and method.output_type.name == "PriorsFrame"

@@ -221,7 +221,7 @@ def test_the_largest_honest_chunks_decode_within_the_bound() -> None:
     ``CHUNK_MAX_EXAMPLES``: both decode, and a chunk stating more than its examples can take does not."""
     from labeldp.common.wire.arrow_ids import id_bytes_bound
     from labeldp.common.wire.format import CHUNK_MAX_EXAMPLES, CHUNK_MAX_ID_BYTES
-    from labeldp.common.wire.sender import _encode_ids
+    from labeldp.common.wire.sender import encode_ids
 
     me = Identity.generate()
     longest = [f"{i:08d}".ljust(256, "x") for i in range(20_000)]
@@ -233,7 +233,7 @@ def test_the_largest_honest_chunks_decode_within_the_bound() -> None:
     assert receive(build_frames(release(shortest), me), me)[0] == shortest
     assert id_bytes_bound(CHUNK_MAX_EXAMPLES) < 4 * 2**20
     header = pb.ReleaseHeader.FromString(frames[0].header.header)
-    wide = _encode_ids(pa.array(["y" * 2000, "z" * 2000]))  # 4,000 bytes where 2 IDs take at most 512
+    wide = encode_ids(pa.array(["y" * 2000, "z" * 2000]))  # 4,000 bytes where 2 IDs take at most 512
     chunk = pb.Chunk(index=0, examples=2, example_ids=wide, bins=b"\x00\x00")
     assert code_of(lambda: decode_chunk(chunk.SerializeToString(), header)) == "resource_exhausted"
     more = pb.Chunk(index=0, examples=2, example_ids=frames[1].chunk.example_ids, bins=b"\x00\x00")
@@ -251,9 +251,9 @@ def test_malformed_id_streams_from_a_pinned_sender_only_ever_raise_wire_errors()
     with pa.ipc.new_stream(sink, pa.schema([("example_id", pa.string())])) as writer:  # uncompressed
         writer.write_batch(pa.record_batch([pa.array([f"e{i}" for i in range(300)])], names=["example_id"]))
     nulls = pa.array([None if i % 7 == 0 else f"e{i}" for i in range(300)])
-    from labeldp.common.wire.sender import _encode_ids
+    from labeldp.common.wire.sender import encode_ids
 
-    sources = [frames[1].chunk.example_ids, sink.getvalue().to_pybytes(), _encode_ids(nulls)]
+    sources = [frames[1].chunk.example_ids, sink.getvalue().to_pybytes(), encode_ids(nulls)]
     rng = np.random.default_rng(3)
     outcomes: dict[str, int] = {}
     for trial in range(3000):

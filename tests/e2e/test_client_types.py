@@ -42,6 +42,9 @@ MIRRORS: dict[str, dict[str, Any]] = {
         "SemiSensitiveModelOut": t.SemiSensitiveModel,
         "ModelDeliveryOut": t.ModelDelivery,
         "HybridPlanOut": t.HybridPlan,
+        "PriorsOut": t.Priors,
+        "GroupPriorOut": t.GroupPrior,
+        "PriorsDetailOut": t.PriorsDetail,
     },
     "features": {
         "IdentityOut": t.FeaturesIdentity,
@@ -52,6 +55,8 @@ MIRRORS: dict[str, dict[str, Any]] = {
         "JobOut": t.Job,
         "ModelOut": t.Model,
         "ReceivedModelOut": t.ReceivedModel,
+        "PricingGrantOut": t.PricingGrant,
+        "PricingOut": t.Pricing,
     },
 }
 CLIENTS: dict[str, type[ApiClient]] = {"labels": LabelsClient, "features": FeaturesClient}
@@ -192,8 +197,9 @@ def test_every_client_method_is_typed_by_the_schema_of_its_route(
         allowed = {page} if item is not answer else {names[item], page}
         assert route in allowed, (method_name, calls[0], route, answer)
         seen.add(item)
-    # only ever parts of another answer: a UserBudget and its SpendBuckets of a Budget, the bound of an Audit
-    assert set(names) - seen <= {t.UserBudget, t.SpendBucket, t.EpsilonLowerBound}
+    # only ever parts of another answer: a UserBudget and its SpendBuckets of a Budget, the bound of an
+    # Audit, a GroupPrior of a PriorsDetail
+    assert set(names) - seen <= {t.UserBudget, t.SpendBucket, t.EpsilonLowerBound, t.GroupPrior}
 
 
 def test_an_error_answer_carries_the_problem_fields(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from features_party.api.routes import (
     feature_tables,
     identity,
     joins,
+    pricing,
     received_models,
     releases,
     senders,
@@ -13,5 +14,5 @@ from features_party.api.routes import (
 )
 
 ROUTERS: tuple[APIRouter, ...] = tuple(
-    m.router for m in (identity, senders, releases, received_models, feature_tables, joins, training)
+    m.router for m in (identity, senders, pricing, releases, received_models, feature_tables, joins, training)
 )

@@ -10,14 +10,27 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Iterator
+from typing import Protocol
 
 import pyarrow as pa
 
 from labeldp.common.inputs import MAX_EXAMPLE_ID_BYTES
 from labeldp.common.wire.format import CHUNK_MAX_ID_BYTES, WireError
-from labeldp.v1 import delivery_pb2 as pb
 
 _BUFFER_SLACK = 64  # per Arrow buffer: alignment padding
+
+
+class IdChunk(Protocol):
+    """A chunk that carries example IDs: a release's ``Chunk`` or a pricing request's ``PricingChunk``."""
+
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def examples(self) -> int: ...
+
+    @property
+    def example_ids(self) -> bytes: ...
 
 
 def id_bytes_bound(examples: int) -> int:
@@ -188,7 +201,7 @@ def _buffer(body: bytes, offset: int, size: int, compressed: bool, what: str) ->
     return out
 
 
-def read_ids(chunk: pb.Chunk) -> pa.Array:
+def read_ids(chunk: IdChunk) -> pa.Array:
     """The chunk's example IDs — an Arrow IPC stream of one utf8 column — read by this module, not by
     Arrow's IPC reader: the layout checked, and the buffers decompressed only once the sizes they
     state are within ``id_bytes_bound`` of the examples the chunk announces (RESOURCE_EXHAUSTED

@@ -60,7 +60,8 @@ def _pack_bins(bins: npt.NDArray[np.integer], encoding: pb.BinEncoding) -> bytes
     return arr.astype(dtype).tobytes()
 
 
-def _encode_ids(ids: pa.Array) -> bytes:
+def encode_ids(ids: pa.Array) -> bytes:
+    """IDs as a chunk carries them: an Arrow IPC stream of one utf8 column, zstd-compressed buffers."""
     sink = pa.BufferOutputStream()
     options = pa.ipc.IpcWriteOptions(compression="zstd")
     with pa.ipc.new_stream(sink, ID_SCHEMA, options=options) as writer:
@@ -68,7 +69,9 @@ def _encode_ids(ids: pa.Array) -> bytes:
     return bytes(sink.getvalue().to_pybytes())
 
 
-def _chunk_bounds(ids: pa.Array) -> Iterator[tuple[int, int]]:
+def chunk_bounds(ids: pa.Array) -> Iterator[tuple[int, int]]:
+    """Where an honest sender cuts ``ids`` into chunks: at most ``CHUNK_MAX_EXAMPLES`` examples and
+    ``CHUNK_MAX_ID_BYTES`` of IDs each (one ID alone may pass the latter), none empty."""
     lengths = np.asarray(pa.compute.binary_length(ids).to_numpy(zero_copy_only=False), dtype=np.int64)
     start, n = 0, len(ids)
     while start < n:
@@ -89,11 +92,11 @@ def _chunks(pieces: Pieces, encoding: pb.BinEncoding) -> Iterator[pb.Chunk]:
             ids = ids.combine_chunks()
         if len(ids) != len(bins):
             raise ValueError("example_ids and bins must have the same length")
-        for start, stop in _chunk_bounds(ids):
+        for start, stop in chunk_bounds(ids):
             yield pb.Chunk(
                 index=index,
                 examples=stop - start,
-                example_ids=_encode_ids(ids.slice(start, stop - start)),
+                example_ids=encode_ids(ids.slice(start, stop - start)),
                 bins=_pack_bins(bins[start:stop], encoding),
             )
             index += 1

@@ -7,11 +7,13 @@ from labels_party.api.routes import (
     datasets,
     deliveries,
     identity,
+    priors,
     recipients,
     releases,
     semi_sensitive_models,
 )
 
 ROUTERS: tuple[APIRouter, ...] = tuple(
-    m.router for m in (identity, recipients, datasets, releases, semi_sensitive_models, budget, deliveries)
+    m.router
+    for m in (identity, recipients, datasets, priors, releases, semi_sensitive_models, budget, deliveries)
 )

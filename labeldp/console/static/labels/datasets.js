@@ -1,5 +1,6 @@
 // Datasets: the list (GET /v1/datasets), and one dataset's public spec, uploads and versions, universe,
-// budget (GET /v1/datasets/{id}/budget) and releases (GET /v1/datasets/{id}/releases).
+// budget (GET /v1/datasets/{id}/budget), releases (GET /v1/datasets/{id}/releases) and the priors a
+// features party signed for its examples (GET /v1/datasets/{id}/priors).
 
 import { all, get, path } from "../common/api.js";
 import { h } from "../common/dom.js";
@@ -36,9 +37,10 @@ export async function datasetsPage({ signal }) {
 }
 
 export async function datasetPage({ params: [id], signal }) {
-  const [ds, releases] = await Promise.all([
+  const [ds, releases, priors] = await Promise.all([
     get(path("datasets", id), undefined, signal),
     all(path("datasets", id, "releases"), {}, { signal }),
+    all(path("datasets", id, "priors"), {}, { signal }),
   ]);
   const spec = ds.spec;
   const universe =
@@ -81,6 +83,26 @@ export async function datasetPage({ params: [id], signal }) {
         ],
         rows: releases,
         empty: "Nothing released from this dataset yet.",
+      }),
+    ),
+    section(
+      "Priors from the features party",
+      note(
+        "Each example's group and each group's prior, signed by a pinned features party from its model's " +
+          "predictions (no label left this party), for a feature-aware release.",
+      ),
+      table({
+        caption: `${plural(priors.length, "set")} of priors for ${ds.name}`,
+        columns: [
+          { label: "priors", value: (p) => h("code", {}, p.id) },
+          { label: "groups", value: (p) => count(p.groups), numeric: true },
+          { label: "examples priced", value: (p) => `${count(p.examples_priced)} of ${count(p.examples_requested)}`, numeric: true },
+          { label: "model", value: (p) => h("code", {}, p.model_id) },
+          { label: "rule", value: (p) => p.rule },
+          { label: "created", value: (p) => when(p.created_at) },
+        ],
+        rows: priors,
+        empty: "No priors yet: POST /v1/datasets/{id}/priors (labeldp labels priors fetch).",
       }),
     ),
   ];

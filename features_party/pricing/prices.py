@@ -1,0 +1,119 @@
+"""A model's prices for requested examples: each example's predicted label distribution on the
+dataset's support, grouped by the public rule of ``labeldp.priors``.
+
+* **regression** (RR-on-Bins releases): the model's debiased prediction ``μ`` with one spread ``σ``
+  for every example, read from the model's held-out metric against the binned true labels (an unbiased
+  estimate, computed from the release's noise: never from a label of the examples priced): ``σ`` is
+  its square root under squared loss, √(π/2) times it under absolute loss, and at least one grid step
+  (the estimate can even be negative on a small validation split);
+* **classes** (RR-Top-k releases): the classifier's probabilities of the reported classes, placed on
+  their support points; the classes the release did not report share the mass it estimated for them
+  (the noisy prior's, ``BinsNoise.outside_mass``) evenly.
+
+An example without a feature row gets no group. Predictions run a batch at a time, so pricing many
+examples holds the model's working memory for one batch only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from features_party.pricing.grants import SPREAD_METRIC
+from features_party.storage.orm import TrainingJob
+from features_party.training.fit import Trained, TrainedClassifier
+from labeldp.common.errors import DomainError
+from labeldp.mechanisms import PublishedMechanism, Support
+from labeldp.priors import Priced, price_classes, price_values
+
+PREDICT_BATCH = 1 << 20  # rows predicted at a time
+
+
+@dataclass(frozen=True)
+class Prices:
+    priced: Priced
+    rule: str  # the public rule that produced the groups, in words
+
+
+def spread(job: TrainingJob, support: Support) -> float:
+    """The regression model's σ (module docstring), floored at one grid step."""
+    values = support.values
+    step = float(np.min(np.diff(values))) if values.size > 1 else 1.0
+    metric = job.metrics.get(SPREAD_METRIC)
+    if not isinstance(metric, int | float) or not math.isfinite(metric):
+        raise DomainError(
+            "model-not-priceable", f"model {job.id} has no held-out {SPREAD_METRIC}", status=409
+        )
+    deviation = (
+        math.sqrt(max(float(metric), 0.0))
+        if job.loss == "squared"
+        else float(metric) * math.sqrt(math.pi / 2)
+    )
+    return max(deviation, step)
+
+
+def _predict(trained: Trained, features: pa.Table) -> npt.NDArray[np.float64]:
+    parts = [
+        trained.predict(features.slice(start, PREDICT_BATCH))
+        for start in range(0, features.num_rows, PREDICT_BATCH)
+    ]
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def on_support(
+    probabilities: npt.NDArray[np.float64], mechanism: PublishedMechanism
+) -> npt.NDArray[np.float64]:
+    """Probabilities of the reported classes (rows summing to the reported mass 1 − π) as masses on
+    every support point: a reported class's at its point, π shared evenly by the unreported ones."""
+    bins = np.asarray(mechanism.support_bins, dtype=np.int64)
+    out = np.zeros((probabilities.shape[0], bins.size))
+    reported = bins >= 0
+    out[:, reported] = probabilities[:, bins[reported]]
+    unreported = int((~reported).sum())
+    if unreported:
+        outside = float(sum(p for p, b in zip(mechanism.prior, bins, strict=True) if b < 0))
+        out[:, ~reported] = outside / unreported
+    return out
+
+
+def price(
+    ids: pa.Array,
+    table: pa.Table,
+    job: TrainingJob,
+    trained: Trained,
+    mechanism: PublishedMechanism,
+    max_groups: int,
+) -> Prices:
+    """Groups and group priors of ``ids`` (in their order) from ``trained``'s predictions on the rows of
+    the feature table ``table`` that have them."""
+    position = pc.index_in(ids, value_set=table.column("example_id"))
+    has = np.asarray(pc.is_valid(position).to_numpy(zero_copy_only=False), dtype=bool)
+    rows = table.take(pc.drop_null(position)) if has.any() else table.slice(0, 0)
+    support = Support(np.asarray(mechanism.support, dtype=np.float64))
+    if isinstance(trained, TrainedClassifier):
+        probabilities = np.full((len(ids), support.k), np.nan)
+        if has.any():
+            probabilities[has] = on_support(_predict(trained, rows).reshape(int(has.sum()), -1), mechanism)
+        priced = price_classes(probabilities, max_groups)
+        rule = (
+            "quantiles of the predicted probability of the higher class; a group's prior the mean of its "
+            "members' predicted class probabilities"
+            if support.k == 2
+            else "the most likely predicted class, then quantiles of its probability; a group's prior the "
+            "mean of its members' predicted class probabilities"
+        )
+        return Prices(priced, rule)
+    sigma = spread(job, support)
+    predicted = np.full(len(ids), np.nan)
+    if has.any():
+        predicted[has] = _predict(trained, rows)
+    rule = (
+        f"quantiles of the predicted value, normal spread σ={sigma:.6g} (held-out); a group's prior the sum "
+        "of its members' normal distributions on the support's cells"
+    )
+    return Prices(price_values(predicted, sigma, support, max_groups), rule)
