@@ -29,6 +29,7 @@ BENCHMARKS = (
     "bench_features",
     "bench_export",
     "bench_generalization",
+    "bench_unbiased",
     "bench_own_trainer",
     "bench_load",
     "bench_demo",

@@ -114,13 +114,16 @@ class LabelsClient(ApiClient):
         privacy_unit: str = "example",
         contribution_bound: int | str | None = None,
         objective: str | None = None,
+        mechanism: str | None = None,
     ) -> Release:
         """``epsilon`` is per example, or per user when ``privacy_unit`` is ``user`` (then with a
-        ``contribution_bound``: τ, ``auto`` or ``private``); ``objective``: ``label`` or ``model``
-        (None: the service's default)."""
+        ``contribution_bound``: τ, ``auto`` or ``private``); ``objective``: ``label`` or ``model``;
+        ``mechanism``: ``rr_on_bins``, ``rr_top_k`` or ``unbiased`` (None: the service's defaults)."""
         body: dict[str, Any] = {"recipient": recipient, "loss": loss}
         if objective is not None:
             body["objective"] = objective
+        if mechanism is not None:
+            body["mechanism"] = mechanism
         if privacy_unit == "user":
             body.update(privacy_unit="user", epsilon_user=epsilon, contribution_bound=contribution_bound)
         else:
@@ -142,11 +145,15 @@ class LabelsClient(ApiClient):
         epsilon_prior: float | None = None,
         prior_release_id: str | None = None,
         objective: str | None = None,
+        mechanism: str | None = None,
     ) -> Preview:
-        """Free and tenant-only: the mechanism and expected loss a release would have."""
+        """Free and tenant-only: the mechanism and expected loss a release would have (and, where both
+        can serve it, RR-on-Bins's expected loss beside the unbiased randomizer's variance)."""
         body: dict[str, Any] = {"epsilon": epsilon, "loss": loss, "recipient": "preview"}
         if objective is not None:
             body["objective"] = objective
+        if mechanism is not None:
+            body["mechanism"] = mechanism
         if epsilon_prior is not None:
             body["epsilon_prior"] = epsilon_prior
         if prior_release_id is not None:

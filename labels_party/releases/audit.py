@@ -78,8 +78,11 @@ def audit_release(data_dir: DataDir, ds: Dataset, release: Release, alpha: float
     outputs = bins[informative][known]
     right_with = float(np.mean(rule[outputs] == truth))
     right_without = float(np.mean(rule[-1] == truth))
-    own_bins = np.asarray(published.support_bins, dtype=np.int64)[position]
-    two_bins = np.unique(own_bins[own_bins >= 0]).size >= 2
+    if published.kind == "unbiased":  # the targets are the support points themselves
+        two_bins = np.unique(position).size >= 2
+    else:
+        own_bins = np.asarray(published.support_bins, dtype=np.int64)[position]
+        two_bins = np.unique(own_bins[own_bins >= 0]).size >= 2
     bound = epsilon_lower_bound(published, truth, outputs, alpha) if two_bins else None
     return ReleaseAudit(
         release.id,
