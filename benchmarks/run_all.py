@@ -31,6 +31,7 @@ BENCHMARKS = (
     "bench_pricing",
     "bench_feature_aware",
     "bench_generalization",
+    "bench_unbiased",
     "bench_own_trainer",
     "bench_load",
     "bench_demo",

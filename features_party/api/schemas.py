@@ -67,11 +67,12 @@ class ReceivedReleaseOut(BaseModel):
     max_multiplicative_advantage: float = Field(
         description="the most one released bin moves an attacker's log-odds between two labels: implemented ε"
     )
-    keep_probability: float = Field(
+    keep_probability: float | None = Field(
         description="the bin transition P(released bin j | the label's bin i) is keep_probability on the "
-        "diagonal and move_probability off it"
+        "diagonal and move_probability off it (null for the unbiased randomizer: its rows are in "
+        "mechanism.base_weights and the windows)"
     )
-    move_probability: float
+    move_probability: float | None
     header: dict[str, Any] = Field(description="the signed header's other fields (for audit)")
 
     @classmethod
@@ -88,8 +89,8 @@ class ReceivedReleaseOut(BaseModel):
             mechanism=mechanism,
             worst_case_additive_advantage=mechanism.worst_case_additive_advantage,
             max_multiplicative_advantage=mechanism.max_multiplicative_advantage,
-            keep_probability=mechanism.threshold.keep_probability,
-            move_probability=mechanism.threshold.move_probability,
+            keep_probability=None if mechanism.kind == "unbiased" else mechanism.threshold.keep_probability,
+            move_probability=None if mechanism.kind == "unbiased" else mechanism.threshold.move_probability,
             header=r.summary,
         )
 
@@ -170,7 +171,11 @@ class TrainingJobIn(BaseModel):
         description="hgb: gradient boosting in this process; linear: ridge/Poisson/logistic; lightgbm: "
         "LightGBM on the configured Dask cluster (regression releases)",
     )
-    debias: Literal["none", "affine", "unbiased"] = "affine"
+    debias: Literal["none", "affine", "unbiased"] = Field(
+        "affine",
+        description="how an RR release's noisy values are corrected; a release of the unbiased randomizer "
+        "needs none (its outputs' mean is the label): it trains as none and the model records none",
+    )
     validation_fraction: float = Field(0.2, gt=0, lt=1)
 
     def request(self) -> TrainingRequest:

@@ -21,7 +21,10 @@ EXAMPLE_ID, BIN, VALUE = "example_id", "released_bin", "released_value"
 
 
 def correction(mechanism: PublishedMechanism) -> dict[str, Any]:
-    """The randomized response's numbers for a mechanism (its kind decides in ``labeldp_model.kinds``)."""
+    """The randomized response's numbers for a mechanism (its kind decides in ``labeldp_model.kinds``);
+    the unbiased randomizer's released values need no correction: the identity (keep 1, move 0)."""
+    if mechanism.kind == "unbiased":
+        return {"bin_values": [float(v) for v in mechanism.bin_values], "keep": 1.0, "move": 0.0}
     noise = BinsNoise.of_published(mechanism)
     return {
         "bin_values": [float(v) for v in noise.bin_values],

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from labeldp.common.files import parquet_batches
+from labeldp.common.files import open_parquet_for_batches, parquet_batches
 
 MISSING = np.uint16(0xFFFF)  # no released label: bin codes are at most 65,534 (MAX_BINS, the capped code)
 PARTITION_ROWS = 1_000_000
@@ -101,7 +101,7 @@ class _Spill:
 
 
 def _release_batches(release_file: Path) -> Iterator[pa.RecordBatch]:
-    return parquet_batches(pq.ParquetFile(release_file), _READ_ROWS, ["example_id", "bin"])
+    return parquet_batches(open_parquet_for_batches(release_file), _READ_ROWS, ["example_id", "bin"])
 
 
 def released_bins(

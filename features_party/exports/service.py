@@ -31,6 +31,7 @@ from features_party.receiver.store import ReceivedReleases, published_mechanism
 from features_party.storage.orm import ReceivedRelease
 from features_party.tables.service import FeatureTables
 from labeldp.common.errors import DomainError
+from labeldp.common.files import open_parquet_for_batches
 from labeldp_model.release import METADATA_KEY
 
 RETRY_AFTER_S = 30
@@ -90,7 +91,7 @@ class Exports:
                 status=409,
                 current_version=table.version,
             )
-        file = pq.ParquetFile(path)  # open now: a later upload or collection cannot take it away
+        file = open_parquet_for_batches(path)  # open now: a later upload or collection cannot take it away
         features = [n for n in file.schema_arrow.names if n != EXAMPLE_ID]
         clash = sorted({BIN, VALUE} & set(features))
         if clash:
@@ -146,7 +147,7 @@ class Exports:
         count: int | None = None,
     ) -> Export:
         release = self.releases.get(tenant_id, release_id)
-        file = pq.ParquetFile(Path(release.path))
+        file = open_parquet_for_batches(Path(release.path))
         group_rows = rows_per_group(3)
         pieces = plan(file, group_rows)
         selected = _window(pieces, offset, count)

@@ -34,11 +34,11 @@ from features_party.training.fit import (
     TrainingError,
     check_regression,
     encoder_for,
+    final_step,
     validation_losses,
     validation_mask,
 )
-from labeldp.mechanisms import BinsNoise
-from labeldp_model import AffineDebiasedRegressor
+from labeldp.mechanisms.debias import ReleaseNoise, UnbiasedNoise
 
 LGBM_OBJECTIVE = {"squared": "regression", "absolute": "regression_l1", "poisson": "poisson"}
 
@@ -72,7 +72,7 @@ def _encoded(part: pd.DataFrame, encoder: Encoder) -> pd.DataFrame:
     return pd.DataFrame(encoder.transform(table), index=part.index, columns=names)
 
 
-def _losses(part: pd.DataFrame, model: Any, encoder: Encoder, noise: BinsNoise, loss: str) -> pd.DataFrame:
+def _losses(part: pd.DataFrame, model: Any, encoder: Encoder, noise: ReleaseNoise, loss: str) -> pd.DataFrame:
     """Per partition of the validation split: summed losses and the example count."""
     if not len(part):
         return pd.DataFrame({"noisy": [0.0], "unbiased": [0.0], "n": [0]})
@@ -88,7 +88,7 @@ def fit_on_cluster(
     release_file: str,
     feature_file: str,
     schema: dict[str, str],
-    noise: BinsNoise,
+    noise: ReleaseNoise,
     loss: str,
     *,
     debias: Debias = "affine",
@@ -101,7 +101,9 @@ def fit_on_cluster(
     from dask.base import compute
     from lightgbm.dask import DaskLGBMRegressor
 
-    check_regression(loss, debias)
+    unbiased = isinstance(noise, UnbiasedNoise)
+    if not unbiased:
+        check_regression(loss, debias)
     if not 0 < validation_fraction < 1:
         raise TrainingError("validation_fraction must be in (0, 1)")
     release = dd.read_parquet(release_file, columns=["example_id", "bin"], split_row_groups=True)
@@ -132,7 +134,10 @@ def fit_on_cluster(
         lambda b: pd.Series(target(b.to_numpy(dtype=np.int64)), index=b.index), meta=pd.Series(dtype=float)
     )
     estimator = DaskLGBMRegressor(
-        client=client, objective=LGBM_OBJECTIVE[loss], n_estimators=iterations, verbose=-1
+        client=client,
+        objective=LGBM_OBJECTIVE["squared" if unbiased else loss],
+        n_estimators=iterations,
+        verbose=-1,
     )
     # arrays, as the exported pipeline passes them (its encoder's output has no column names)
     estimator.fit(
@@ -141,13 +146,14 @@ def fit_on_cluster(
         categorical_feature=list(range(len(encoder.categorical))) or "auto",
     )
     local = estimator.to_local()
-    final = AffineDebiasedRegressor(local, noise.correction) if debias == "affine" else local
+    final = final_step(local, noise, debias)
     pipeline = Pipeline([("encode", encoder.transformer), ("model", final)])
     losses_meta = pd.DataFrame({"noisy": pd.Series(dtype=float), "unbiased": pd.Series(dtype=float),
                                 "n": pd.Series(dtype="int64")})  # fmt: skip
     sums = valid.map_partitions(_losses, final, encoder, noise, loss, meta=losses_meta).sum().compute()
     n = int(sums["n"])
-    trained = Trained(pipeline, encoder.columns, encoder.categorical, noise, loss, debias, {})
+    used: Debias = "none" if unbiased else debias  # an unbiased release has nothing to undo
+    trained = Trained(pipeline, encoder.columns, encoder.categorical, noise, loss, used, {})
     trained.metrics = {
         "examples_capped": capped,
         "train_examples": train_rows,

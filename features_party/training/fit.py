@@ -5,8 +5,13 @@ random generator and a retrained model sees the same split. Regression releases 
 ``HistGradientBoostingRegressor`` with the loss matched to the release (squared, absolute, Poisson) and
 native categorical handling, or a linear baseline; ``debias`` is ``none``, ``affine`` (correct the
 predictions) or ``unbiased`` (train on the unbiased targets; squared and absolute loss only, since the
-targets can be negative). Validation reports the loss against the noisy labels and an unbiased estimate
-of the loss against the binned true labels (``BinsNoise.unbiased_loss``).
+targets can be negative). A release of the unbiased randomizer needs none of that: its outputs have the
+label as their mean, so the estimator is fit by least squares to them (for either loss it serves: the
+Poisson loss's best prediction is the mean too, and scikit-learn's Poisson losses refuse the negative
+outputs) and only its predictions are clipped into the labels' range (``UnbiasedRegressor``; ``debias``
+does not apply; gradient boosting stops early on held-out rows, which unbiased targets make a fair
+judge). Validation reports the loss against the noisy labels and an unbiased estimate of the
+loss against the binned true labels (``BinsNoise.unbiased_loss``, ``UnbiasedNoise.unbiased_loss``).
 
 The result is one scikit-learn ``Pipeline`` (column encoding, the estimator, and the affine correction
 or the classifier's debiasing as a wrapper of the estimator): it is what the service predicts with and
@@ -37,12 +42,15 @@ from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder, StandardScaler
 
 from labeldp.common.errors import DomainError
 from labeldp.mechanisms import BinsNoise, resolve_loss
-from labeldp_model import AffineDebiasedRegressor, ReleaseClassifier
+from labeldp.mechanisms.debias import ReleaseNoise, UnbiasedNoise
+from labeldp_model import AffineDebiasedRegressor, ReleaseClassifier, UnbiasedRegressor
 
 ModelKind = Literal["hgb", "linear"]
 Progress = Callable[[dict[str, float]], None]
 HGB_ITERATIONS = 200
 HGB_STEP = 25  # boosting iterations between progress reports (warm start)
+EARLY_STOPPING_FRACTION = 0.1  # unbiased releases: rows gradient boosting holds out to stop early
+EARLY_STOPPING_ROUNDS = 10
 Debias = Literal["none", "affine", "unbiased"]
 MAX_CATEGORIES = 250  # HistGradientBoosting handles at most 255 categories per feature
 # scikit-learn's name for each regression loss a release can be optimized for (labeldp.mechanisms.losses)
@@ -149,7 +157,7 @@ class Trained:
     model: Pipeline
     columns: list[str]
     categorical: list[str]
-    noise: BinsNoise
+    noise: ReleaseNoise
     loss: str
     debias: Debias
     metrics: dict[str, float]
@@ -173,6 +181,8 @@ def fit_in_steps(estimator: Any, X: np.ndarray, y: np.ndarray, progress: Progres
         done = min(total, done + HGB_STEP)
         estimator.set_params(max_iter=done)
         estimator.fit(X, y)
+        if int(estimator.n_iter_) < done:  # stopped early: growing it again would only add rounds
+            total = done = int(estimator.n_iter_)
         elapsed = time.monotonic() - start
         if progress is not None:
             progress(
@@ -186,14 +196,27 @@ def fit_in_steps(estimator: Any, X: np.ndarray, y: np.ndarray, progress: Progres
             )
 
 
-def regressor(model: ModelKind, loss: str, encoder: Encoder) -> Any:
-    """The unfitted estimator for a model kind and loss (also what the demo's baselines train)."""
+def regressor(model: ModelKind, loss: str, encoder: Encoder, *, early_stopping: bool = False) -> Any:
+    """The unfitted estimator for a model kind and loss (also what the demo's baselines train).
+
+    ``early_stopping``: gradient boosting holds out ``EARLY_STOPPING_FRACTION`` of its training rows
+    and stops when their loss has not improved for ``EARLY_STOPPING_ROUNDS`` iterations — for an
+    unbiased release, whose targets' noise is zero-mean, the held-out squared loss against the noisy
+    targets is the loss against the true labels plus a constant, so it stops where the true loss does."""
     if model == "hgb":
+        stopping: dict[str, Any] = {"early_stopping": False}
+        if early_stopping:
+            stopping = {
+                "early_stopping": True,
+                "validation_fraction": EARLY_STOPPING_FRACTION,
+                "n_iter_no_change": EARLY_STOPPING_ROUNDS,
+                "random_state": 0,  # the held-out rows, reproducibly (not a privacy-relevant draw)
+            }
         return HistGradientBoostingRegressor(
             loss=SKLEARN_LOSS[loss],
             categorical_features=encoder.categorical_mask or None,
             max_iter=200,
-            early_stopping=False,
+            **stopping,
         )
     if loss == "poisson":
         return PoissonRegressor(alpha=1e-4, max_iter=300)
@@ -207,7 +230,7 @@ def encoder_for(schema: dict[str, str], features: pa.Table | list[str], *, linea
     return Encoder(columns, [c for c in columns if schema[c] == "categorical"], linear=linear)
 
 
-def join_informative(release: pa.Table, features: pa.Table, noise: BinsNoise) -> tuple[pa.Table, int]:
+def join_informative(release: pa.Table, features: pa.Table, noise: ReleaseNoise) -> tuple[pa.Table, int]:
     """The release joined to the features, without the examples over a user-level release's bound
     (bin code ``m``: their noisy label carries no information, so training on it would only add
     noise); and how many of the joined examples were such."""
@@ -226,7 +249,7 @@ def fit(
     release: pa.Table,
     features: pa.Table,
     schema: dict[str, str],
-    noise: BinsNoise,
+    noise: ReleaseNoise,
     loss: str,
     *,
     model: ModelKind = "hgb",
@@ -235,7 +258,11 @@ def fit(
     progress: Progress | None = None,
 ) -> Trained:
     """``release`` has ``example_id, bin``; ``features`` has ``example_id`` and the schema's columns."""
-    check_regression(loss, debias)
+    of_unbiased = isinstance(noise, UnbiasedNoise)
+    if not of_unbiased:
+        check_regression(loss, debias)
+    elif loss not in SKLEARN_LOSS:
+        raise TrainingError(f"regression models take loss {sorted(SKLEARN_LOSS)}, got {loss!r}")
     joined, capped = join_informative(release, features, noise)
     bins = np.asarray(joined.column("bin").to_numpy(), dtype=np.int64)
     noisy = noise.bin_values[bins]
@@ -245,11 +272,12 @@ def fit(
     encoder = encoder_for(schema, features, linear=model == "linear").fit(joined.filter(pa.array(~valid)))
     X = encoder.transform(joined)
     target = noise.unbiased_targets(bins) if debias == "unbiased" else noisy
-    estimator = regressor(model, loss, encoder)
+    estimator = regressor(model, "squared" if of_unbiased else loss, encoder, early_stopping=of_unbiased)
     fit_in_steps(estimator, X[~valid], target[~valid], progress)
-    final = AffineDebiasedRegressor(estimator, noise.correction) if debias == "affine" else estimator
+    final = final_step(estimator, noise, debias)
     pipeline = Pipeline([("encode", encoder.transformer), ("model", final)])
-    trained = Trained(pipeline, encoder.columns, encoder.categorical, noise, loss, debias, {})
+    used: Debias = "none" if of_unbiased else debias  # an unbiased release has nothing to undo
+    trained = Trained(pipeline, encoder.columns, encoder.categorical, noise, loss, used, {})
     against_noisy, unbiased = validation_losses(final.predict(X[valid]), bins[valid], noise, loss)
     trained.metrics = {
         "examples_capped": int(capped),
@@ -259,6 +287,14 @@ def fit(
         "validation_loss_vs_binned_true_labels_unbiased": float(np.mean(unbiased)),
     }
     return trained
+
+
+def final_step(estimator: Any, noise: ReleaseNoise, debias: Debias) -> Any:
+    """The pipeline's last step: an unbiased release's estimator clipped into the labels' range, an
+    RR release's with the affine correction (``debias="affine"``) or as it is."""
+    if isinstance(noise, UnbiasedNoise):
+        return UnbiasedRegressor(estimator, noise.lower, noise.upper)
+    return AffineDebiasedRegressor(estimator, noise.correction) if debias == "affine" else estimator
 
 
 def check_regression(loss: str, debias: Debias) -> None:
@@ -272,7 +308,7 @@ def check_regression(loss: str, debias: Debias) -> None:
 
 
 def validation_losses(
-    predictions: npt.ArrayLike, bins: npt.NDArray[np.int64], noise: BinsNoise, loss: str
+    predictions: npt.ArrayLike, bins: npt.NDArray[np.int64], noise: ReleaseNoise, loss: str
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Per validation example: the loss against its noisy label, and the unbiased estimate of the loss
     against its binned true label (``BinsNoise.unbiased_loss``)."""

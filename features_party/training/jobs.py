@@ -28,7 +28,8 @@ from features_party.training.fit import Debias, Trained, TrainedClassifier, fit,
 from labeldp import __version__
 from labeldp.common.db import utcnow
 from labeldp.common.errors import DomainError
-from labeldp.mechanisms import BinsNoise, PublishedMechanism
+from labeldp.mechanisms import PublishedMechanism
+from labeldp.mechanisms.debias import BinsNoise, ReleaseNoise, release_noise
 from labeldp.scale import DaskEngine
 from labeldp_model import TRUSTED_TYPES
 
@@ -105,7 +106,7 @@ def load(directory: Path) -> Trained:
         raise DomainError(
             "model-not-loadable", f"the model file cannot be loaded: {type(exc).__name__}", status=409
         ) from exc
-    noise = BinsNoise.of_published(PublishedMechanism.model_validate(meta["mechanism"]))
+    noise = release_noise(PublishedMechanism.model_validate(meta["mechanism"]))
     kind = TrainedClassifier if meta.get("classifier") else Trained
     return kind(
         model, meta["columns"], meta["categorical"], noise, meta["loss"], meta["debias"], meta["metrics"]
@@ -133,7 +134,7 @@ def provenance(
 
 def _fit_on_cluster(
     scheduler: str, release_file: str, feature_file: Path, job: TrainingJob, schema: dict[str, str],
-    noise: BinsNoise, loss: str,
+    noise: ReleaseNoise, loss: str,
 ) -> Trained:  # fmt: skip
     from features_party.training.distributed import fit_on_cluster
 
@@ -165,7 +166,7 @@ def run(sessions: sessionmaker[Session], data_dir: DataDir, job_id: str, schedul
             assert release is not None and table is not None
         progress(status="running", progress={"stage": "loading", "elapsed_s": 0.0})
         mechanism = published_mechanism(release)
-        noise = BinsNoise.of_published(mechanism)
+        noise = release_noise(mechanism)
         feature_file = data_dir.table(table.id, job.feature_table_version)
         # two counts, each with one meaning from start to end: the release's examples, and the examples
         # the model fits on (those the join finds, less the validation split), known once fitting runs
@@ -198,6 +199,7 @@ def run(sessions: sessionmaker[Session], data_dir: DataDir, job_id: str, schedul
                 pa.schema([("example_id", pa.string()), ("bin", pa.uint16())])
             )
             if is_classification(mechanism):
+                assert isinstance(noise, BinsNoise)  # classes are released by RR-Top-k or RR-on-Bins
                 trained = fit_classifier(released, features, table.schema, noise, **options)
             else:
                 trained = fit(released, features, table.schema, noise, mechanism.loss, **options)
@@ -208,6 +210,7 @@ def run(sessions: sessionmaker[Session], data_dir: DataDir, job_id: str, schedul
         iterations = int(getattr(getattr(final, "estimator", final), "n_iter_", 0) or 0)
         progress(
             status="succeeded",
+            debias=trained.debias,  # as applied: none for an unbiased release, whatever was asked
             metrics=trained.metrics,
             progress={
                 "stage": "done",

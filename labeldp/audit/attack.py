@@ -111,7 +111,7 @@ def run_attack(
 def _spread_to_support(published: PublishedMechanism, target_priors: np.ndarray) -> np.ndarray:
     """A prior over targets as one over the support: within a bin, in the proportions of the noisy
     prior the release published (RR-Top-k: targets are the support points already)."""
-    if published.kind == "rr_top_k":
+    if published.kind != "rr_on_bins":  # RR-Top-k's classes, the unbiased randomizer's support points
         return target_priors
     bins = np.asarray(published.support_bins, dtype=np.int64)
     prior = np.asarray(published.prior, dtype=np.float64) + 1e-12  # no point of a bin left impossible

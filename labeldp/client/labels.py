@@ -115,12 +115,14 @@ class LabelsClient(ApiClient):
         privacy_unit: str = "example",
         contribution_bound: int | str | None = None,
         objective: str | None = None,
+        mechanism: str | None = None,
         example_ids: list[str] | None = None,
         priors_id: str | None = None,
     ) -> Release:
         """``epsilon`` is per example, or per user when ``privacy_unit`` is ``user`` (then with a
-        ``contribution_bound``: τ, ``auto`` or ``private``); ``objective``: ``label`` or ``model``
-        (None: the service's default); ``priors_id``: a feature-aware release on stored priors."""
+        ``contribution_bound``: τ, ``auto`` or ``private``); ``objective``: ``label`` or ``model``;
+        ``mechanism``: ``rr_on_bins``, ``rr_top_k`` or ``unbiased`` (None: the service's defaults);
+        ``priors_id``: a feature-aware release on stored priors."""
         body: dict[str, Any] = {"recipient": recipient, "loss": loss}
         if example_ids is not None:
             body["example_ids"] = example_ids
@@ -128,6 +130,8 @@ class LabelsClient(ApiClient):
             body["prior"] = {"from": "features-party", "priors_id": priors_id}
         if objective is not None:
             body["objective"] = objective
+        if mechanism is not None:
+            body["mechanism"] = mechanism
         if privacy_unit == "user":
             body.update(privacy_unit="user", epsilon_user=epsilon, contribution_bound=contribution_bound)
         else:
@@ -149,12 +153,14 @@ class LabelsClient(ApiClient):
         epsilon_prior: float | None = None,
         prior_release_id: str | None = None,
         objective: str | None = None,
+        mechanism: str | None = None,
         *,
         example_ids: list[str] | None = None,
         priors_id: str | None = None,
     ) -> Preview:
-        """Free and tenant-only: the mechanism and expected loss a release would have (with
-        ``priors_id``: beside the same release without them)."""
+        """Free and tenant-only: the mechanism and expected loss a release would have (and, where both
+        can serve it, RR-on-Bins's expected loss beside the unbiased randomizer's variance; with
+        ``priors_id``, beside the same release without them)."""
         body: dict[str, Any] = {"epsilon": epsilon, "loss": loss, "recipient": "preview"}
         if example_ids is not None:
             body["example_ids"] = example_ids
@@ -162,6 +168,8 @@ class LabelsClient(ApiClient):
             body["prior"] = {"from": "features-party", "priors_id": priors_id}
         if objective is not None:
             body["objective"] = objective
+        if mechanism is not None:
+            body["mechanism"] = mechanism
         if epsilon_prior is not None:
             body["epsilon_prior"] = epsilon_prior
         if prior_release_id is not None:

@@ -176,11 +176,13 @@ class Preview(TypedDict):
     m: int
     bin_values: list[float]
     bin_edges: list[list[float]]  # [lo, hi] of each bin
-    expected_loss: float
+    expected_loss: float  # the unbiased randomizer: its expected variance
+    rr_on_bins_expected_loss: float | None  # squared and Poisson loss: beside the unbiased variance
+    unbiased_expected_variance: float | None
     worst_case_additive_advantage: float
     max_multiplicative_advantage: float
-    keep_probability: float
-    move_probability: float
+    keep_probability: float | None  # None: the unbiased randomizer (not randomized response over bins)
+    move_probability: float | None
     mechanism: dict[str, Any]
     groups: NotRequired[int | None]
     examples_with_group: NotRequired[int | None]
@@ -321,8 +323,8 @@ class ReceivedRelease(TypedDict):
     mechanism: dict[str, Any]
     worst_case_additive_advantage: float
     max_multiplicative_advantage: float
-    keep_probability: float
-    move_probability: float
+    keep_probability: float | None  # None: the unbiased randomizer
+    move_probability: float | None
     header: dict[str, Any]
 
 

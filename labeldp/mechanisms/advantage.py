@@ -15,10 +15,11 @@ mechanism's own interval of the support) or the class (RR-Top-k). The Bayes-opti
 * regression only, **MSE reduction** ``Var(y) − E_z Var(y | z)``: how much the release shrinks the
   attacker's squared error in estimating the label value itself (the posterior mean).
 
-Both mechanisms are randomized response over bins (keep ``h``, move ``l``; a class outside RR-Top-k's
-reported set gets a uniform bin), so every quantity here costs ``O(n·(k + m))``: no ``k × m`` matrix is
-ever formed. ``channel_advantages`` computes the same numbers for any finite channel (a baseline's,
-or a test's).
+Both RR mechanisms are randomized response over bins (keep ``h``, move ``l``; a class outside
+RR-Top-k's reported set gets a uniform bin), so every quantity here costs ``O(n·(k + m))``: no ``k × m``
+matrix is ever formed. ``channel_advantages`` computes the same numbers for any finite channel (a
+baseline's, or a test's) — and for the unbiased randomizer, whose target is the support point itself
+(its outputs are not labels), from its exact integer rows, in ``O(n·k·m)`` (in blocks).
 
 The data-independent worst cases — ``h − 1/m`` for the additive advantage over every prior (attained
 by a uniform prior over the bins), the implemented ε for the multiplicative one — are properties of
@@ -83,7 +84,8 @@ class Advantages:
 
 
 def targets_of(published: PublishedMechanism) -> IntArray:
-    """The attacker's target of each support point: its bin (RR-on-Bins) or its class (RR-Top-k)."""
+    """The attacker's target of each support point: its bin (RR-on-Bins), its class (RR-Top-k) or the
+    point itself (unbiased)."""
     if published.kind == "rr_on_bins":
         return np.asarray(published.support_bins, dtype=np.int64)
     return np.arange(len(published.support), dtype=np.int64)
@@ -92,8 +94,8 @@ def targets_of(published: PublishedMechanism) -> IntArray:
 def target_prior(published: PublishedMechanism, prior: ArrayLike) -> FloatArray:
     """A prior on the support (``k`` or ``n × k``, rows normalized) summed into the targets."""
     p = prior_rows(prior, len(published.support), "prior")
-    if published.kind == "rr_top_k":
-        return p  # the targets are the classes themselves
+    if published.kind != "rr_on_bins":
+        return p  # the targets are the classes (the support points) themselves
     return _per_bin(published, p)
 
 
@@ -108,6 +110,9 @@ def advantages(published: PublishedMechanism, prior: ArrayLike) -> Advantages:
     """Exact per-example advantages for an attacker whose belief about each label is ``prior`` (one
     row per example over the support, or one row shared by all; rows are normalized)."""
     p = prior_rows(prior, len(published.support), "prior")
+    if published.kind == "unbiased":
+        support = np.asarray(published.support, dtype=np.float64)
+        return channel_advantages(p, published.transition_matrix(), targets_of(published), support)
     q = target_prior(published, p)
     mse: tuple[FloatArray, FloatArray] | None = None
     if published.kind == "rr_on_bins":

@@ -20,6 +20,13 @@ label the estimator above averages to ``(k − 1)/k`` while every prediction (a 
 The corrections a trained model applies when it predicts (``affine_correct``, ``class_probabilities``)
 are ``labeldp_model.BinsCorrection``'s: an exported model holds that object (``BinsNoise.correction``),
 so loading it needs neither labeldp nor its mechanisms.
+
+An unbiased release (``UnbiasedNoise``, docs/math.md §15) needs no correction: its outputs are
+targets whose mean is the label. A least-squares fit to them estimates ``E[y | x]``; predictions are
+clipped into the labels' public range (for the Poisson loss, above ``POISSON_FLOOR·(hi − lo)``, where the
+loss is finite). Its validation loss against the true labels is estimated without bias too: the
+Poisson loss is affine in its target, and for the squared loss ``f² − 2f·z + h(z)`` with ``h`` the
+least-norm solution of ``Σ_z P(z | y)·h(z) = y²`` for every support point.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from labeldp.mechanisms.losses import Loss
 from labeldp.mechanisms.published import PublishedMechanism
 from labeldp.mechanisms.randomized_response import KeepThreshold
 from labeldp.mechanisms.validation import ParameterError, check_epsilon, finite_vector
@@ -131,3 +139,65 @@ class BinsNoise:
         self._check_invertible()
         every_bin = loss(f[:, None], self.bin_values[None, :]).sum(axis=1)
         return (observed - self.b * every_bin) / self.a
+
+
+POISSON_FLOOR = 1e-3  # an unbiased Poisson model's predictions stay above this share of hi − lo
+
+
+@dataclass(frozen=True)
+class UnbiasedNoise:
+    """The noise model of an unbiased release: its outputs, and the range its predictions stay in."""
+
+    bin_values: Array  # the outputs, increasing (they reach beyond [lower, upper])
+    epsilon: float
+    lower: float
+    upper: float
+    square_estimator: Array  # h(z_j): E[h(z) | y] = y² for every support point
+    outside_mass: float = 0.0  # no label is left unreported (the classifier interface's π)
+
+    @classmethod
+    def of_published(cls, mechanism: PublishedMechanism) -> UnbiasedNoise:
+        support = np.asarray(mechanism.support, dtype=np.float64)
+        lo, hi = float(support[0]), float(support[-1])
+        if mechanism.loss == "poisson":
+            lo = max(lo, POISSON_FLOOR * (hi - lo))
+        transition = mechanism.transition_matrix()
+        square = np.asarray(np.linalg.lstsq(transition, support**2, rcond=None)[0], dtype=np.float64)
+        return cls(np.asarray(mechanism.bin_values), mechanism.epsilon_randomize, lo, hi, square)
+
+    @property
+    def m(self) -> int:
+        return int(self.bin_values.size)
+
+    def affine_correct(self, predictions: Array) -> Array:
+        """Nothing to undo: the predictions, clipped into the labels' range."""
+        return np.clip(np.asarray(predictions, dtype=np.float64), self.lower, self.upper)
+
+    def unbiased_targets(self, bins: npt.NDArray[np.integer]) -> Array:
+        """The outputs themselves: their mean is the label."""
+        return self.bin_values[np.asarray(bins)]
+
+    def unbiased_loss(
+        self, predictions: Array, bins: npt.NDArray[np.integer], loss: Callable[[Array, Array], Array]
+    ) -> Array:
+        """Per example, an unbiased estimate of the loss against the true label (module docstring)."""
+        f = np.asarray(predictions, dtype=np.float64)
+        z = self.bin_values[np.asarray(bins)]
+        name = loss.name if isinstance(loss, Loss) else getattr(loss, "__name__", "")
+        if name == "poisson":  # affine in the target: the plain loss is unbiased
+            return np.asarray(loss(f, z), dtype=np.float64)
+        if name == "squared":
+            return f * f - 2.0 * f * z + self.square_estimator[np.asarray(bins)]
+        raise ParameterError(
+            f"an unbiased release serves the squared and poisson losses, not {name!r}", "loss"
+        )
+
+
+ReleaseNoise = BinsNoise | UnbiasedNoise
+
+
+def release_noise(mechanism: PublishedMechanism) -> ReleaseNoise:
+    """The noise model a trainer reads off a published mechanism."""
+    if mechanism.kind == "unbiased":
+        return UnbiasedNoise.of_published(mechanism)
+    return BinsNoise.of_published(mechanism)

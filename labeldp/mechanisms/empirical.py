@@ -69,6 +69,9 @@ def attack(
 
 
 def _likelihood(published: PublishedMechanism, z: IntArray) -> FloatArray:
+    """``P(z_n | t)`` for every target (``n × targets``)."""
+    if published.kind == "unbiased":
+        return np.asarray(published.transition_matrix()[:, z].T)
     t = published.threshold
     bins = bin_of_target(published)
     out = np.where(bins[None, :] == z[:, None], t.keep_probability, t.move_probability)
@@ -94,6 +97,10 @@ def targets_from_noisy_model(
     m = published.m
     if g.ndim != 2 or g.shape[1] != m:
         raise ParameterError(f"need one probability per bin ({m})", "noisy_bin_probs")
+    if published.kind == "unbiased":  # P(z | x) = p(x)ᵀT: the least-squares p, clipped and renormalized
+        transition = published.transition_matrix()
+        p = np.clip(g @ np.linalg.pinv(transition), floor, None)
+        return np.asarray(p / np.maximum(p.sum(axis=1, keepdims=True), 1e-300))
     t = published.threshold
     h, l_ = t.keep_probability, t.move_probability
     uninformative = m == 1 or h <= l_
@@ -141,6 +148,8 @@ def epsilon_lower_bound(
     z = np.asarray(outputs, dtype=np.int64)
     if targets.shape != z.shape or targets.ndim != 1:
         raise ParameterError("truth and outputs must be two vectors of the same length", "outputs")
+    if published.kind == "unbiased":
+        return _unbiased_epsilon_lower_bound(published, targets, z, alpha)
     bin_of = bin_of_target(published)
     if targets.size and (targets.min() < 0 or targets.max() >= bin_of.size):
         raise ParameterError("truth must be targets of this mechanism (targets_of)", "truth")
@@ -164,6 +173,40 @@ def epsilon_lower_bound(
         elif low > 0:
             best = math.inf
     return EpsilonBound(max(best, 0.0), alpha, int(y.size), rates)
+
+
+def _unbiased_epsilon_lower_bound(
+    published: PublishedMechanism, targets: IntArray, z: IntArray, alpha: float
+) -> EpsilonBound:
+    """The same test for the unbiased randomizer, whose outputs name no target: for the two most
+    common true support points ``a`` and ``b``, the event is "the output is one the published rows
+    make likelier under ``a`` than under ``b``" — fixed by the published mechanism before any output is
+    seen, so the bound holds whatever the sampler does."""
+    k = len(published.support)
+    if targets.size and (targets.min() < 0 or targets.max() >= k):
+        raise ParameterError("truth must be support points of this mechanism (targets_of)", "truth")
+    if not 0 < alpha < 1:
+        raise ParameterError("alpha must be in (0, 1)", "alpha")
+    points, counts = np.unique(targets, return_counts=True)
+    if points.size < 2:
+        raise ParameterError("canaries need labels in at least two different support points", "truth")
+    a, b = (int(v) for v in points[np.argsort(-counts, kind="stable")[:2]])
+    rows = published.unbiased_weights().table
+    best, rates = 0.0, {}
+    for own, other in ((a, b), (b, a)):
+        event = rows[own] > rows[other]  # outputs likelier under own
+        n_own, n_other = int((targets == own).sum()), int((targets == other).sum())
+        hits_own = int(((targets == own) & event[z]).sum())
+        hits_other = int(((targets == other) & event[z]).sum())
+        low = _clopper_pearson(hits_own, n_own, alpha / 4)[0]
+        high = _clopper_pearson(hits_other, n_other, alpha / 4)[1]
+        rates[f"p_event_{own}_given_{own}"] = hits_own / n_own
+        rates[f"p_event_{own}_given_{other}"] = hits_other / n_other
+        if low > 0 and high > 0:
+            best = max(best, math.log(low / high))
+        elif low > 0:
+            best = math.inf
+    return EpsilonBound(max(best, 0.0), alpha, int(targets.size), rates)
 
 
 def _clopper_pearson(successes: int, n: int, alpha_each_side: float) -> tuple[float, float]:

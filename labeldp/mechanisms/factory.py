@@ -1,10 +1,12 @@
 """Which mechanism a release uses: one rule, used by the labels party's releases and previews, the
 benchmarks and the tests.
 
-The loss decides the kind: the 0-1 loss (classes) is served by RR-Top-k, every regression loss by
-RR-on-Bins. The label type decides which losses make sense: real values and counts are regressed,
-binary labels can be regressed (a probability under squared loss) or classified, categorical labels
-are only classified.
+The loss decides the family: the 0-1 loss (classes) is served by RR-Top-k, every regression loss by
+RR-on-Bins or — for the squared and Poisson losses, whose best prediction is the mean — the unbiased
+randomizer (``default_mechanism`` chooses between them by a public rule unless a request names one).
+The label type decides which losses make sense: real values and counts are regressed, binary labels
+can be regressed (a probability under squared loss) or classified, categorical labels are only
+classified.
 """
 
 from __future__ import annotations
@@ -21,8 +23,12 @@ from labeldp.mechanisms.optimize import optimize_rr_on_bins
 from labeldp.mechanisms.published import PublishedMechanism
 from labeldp.mechanisms.rr_on_bins import RROnBins
 from labeldp.mechanisms.support import Support, explicit_support
+from labeldp.mechanisms.unbiased import UnbiasedRandomizer, check_unbiased_loss
+from labeldp.mechanisms.unbiased_program import optimize_unbiased
+from labeldp.mechanisms.unbiased_weights import check_unbiased_epsilon
 from labeldp.mechanisms.validation import ParameterError
 
+MECHANISM_KINDS: tuple[MechanismKind, ...] = get_args(MechanismKind)
 LabelType = Literal["real", "count", "binary", "categorical"]
 LABEL_TYPES: tuple[LabelType, ...] = get_args(LabelType)
 LOSSES_BY_LABEL_TYPE: dict[LabelType, tuple[LossName, ...]] = {
@@ -45,8 +51,42 @@ def check_loss(label_type: LabelType, loss: str) -> LossName:
     return loss
 
 
-def mechanism_kind(loss: str) -> MechanismKind:
-    return "rr_top_k" if loss == "zero_one" else "rr_on_bins"
+def mechanism_kind(loss: str, mechanism: MechanismKind | None = None) -> MechanismKind:
+    """The kind a release of ``loss`` uses: the one it names (checked against the loss), else RR-Top-k
+    for the 0-1 loss and RR-on-Bins for the others."""
+    if mechanism is None:
+        return "rr_top_k" if loss == "zero_one" else "rr_on_bins"
+    return check_mechanism(loss, mechanism)
+
+
+def default_mechanism(loss: str, epsilon: float, examples: int, support_size: int) -> MechanismKind:
+    """The kind a release uses unless its request names one: a public rule of the loss, the ε its
+    labels are randomized with, the number of released examples and the support's size (nothing read
+    from the labels). docs/concepts/mechanism.md states the rule and the measurement behind it."""
+    del epsilon, examples, support_size  # the rule's inputs; see docs/concepts/mechanism.md
+    return mechanism_kind(loss)
+
+
+def check_mechanism(loss: str, mechanism: str) -> MechanismKind:
+    """``mechanism`` if it can serve ``loss``, else a ``ParameterError`` saying which can."""
+    if mechanism not in MECHANISM_KINDS:
+        raise ParameterError(
+            f"mechanism must be one of {', '.join(MECHANISM_KINDS)}, got {mechanism!r}", "mechanism"
+        )
+    if loss == "zero_one" and mechanism != "rr_top_k":
+        raise ParameterError("the zero_one loss (classes) is served by rr_top_k", "mechanism")
+    if loss != "zero_one" and mechanism == "rr_top_k":
+        raise ParameterError("rr_top_k serves the zero_one loss (classes) only", "mechanism")
+    if mechanism == "unbiased":
+        check_unbiased_loss(loss)
+    return mechanism
+
+
+def check_mechanism_epsilon(mechanism: MechanismKind, epsilon: float) -> None:
+    """The ε the randomization may have for this kind (the unbiased randomizer's program has a
+    numerically safe range; RR-based kinds take any valid ε)."""
+    if mechanism == "unbiased":
+        check_unbiased_epsilon(epsilon, "epsilon_randomize")
 
 
 def is_classes(support: Support) -> bool:
@@ -55,12 +95,22 @@ def is_classes(support: Support) -> bool:
 
 
 def optimal_mechanism(
-    support: Support, prior: ArrayLike, epsilon: float, loss: str, *, optimize_at: float | None = None
+    support: Support,
+    prior: ArrayLike,
+    epsilon: float,
+    loss: str,
+    *,
+    optimize_at: float | None = None,
+    kind: MechanismKind | None = None,
 ) -> Mechanism:
     """The loss-optimal ε-DP mechanism of the right kind for a prior on a public support; with
     ``optimize_at`` (the model objective's ε, ``labeldp.mechanisms.objective``) the one optimal at
-    that ε, randomizing at ``epsilon``."""
-    if mechanism_kind(loss) == "rr_top_k":
+    that ε, randomizing at ``epsilon``. ``kind="unbiased"``: the least-variance unbiased randomizer
+    (``optimize_at`` does not apply: it has no bins to refine)."""
+    chosen = mechanism_kind(loss, kind)
+    if chosen == "unbiased":
+        return optimize_unbiased(support, prior, epsilon, loss)
+    if chosen == "rr_top_k":
         if not is_classes(support):
             raise ParameterError("the zero_one loss needs the classes 0..C-1 as its support", "support")
         return optimize_rr_top_k(prior, epsilon, optimize_at=optimize_at)
@@ -71,6 +121,10 @@ def sampler_of(published: PublishedMechanism) -> Mechanism:
     """The sampler a published mechanism describes (to randomize with it, or to compare with one):
     the inverse of ``Mechanism.describe`` up to the prior and the ε split, which only the description
     carries."""
+    if published.kind == "unbiased":
+        return UnbiasedRandomizer(
+            explicit_support(published.support), published.unbiased_weights(), resolve_loss(published.loss)
+        )
     if published.kind == "rr_top_k":
         bins = np.asarray(published.support_bins, dtype=np.int64)
         top = np.empty(published.m, dtype=np.int64)

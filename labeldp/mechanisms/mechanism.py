@@ -25,11 +25,12 @@ if TYPE_CHECKING:
     from labeldp.mechanisms.published import PublishedMechanism
     from labeldp.mechanisms.rng import SecureRandom
 
-MechanismKind = Literal["rr_on_bins", "rr_top_k"]
+MechanismKind = Literal["rr_on_bins", "rr_top_k", "unbiased"]
 
 
 class Mechanism(Protocol):
-    """A label mechanism: randomized response from a public support onto ``m`` output bins."""
+    """A label mechanism: from a public support onto ``m`` outputs (bins): randomized response over
+    bins (RR-on-Bins, RR-Top-k) or the unbiased randomizer."""
 
     @property
     def kind(self) -> MechanismKind: ...
@@ -52,7 +53,8 @@ class Mechanism(Protocol):
 
     @property
     def support_bins(self) -> IntArray:
-        """The bin of each support point; ``-1``: not reported, answered with a uniform bin."""
+        """The bin of each support point; ``-1``: not reported, answered with a uniform bin; empty for
+        the unbiased randomizer (no support point has an output of its own)."""
 
     @property
     def bin_values(self) -> FloatArray:
@@ -63,9 +65,6 @@ class Mechanism(Protocol):
 
     @property
     def loss(self) -> Loss: ...
-
-    @property
-    def threshold(self) -> KeepThreshold: ...
 
     def transition_matrix(self) -> FloatArray:
         """``M[i, j] = P(output bin j | label = support value i)`` exactly as sampled, ``k × m``."""

@@ -8,13 +8,18 @@ privatized: the kind of mechanism, the ε split, the public support, the *noisy*
 support points to output bins and the bins' values.
 
 It validates itself completely, because it also arrives from the network: a malformed description
-from a (pinned but buggy or hostile) sender is refused before anything is stored.
+from a (pinned but buggy or hostile) sender is refused before anything is stored. The unbiased
+randomizer (``kind = "unbiased"``) has no bins of its own: it states its outputs (``bin_values``, which
+reach beyond the support), its integer base weights and each support point's window
+(``labeldp.mechanisms.unbiased_weights``); the receiver rebuilds the exact integer rows from them and
+checks that they are ε-DP (by construction) and unbiased (to ``MAX_BIAS``).
 """
 
 from __future__ import annotations
 
 import math
 from fractions import Fraction
+from functools import cached_property
 from typing import TYPE_CHECKING, Literal, Self
 
 import numpy as np
@@ -27,6 +32,13 @@ from labeldp.mechanisms.mechanism import MechanismKind, transition
 from labeldp.mechanisms.objective import ObjectiveName
 from labeldp.mechanisms.randomized_response import KeepThreshold
 from labeldp.mechanisms.support import MAX_SUPPORT_SIZE
+from labeldp.mechanisms.unbiased_weights import (
+    MAX_BIAS,
+    MAX_UNBIASED_EPSILON,
+    MAX_UNBIASED_OUTPUTS,
+    MAX_UNBIASED_SUPPORT,
+    UnbiasedWeights,
+)
 from labeldp.mechanisms.validation import ParameterError, finite_vector
 
 if TYPE_CHECKING:
@@ -43,7 +55,10 @@ class PublishedMechanism(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    kind: MechanismKind = Field(description="rr_on_bins (regression) or rr_top_k (classes)")
+    kind: MechanismKind = Field(
+        description="rr_on_bins (regression), rr_top_k (classes) or unbiased (regression: outputs whose "
+        "mean is the label)"
+    )
     loss: LossName = Field(description="the loss the mechanism was optimized for (and models train with)")
     epsilon: float = Field(
         gt=0, description="total ε charged to every example: epsilon_prior + epsilon_randomize"
@@ -58,10 +73,30 @@ class PublishedMechanism(BaseModel):
     )
     prior: tuple[float, ...] = Field(description="the noisy prior on the support (a DP output)")
     support_bins: tuple[int, ...] = Field(
-        description="the output bin of each support point; -1: not reported, answered with a uniform bin"
+        description="the output bin of each support point; -1: not reported, answered with a uniform bin; "
+        "empty for unbiased (no support point has an output of its own)"
     )
     bin_values: tuple[float, ...] = Field(
-        min_length=1, max_length=MAX_BINS, description="the output value of each bin index"
+        min_length=1,
+        max_length=MAX_BINS,
+        description="the output value of each bin index (unbiased: the outputs, increasing; they reach "
+        "beyond the support)",
+    )
+    base_weights: tuple[int, ...] = Field(
+        (),
+        max_length=MAX_UNBIASED_OUTPUTS,
+        description="unbiased: each output's weight in every support point's row, out of 2^53 "
+        "(docs/math.md §15)",
+    )
+    window_starts: tuple[int, ...] = Field(
+        (),
+        max_length=MAX_UNBIASED_SUPPORT,
+        description="unbiased: the output at which each support point's window of extra weight starts",
+    )
+    window_offsets: tuple[int, ...] = Field(
+        (),
+        max_length=MAX_UNBIASED_SUPPORT,
+        description="unbiased: how many weight units into that output's capacity the window starts",
     )
     objective: ObjectiveName = Field(
         "label",
@@ -102,8 +137,17 @@ class PublishedMechanism(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> Self:
         k, m = len(self.support), len(self.bin_values)
-        if len(self.prior) != k or len(self.support_bins) != k:
+        if len(self.prior) != k:
+            raise ValueError("support and prior must have the same length")
+        if self.kind == "unbiased":
+            if self.support_bins:
+                raise ValueError(
+                    "unbiased states no support_bins (no support point has an output of its own)"
+                )
+        elif len(self.support_bins) != k:
             raise ValueError("support, prior and support_bins must have the same length")
+        elif self.base_weights or self.window_starts or self.window_offsets:
+            raise ValueError("base_weights and the windows belong to the unbiased randomizer only")
         support = np.asarray(self.support)
         if k > 1 and np.any(np.diff(support) <= 0):
             raise ValueError("support must be strictly increasing")
@@ -132,9 +176,33 @@ class PublishedMechanism(BaseModel):
             raise ValueError(f"support_bins must lie in -1..{m - 1}")
         if self.kind == "rr_on_bins":
             self._check_rr_on_bins(bins, m)
-        else:
+        elif self.kind == "rr_top_k":
             self._check_rr_top_k(bins, support, m)
+        else:
+            self._check_unbiased(support)
         return self
+
+    def _check_unbiased(self, support: np.ndarray) -> None:
+        if self.loss not in ("squared", "poisson"):
+            raise ValueError(
+                "unbiased serves the squared and poisson losses (whose best prediction is the mean)"
+            )
+        if self.objective != "label" or self.privacy_unit != "example":
+            raise ValueError("unbiased releases have the label objective and example-level privacy")
+        if len(support) > MAX_UNBIASED_SUPPORT or self.epsilon_randomize > MAX_UNBIASED_EPSILON:
+            raise ValueError(
+                f"unbiased randomizers have at most {MAX_UNBIASED_SUPPORT} support points and "
+                f"epsilon_randomize <= {MAX_UNBIASED_EPSILON:g}"
+            )
+        try:
+            weights = self.unbiased_weights()
+        except ParameterError as exc:
+            raise ValueError(f"malformed unbiased randomizer: {exc}") from exc
+        if self.implemented_epsilon != weights.implemented_epsilon:
+            raise ValueError("implemented_epsilon is not what the unbiased randomizer's weights implement")
+        bias = float(np.abs(weights.means() - support).max())
+        if bias > MAX_BIAS * float(support[-1] - support[0]):
+            raise ValueError(f"the unbiased randomizer is biased (by {bias:g} at some support point)")
 
     def _check_user_level(self) -> None:
         tau, tau_prior = self.contribution_bound, self.prior_contribution_bound
@@ -198,11 +266,33 @@ class PublishedMechanism(BaseModel):
 
     @property
     def threshold(self) -> KeepThreshold:
+        """The keep/move thresholds of randomized response over the bins (the RR kinds only)."""
+        if self.kind == "unbiased":
+            raise ValueError("the unbiased randomizer is not randomized response over bins")
         return KeepThreshold.for_epsilon(self.epsilon_randomize, self.m)
+
+    @cached_property
+    def _unbiased(self) -> UnbiasedWeights:
+        return UnbiasedWeights(
+            self.epsilon_randomize,
+            np.asarray(self.bin_values),
+            self.base_weights,
+            self.window_starts,
+            self.window_offsets,
+        )
+
+    def unbiased_weights(self) -> UnbiasedWeights:
+        """The unbiased randomizer's exact integer rows (``kind = "unbiased"`` only)."""
+        if self.kind != "unbiased":
+            raise ValueError(f"a {self.kind} mechanism has no unbiased weights")
+        return self._unbiased
 
     @property
     def bin_edges(self) -> list[tuple[float, float]]:
-        """Each bin's lowest and highest support value (for RR-Top-k: the class it reports)."""
+        """Each bin's lowest and highest support value (for RR-Top-k: the class it reports; for the
+        unbiased randomizer, whose outputs are not support values: each output itself)."""
+        if self.kind == "unbiased":
+            return [(v, v) for v in self.bin_values]
         bins = np.asarray(self.support_bins)
         values = np.asarray(self.support)
         return [(float(values[bins == j].min()), float(values[bins == j].max())) for j in range(self.m)]
@@ -211,9 +301,14 @@ class PublishedMechanism(BaseModel):
     def worst_case_additive_advantage(self) -> float:
         """How much more often than before the best attacker can guess a label's bin (RR-Top-k: its
         class) after seeing its released bin, maximized over every prior it could hold: ``h − 1/m``
-        (keep probability minus a uniform guess; docs/math.md §11). A function of the mechanism alone."""
+        (keep probability minus a uniform guess; docs/math.md §11). A function of the mechanism alone.
+        The unbiased randomizer (the attacker guesses the support point): the bound ``(S − 1)/S``
+        with ``S = Σ_z max_y P(z | y)``, which no prior exceeds (docs/math.md §15.5)."""
         if self.m == 1:
             return 0.0
+        if self.kind == "unbiased":
+            top = float(self.transition_matrix().max(axis=0).sum())
+            return max((top - 1.0) / top, 0.0)
         return max(self.threshold.keep_probability - 1.0 / self.m, 0.0)
 
     @property
@@ -224,7 +319,10 @@ class PublishedMechanism(BaseModel):
 
     def transition_matrix(self) -> FloatArray:
         """``P(output bin j | label = support value i)``, ``k × m``, exactly as sampled (the samplers
-        compute the same matrix from the same thresholds: ``mechanism.transition``)."""
+        compute the same matrix from the same thresholds: ``mechanism.transition``, or the same
+        integer rows: ``UnbiasedWeights``)."""
+        if self.kind == "unbiased":
+            return self.unbiased_weights().transition()
         return transition(np.asarray(self.support_bins, dtype=np.int64), self.threshold)
 
     def bin_transition(self) -> FloatArray:
@@ -236,6 +334,9 @@ class PublishedMechanism(BaseModel):
         ``Σ_i p_i Σ_j P(j | y_i) ℓ(ŷ_j, y_i)``."""
         p = np.asarray(self.prior, dtype=np.float64)
         rows = self.transition_matrix()
+        if self.kind == "unbiased":  # its variance: the Poisson loss of an output below zero is undefined
+            errors = (np.asarray(self.bin_values)[None, :] - np.asarray(self.support)[:, None]) ** 2
+            return float(np.dot(p / p.sum(), (rows * errors).sum(axis=1)))
         ell = resolve_loss(self.loss)
         losses = ell(
             np.asarray(self.bin_values)[None, :], np.asarray(self.support, dtype=np.float64)[:, None]
@@ -251,6 +352,8 @@ class PublishedMechanism(BaseModel):
         measured against the bins does not show. RR-Top-k (classes): the mass of unreported classes."""
         prior = np.asarray(self.prior, dtype=np.float64)
         prior = prior / prior.sum() if prior.sum() > 0 else prior
+        if self.kind == "unbiased":
+            return 0.0  # no bins: every output is an unbiased estimate of the label itself
         bins = np.asarray(self.support_bins, dtype=np.int64)
         if self.kind == "rr_top_k":
             return float(prior[bins < 0].sum())
@@ -266,8 +369,10 @@ def publish(
     epsilon_prior: float,
     epsilon_total: float | None,
     user: UserBudget | None = None,
+    unbiased: UnbiasedWeights | None = None,
 ) -> PublishedMechanism:
-    """``Mechanism.describe``: the mechanism, its noisy prior and the ε split as a published object."""
+    """``Mechanism.describe``: the mechanism, its noisy prior and the ε split as a published object
+    (``unbiased``: the unbiased randomizer's integer rows)."""
     p = finite_vector(prior, "prior")
     if p.size != mechanism.support.k:
         raise ParameterError("prior must have one mass per support point", "prior")
@@ -295,9 +400,14 @@ def publish(
             objective="label" if mechanism.objective_epsilon is None else "model",
             objective_epsilon=mechanism.objective_epsilon,
             **(_user_fields(user) if user is not None else {}),
+            **(_unbiased_fields(unbiased) if unbiased is not None else {}),
         )
     except ValueError as exc:
         raise ParameterError(f"cannot publish this mechanism: {exc}", "mechanism") from exc
+
+
+def _unbiased_fields(weights: UnbiasedWeights) -> dict[str, object]:
+    return {"base_weights": weights.base, "window_starts": weights.starts, "window_offsets": weights.offsets}
 
 
 def _user_fields(user: UserBudget) -> dict[str, object]:

@@ -17,9 +17,14 @@ import numpy.typing as npt
 
 from labeldp.mechanisms._types import ArrayLike, FloatArray, IntArray
 from labeldp.mechanisms.epsilon import UserBudget, float_at_most
-from labeldp.mechanisms.factory import mechanism_kind, optimal_mechanism
+from labeldp.mechanisms.factory import (
+    check_mechanism_epsilon,
+    default_mechanism,
+    mechanism_kind,
+    optimal_mechanism,
+)
 from labeldp.mechanisms.losses import Loss, LossFn, LossName, check_labels_for_loss, resolve_loss
-from labeldp.mechanisms.mechanism import Mechanism
+from labeldp.mechanisms.mechanism import Mechanism, MechanismKind
 from labeldp.mechanisms.objective import Objective, ObjectiveName
 from labeldp.mechanisms.optimize import optimize_rr_on_bins
 from labeldp.mechanisms.prior import prior_split, private_prior
@@ -85,6 +90,7 @@ def release_labels(
     epsilon_prior: float | None = None,
     *,
     objective: Objective | ObjectiveName | None = None,
+    mechanism: MechanismKind | None = None,
     rng: SecureRandom | None = None,
 ) -> LabelRelease:
     """Privatize ``labels`` with total budget ``epsilon`` (Algorithm 3).
@@ -98,22 +104,35 @@ def release_labels(
     per-label loss) or ``model`` (a model trained on the ``n`` released labels, with a declared
     capacity; ``labeldp.mechanisms.objective``), by default the loss's (``default_objective``): the
     bins follow from public quantities and the noisy prior either way, so the release stays
-    (ε₁ + ε₂)-DP.
+    (ε₁ + ε₂)-DP. ``mechanism``: ``rr_on_bins``, ``rr_top_k`` or ``unbiased`` (the least-variance
+    unbiased randomizer, squared and Poisson loss), by default ``default_mechanism``'s choice (public
+    quantities only); the objective applies to the RR kinds.
     """
     eps = check_epsilon(epsilon)
     sup = as_support(support)
     loss_spec = resolve_loss(loss)
     y = _checked_labels(labels, sup, loss_spec)
     eps_prior, eps_randomize = prior_split(eps, y.size, sup.k, epsilon_prior)
-    at = Objective.of(objective, loss_spec.name).epsilon_for(eps_randomize, y.size)
+    if not isinstance(loss, str):  # a callable loss: RR-on-Bins optimized for it
+        kind: MechanismKind = mechanism_kind(loss_spec.name, mechanism or "rr_on_bins")
+    elif mechanism is None:
+        kind = default_mechanism(loss_spec.name, eps_randomize, y.size, sup.k)
+    else:
+        kind = mechanism_kind(loss_spec.name, mechanism)
+    check_mechanism_epsilon(kind, eps_randomize)
+    at = (
+        None
+        if kind == "unbiased"
+        else Objective.of(objective, loss_spec.name).epsilon_for(eps_randomize, y.size)
+    )
     stream = rng or SecureRandom()
     prior = private_prior(y, sup, eps_prior, rng=stream)
     if isinstance(loss, str):
-        mechanism = optimal_mechanism(sup, prior, eps_randomize, loss, optimize_at=at)
-    else:  # a callable loss: RR-on-Bins optimized for it
-        mechanism = optimize_rr_on_bins(sup, prior, eps_randomize, loss_spec, optimize_at=at)
-    bins = mechanism.randomize(y, rng=stream)
-    return LabelRelease(mechanism, prior, bins, eps_prior, eps_randomize, eps)
+        chosen = optimal_mechanism(sup, prior, eps_randomize, loss, optimize_at=at, kind=kind)
+    else:
+        chosen = optimize_rr_on_bins(sup, prior, eps_randomize, loss_spec, optimize_at=at)
+    bins = chosen.randomize(y, rng=stream)
+    return LabelRelease(chosen, prior, bins, eps_prior, eps_randomize, eps)
 
 
 def _checked_labels(labels: ArrayLike, support: Support, loss: Loss) -> FloatArray:

@@ -33,8 +33,8 @@ from labeldp.mechanisms._types import FloatArray, IntArray
 from labeldp.mechanisms.epsilon import UserBudget, float_at_most
 from labeldp.mechanisms.factory import optimal_mechanism
 from labeldp.mechanisms.losses import LossName
-from labeldp.mechanisms.mechanism import Mechanism
 from labeldp.mechanisms.rng import SecureRandom
+from labeldp.mechanisms.rr_on_bins import RROnBins
 from labeldp.mechanisms.support import Support
 from labeldp.mechanisms.validation import ParameterError, check_epsilon
 
@@ -219,7 +219,7 @@ class BoundChoice:
     risks: tuple[float, ...]  # what the choice minimizes (see ``choose_contribution_bound``)
 
 
-def binning_and_noise(mechanism: Mechanism, prior: FloatArray) -> tuple[float, float]:
+def binning_and_noise(mechanism: RROnBins, prior: FloatArray) -> tuple[float, float]:
     """Under the prior: the squared error of the bins themselves (``E(v_bin(y) - y)²``, which no
     amount of data removes) and the variance of an affine-debiased noisy value around its bin's value
     (which averages out over examples)."""
@@ -270,6 +270,8 @@ def choose_contribution_bound(
         if loss == "zero_one":
             risks.append(losses[-1])
         else:
+            if not isinstance(mechanism, RROnBins):  # pragma: no cover - regression losses get RR-on-Bins
+                raise TypeError(f"user-level regression releases use RR-on-Bins, not {mechanism.kind}")
             binning, noise = binning_and_noise(mechanism, prior)
             risks.append(binning + noise / kept)
     if not candidates:

@@ -34,7 +34,7 @@ class SignedHeader(_message.Message):
     def __init__(self, header: _Optional[bytes] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class Mechanism(_message.Message):
-    __slots__ = ("kind", "epsilon", "implemented_epsilon", "bin_values", "loss", "bin_lower", "bin_upper", "support_bins", "privacy_unit", "contribution_bound", "prior_contribution_bound", "epsilon_bound", "epsilon_example", "objective", "objective_epsilon")
+    __slots__ = ("kind", "epsilon", "implemented_epsilon", "bin_values", "loss", "bin_lower", "bin_upper", "support_bins", "privacy_unit", "contribution_bound", "prior_contribution_bound", "epsilon_bound", "epsilon_example", "objective", "objective_epsilon", "base_weights", "window_starts", "window_offsets")
     KIND_FIELD_NUMBER: _ClassVar[int]
     EPSILON_FIELD_NUMBER: _ClassVar[int]
     IMPLEMENTED_EPSILON_FIELD_NUMBER: _ClassVar[int]
@@ -50,6 +50,9 @@ class Mechanism(_message.Message):
     EPSILON_EXAMPLE_FIELD_NUMBER: _ClassVar[int]
     OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
     OBJECTIVE_EPSILON_FIELD_NUMBER: _ClassVar[int]
+    BASE_WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_STARTS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_OFFSETS_FIELD_NUMBER: _ClassVar[int]
     kind: str
     epsilon: float
     implemented_epsilon: float
@@ -65,7 +68,10 @@ class Mechanism(_message.Message):
     epsilon_example: float
     objective: str
     objective_epsilon: float
-    def __init__(self, kind: _Optional[str] = ..., epsilon: _Optional[float] = ..., implemented_epsilon: _Optional[float] = ..., bin_values: _Optional[_Iterable[float]] = ..., loss: _Optional[str] = ..., bin_lower: _Optional[_Iterable[float]] = ..., bin_upper: _Optional[_Iterable[float]] = ..., support_bins: _Optional[_Iterable[int]] = ..., privacy_unit: _Optional[str] = ..., contribution_bound: _Optional[int] = ..., prior_contribution_bound: _Optional[int] = ..., epsilon_bound: _Optional[float] = ..., epsilon_example: _Optional[float] = ..., objective: _Optional[str] = ..., objective_epsilon: _Optional[float] = ...) -> None: ...
+    base_weights: _containers.RepeatedScalarFieldContainer[int]
+    window_starts: _containers.RepeatedScalarFieldContainer[int]
+    window_offsets: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, kind: _Optional[str] = ..., epsilon: _Optional[float] = ..., implemented_epsilon: _Optional[float] = ..., bin_values: _Optional[_Iterable[float]] = ..., loss: _Optional[str] = ..., bin_lower: _Optional[_Iterable[float]] = ..., bin_upper: _Optional[_Iterable[float]] = ..., support_bins: _Optional[_Iterable[int]] = ..., privacy_unit: _Optional[str] = ..., contribution_bound: _Optional[int] = ..., prior_contribution_bound: _Optional[int] = ..., epsilon_bound: _Optional[float] = ..., epsilon_example: _Optional[float] = ..., objective: _Optional[str] = ..., objective_epsilon: _Optional[float] = ..., base_weights: _Optional[_Iterable[int]] = ..., window_starts: _Optional[_Iterable[int]] = ..., window_offsets: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class NoisyPrior(_message.Message):
     __slots__ = ("support", "masses")

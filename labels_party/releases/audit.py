@@ -82,8 +82,11 @@ def _part(
     exact = advantages(published, true_prior)
     rule = decision_rule(published, true_prior)
     truth = targets_of(published)[position]
-    own_bins = np.asarray(published.support_bins, dtype=np.int64)[position]
-    two_bins = np.unique(own_bins[own_bins >= 0]).size >= 2
+    if published.kind == "unbiased":  # the targets are the support points themselves
+        two_bins = np.unique(position).size >= 2
+    else:
+        own_bins = np.asarray(published.support_bins, dtype=np.int64)[position]
+        two_bins = np.unique(own_bins[own_bins >= 0]).size >= 2
     bound = epsilon_lower_bound(published, truth, outputs, alpha) if two_bins else None
     return _Part(
         group, published, exact, int(position.size), rule[outputs] == truth, rule[-1] == truth, bound

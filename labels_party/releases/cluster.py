@@ -24,8 +24,14 @@ class ReleaseCluster:
         self._engine_lock = threading.Lock()
 
     def runs(self, plan: Plan) -> bool:
-        """Example-level regression releases run on the configured cluster; the others here."""
-        return self.scheduler is not None and plan.user is None and plan.loss != "zero_one"
+        """Example-level RR-on-Bins releases run on the configured cluster; the others (classes,
+        user-level, the unbiased randomizer) here."""
+        return (
+            self.scheduler is not None
+            and plan.user is None
+            and plan.loss != "zero_one"
+            and plan.mechanism == "rr_on_bins"
+        )
 
     def ready(self, plan: Plan) -> None:
         """Connect to the cluster now if the plan needs it (503 ``cluster-unavailable``, before any

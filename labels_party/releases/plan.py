@@ -22,6 +22,7 @@ from labeldp.mechanisms import (
     DEFAULT_MODEL_CAPACITY,
     BoundRule,
     LossName,
+    MechanismKind,
     Objective,
     ParameterError,
     PrivacyUnit,
@@ -33,7 +34,14 @@ from labeldp.mechanisms import (
     plan_user_split,
     prior_split,
 )
+from labeldp.mechanisms.factory import (
+    check_mechanism,
+    check_mechanism_epsilon,
+    default_mechanism,
+    mechanism_kind,
+)
 from labeldp.mechanisms.objective import check_objective, default_objective
+from labeldp.mechanisms.unbiased_weights import MAX_UNBIASED_SUPPORT
 from labels_party.budget.epsilon import MICRO, to_micro
 from labels_party.budget.idempotency import Fingerprint, ids_digest
 from labels_party.budget.ledger import UserCharge
@@ -60,6 +68,7 @@ class ReleaseRequest:
     objective: str | None = None  # None: the default objective
     model_capacity: float | None = None  # objective model: the declared capacity (None: the default)
     priors_id: str | None = None  # feature-aware: the stored priors whose groups the examples take
+    mechanism: str | None = None  # None: the default mechanism (factory.default_mechanism)
 
     def digest(self, dataset_id: str) -> str:
         """The request as sent, hashed: what releases made before resolved requests were kept hold
@@ -68,7 +77,12 @@ class ReleaseRequest:
         if self.privacy_unit == "example":  # the digest of example-level requests predates these
             for name in ("privacy_unit", "contribution_bound", "epsilon_bound"):
                 body.pop(name)
-        for name in ("objective", "model_capacity", "priors_id"):  # and these, when not asked for
+        for name in (
+            "objective",
+            "model_capacity",
+            "mechanism",
+            "priors_id",
+        ):  # and these, when not asked for
             if body[name] is None:
                 body.pop(name)
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
@@ -96,6 +110,8 @@ class ReleaseRequest:
             "objective": objective.name,
             "model_capacity": objective.model_capacity if objective.name == "model" else None,
         }
+        if self.mechanism is not None:  # as sent (its default follows from n); absent: keys from before
+            fields["mechanism"] = self.mechanism
         if user:
             fields["contribution_bound"] = self.contribution_bound
             fields["epsilon_bound"] = number(self.epsilon_bound)
@@ -145,6 +161,7 @@ class Plan:
     epsilon_randomize: float  # user-level: for a given τ, else an upper bound (τ = 1)
     user: UserPlan | None = None
     objective: Objective = field(default_factory=lambda: Objective("label"))
+    mechanism: MechanismKind = "rr_on_bins"
     groups: GroupPlan | None = None  # feature-aware: each example's group of the stored priors
 
     @property
@@ -238,6 +255,52 @@ def split_for_users(request: ReleaseRequest, examples: ExampleSet, k: int) -> tu
     return users, example_micro, epsilon_user
 
 
+def resolved_mechanism(
+    request: ReleaseRequest, loss: str, support: Support, n: int, eps_randomize: float
+) -> MechanismKind:
+    """The kind asked for, or the default (a public rule of the loss, ε₂, n and k), checked against
+    everything it needs — all before the charge: the unbiased randomizer serves example-level
+    releases of the squared and Poisson losses, on supports of 2 to ``MAX_UNBIASED_SUPPORT`` points,
+    with ε₂ in its program's numerically safe range. Each refusal names the request field it is
+    about in ``parameter`` (a form shows it there, the CLI names its option)."""
+
+    def refused(detail: str, parameter: str = "mechanism") -> DomainError:
+        return DomainError("invalid-request", detail, parameter=parameter)
+
+    try:
+        if request.mechanism is None:
+            if request.privacy_unit == "user":
+                return mechanism_kind(loss)
+            kind = default_mechanism(loss, eps_randomize, n, support.k)
+        else:
+            kind = check_mechanism(loss, request.mechanism)
+    except ParameterError as exc:
+        raise refused(
+            str(exc), exc.parameter if exc.parameter in ("loss", "mechanism") else "mechanism"
+        ) from exc
+    if kind != "unbiased":
+        return kind
+    if request.privacy_unit == "user":
+        raise refused("the unbiased randomizer serves example-level releases (privacy_unit example)")
+    if request.objective == "model":
+        raise refused("the objective model belongs to rr_on_bins and rr_top_k", "objective")
+    if request.model_capacity is not None:
+        raise refused("model_capacity belongs to rr_on_bins and rr_top_k", "model_capacity")
+    if not 2 <= support.k <= MAX_UNBIASED_SUPPORT:
+        raise refused(
+            f"the unbiased randomizer needs a support of 2 to {MAX_UNBIASED_SUPPORT} points; "
+            f"this one has {support.k}"
+        )
+    try:
+        check_mechanism_epsilon(kind, eps_randomize)
+    except ParameterError as exc:
+        raise invalid_epsilon(
+            f"{exc} (ε₂ = {eps_randomize:g} is what this request randomizes with)",
+            "epsilon",  # (example-level: checked above)
+        ) from exc
+    return kind
+
+
 def plan_release(
     ds: Dataset,
     data_dir: DataDir,
@@ -265,6 +328,7 @@ def plan_release(
         and request.privacy_unit == "example"
         and loss != "zero_one"
         and request.example_ids is None
+        and request.mechanism != "unbiased"  # (its default choice is made before partitioning, below)
     ):
         examples = stored_examples(files, ds, partition_rows)
     if examples is None:
@@ -278,6 +342,7 @@ def plan_release(
         users, example_micro, epsilon_user = split_for_users(request, examples, support.k)
         eps_prior = users.split.epsilon_prior
         eps_randomize = users.split.for_bound(users.split.bound or 1).epsilon_randomize
+        kind = resolved_mechanism(request, loss, support, examples.n, eps_randomize)
         return Plan(
             ds.id,
             spec,
@@ -290,6 +355,7 @@ def plan_release(
             eps_randomize,
             users,
             objective,
+            kind,
             groups,
         )
     if request.contribution_bound is not None or request.epsilon_bound is not None:
@@ -302,6 +368,16 @@ def plan_release(
     else:
         n = examples.n if groups is None else groups.fallback
         micro, epsilon, eps_prior, eps_randomize = split(request, n, support.k)
+    kind = resolved_mechanism(request, loss, support, examples.n, eps_randomize)
+    if kind == "unbiased" and groups is not None:
+        raise DomainError(
+            "invalid-request",
+            "a release on priors randomizes each group with the RR-on-Bins optimal for its prior: "
+            "the unbiased randomizer does not take priors",
+            parameter="mechanism",
+        )
+    if kind == "unbiased" and not isinstance(examples, ExampleSet):  # a cluster releases RR only
+        examples = example_set(files, ds, spec, request.example_ids)
     return Plan(
         ds.id,
         spec,
@@ -313,5 +389,6 @@ def plan_release(
         eps_prior,
         eps_randomize,
         objective=objective,
+        mechanism=kind,
         groups=groups,
     )

@@ -22,7 +22,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -71,7 +71,9 @@ class Preview:
     examples: int
     prior_source: PriorSource
     mechanism: PublishedMechanism  # optimized for the chosen prior; for the tenant's eyes only
-    expected_loss: float  # under that prior (feature-aware: per example, each under its group's labels)
+    expected_loss: float  # under that prior (the unbiased randomizer: its variance; feature-aware: per
+    # example, each under its group's labels)
+    side_by_side: dict[str, float] = field(default_factory=dict)  # RR-on-Bins beside unbiased
     groups: int | None = None  # feature-aware: how many groups the priors have
     examples_with_group: int | None = None
     expected_loss_without_priors: float | None = None  # the one-stage release at the same ε
@@ -211,13 +213,40 @@ class ReleaseService:
         else:
             prior = plan.support.counts(plan.in_memory.labels).astype(np.float64)
         at = plan.objective.epsilon_for(plan.epsilon_randomize, plan.objective_examples)
-        mechanism = optimal_mechanism(plan.support, prior, plan.epsilon_randomize, plan.loss, optimize_at=at)
+        rr_at = None if plan.mechanism == "unbiased" else at
+        mechanism = optimal_mechanism(
+            plan.support, prior, plan.epsilon_randomize, plan.loss, optimize_at=rr_at, kind=plan.mechanism
+        )
         user = plan.user.split.for_bound(plan.user.split.bound or 1) if plan.user else None
         published = mechanism.describe(
             prior=prior, epsilon_prior=plan.epsilon_prior, epsilon_total=plan.epsilon, user=user
         )
         expected = mechanism.expected_loss(plan.support.values, prior)
-        return Preview(plan.epsilon, plan.epsilon_prior, plan.examples.n, source, published, expected)
+        return Preview(
+            plan.epsilon,
+            plan.epsilon_prior,
+            plan.examples.n,
+            source,
+            published,
+            expected,
+            self._side_by_side(plan, prior, mechanism.kind, expected),
+        )
+
+    @staticmethod
+    def _side_by_side(plan: Plan, prior: np.ndarray, kind: str, expected: float) -> dict[str, float]:
+        """A preview of the unbiased randomizer also states RR-on-Bins's expected loss under the same
+        prior (its objective as the request resolves it), beside the unbiased randomizer's expected
+        variance. Only then: RR-on-Bins is cheap to optimize beside it, while the unbiased program
+        takes seconds to minutes at the supports RR-on-Bins previews in milliseconds
+        (docs/reference/limits.md), so an RR preview does not pay for it."""
+        if kind != "unbiased":
+            return {}
+        at = plan.objective.epsilon_for(plan.epsilon_randomize, plan.objective_examples)
+        rr = optimal_mechanism(plan.support, prior, plan.epsilon_randomize, plan.loss, optimize_at=at)
+        return {
+            "rr_on_bins_expected_loss": rr.expected_loss(plan.support.values, prior),
+            "unbiased_expected_variance": expected,
+        }
 
     def _priors(self, tenant_id: str, priors_id: str) -> StoredPriors:
         """The stored priors a request names — 422 ``unknown-priors`` for none of this tenant's."""
@@ -270,9 +299,9 @@ class ReleaseService:
             "labels",
             published,
             total / plan.examples.n,
-            plan.groups.count,
-            plan.examples.n - plan.groups.fallback,
-            one_stage.expected_loss,
+            groups=plan.groups.count,
+            examples_with_group=plan.examples.n - plan.groups.fallback,
+            expected_loss_without_priors=one_stage.expected_loss,
         )
 
     def _released_prior(self, tenant_id: str, dataset_id: str, release_id: str, plan: Plan) -> np.ndarray:

@@ -63,6 +63,7 @@ class ReleaseWork:
                 plan.loss,
                 plan.epsilon_prior,
                 objective=plan.objective,
+                mechanism=plan.mechanism,
             )
         else:
             split = plan.user.split

@@ -199,6 +199,31 @@ def test_the_partition_hash_spreads_ids_and_depends_only_on_them() -> None:
     assert len(set(h(pa.array(["é", "e", "ab", "ba", "a", "b"])).tolist())) == 6
 
 
+@pytest.mark.parametrize("fmt", [formats.PARQUET, formats.ARROW])
+def test_a_group_leaves_in_bounded_blocks_that_read_back_as_the_groups(fmt: str) -> None:
+    """A group of 131,072 rows × 20 columns (about 21 MB encoded) goes out in blocks of a few MB, not
+    as one block: the HTTP layer copies every block it is handed, and the C allocator keeps what it
+    freed. Joined, the blocks are one file with the same groups and rows."""
+    rng = np.random.default_rng(7)
+    tables = [pa.table({f"x{c}": rng.random(n) for c in range(20)}) for n in (131_072, 0, 5_000)]
+    blocks = list(formats.encode(fmt, tables[0].schema, tables))
+    assert len(blocks) > 10 and max(len(b) for b in blocks) < 3 * formats.BLOCK_BYTES
+    data = io.BytesIO(b"".join(blocks))
+    if fmt == formats.PARQUET:
+        file = pq.ParquetFile(data)
+        assert [file.metadata.row_group(g).num_rows for g in range(file.num_row_groups)] == [
+            131_072,
+            0,
+            5_000,
+        ]
+        read = file.read()
+    else:
+        batches = list(pa.ipc.open_stream(data))
+        assert [b.num_rows for b in batches] == [131_072, 0, 5_000]
+        read = pa.Table.from_batches(batches)
+    assert read.equals(pa.concat_tables(tables))
+
+
 def test_bad_requests_answer_clearly(party: Party, tmp_path: Path) -> None:
     url = f"/v1/releases/{party.release_id}/training-set"
     # another tenant's release and table look missing; so does a table never stored

@@ -151,3 +151,41 @@ def lp_output_set(y: np.ndarray, p: np.ndarray, eps: float, loss_name: str) -> n
     if loss_name == "poisson":
         out = out[out > 0]
     return out
+
+
+def unbiased_lp_optimum(y: np.ndarray, p: np.ndarray, eps: float, outputs: np.ndarray) -> float:
+    """min Σ_i p_i Σ_o M[i,o](o − y_i)² over row-stochastic M on ``outputs`` with Σ_o o·M[i,o] = y_i
+    (unbiased) and M[i,o] <= e^ε·M[i',o] for every pair of rows (ε-DP), written plainly: one variable
+    per (row, output) and one inequality per ordered pair of rows and output (HiGHS dual simplex). It
+    shares nothing with labeldp's program (no base variables, no columns, no interior point)."""
+    k, n_out = y.size, outputs.size
+    var = np.arange(k * n_out).reshape(k, n_out)
+    cost = (p[:, None] * (outputs[None, :] - y[:, None]) ** 2).ravel()
+    e = math.exp(eps)
+    rows, cols, vals = [], [], []
+    r = 0
+    for i in range(k):
+        for i2 in range(k):
+            if i == i2:
+                continue
+            for o in range(n_out):
+                rows += [r, r]
+                cols += [var[i, o], var[i2, o]]
+                vals += [1.0, -e]
+                r += 1
+    a_ub = coo_matrix((vals, (rows, cols)), shape=(r, k * n_out)).tocsr()
+    eq_rows = np.concatenate([np.repeat(np.arange(k), n_out), k + np.repeat(np.arange(k), n_out)])
+    eq_vals = np.concatenate([np.ones(k * n_out), np.tile(outputs, k)])
+    a_eq = coo_matrix((eq_vals, (eq_rows, np.tile(var.ravel(), 2))), shape=(2 * k, k * n_out)).tocsr()
+    res = linprog(
+        cost,
+        A_ub=a_ub,
+        b_ub=np.zeros(r),
+        A_eq=a_eq,
+        b_eq=np.concatenate([np.ones(k), y]),
+        bounds=(0, None),
+        method="highs-ds",
+        options={"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10},
+    )
+    assert res.status == 0, res.message
+    return float(res.fun)

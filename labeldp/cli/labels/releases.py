@@ -26,13 +26,21 @@ from labeldp.terminal import delivered, number, numbers, print_json, print_table
 
 if TYPE_CHECKING:
     from labeldp.client import LabelsClient
-    from labeldp.client.types import Preview
+    from labeldp.client.types import Preview, Release
 
 commands = typer.Typer()  # top-level commands, merged into `labeldp labels` (labels/__init__.py)
 recipients_group = typer.Typer(help="Features parties releases may go to.", no_args_is_help=True)
 releases_group = typer.Typer(help="Releases: list, show, deliver, download.", no_args_is_help=True)
 
 Loss = Annotated[str, typer.Option(help="squared, absolute, poisson or zero_one.")]
+Mechanism = Annotated[
+    str | None,
+    typer.Option(
+        "--mechanism",
+        help="rr_on_bins, rr_top_k or unbiased (squared and poisson loss: outputs whose mean is the "
+        "label); default: the service's public rule (docs/concepts/mechanism.md).",
+    ),
+]
 
 
 @recipients_group.command("add")
@@ -92,6 +100,7 @@ def preview(
             help="Use this earlier release's noisy prior (post-processing) instead of the raw labels."
         ),
     ] = None,
+    mechanism: Mechanism = None,
     priors: Annotated[
         str | None, typer.Option(help="Feature-aware: the stored priors (labels priors fetch) to release on.")
     ] = None,
@@ -99,7 +108,8 @@ def preview(
     as_json: AsJson = False,
 ) -> None:
     """Free, tenant-only: the bins, the expected error and what an attacker could learn from a release
-    at this ε — before spending anything."""
+    at this ε — before spending anything; for the squared and Poisson losses, RR-on-Bins's expected
+    loss beside the unbiased randomizer's expected variance."""
     from labeldp.mechanisms import PublishedMechanism
 
     with labels_client(url, api_key) as client:
@@ -109,23 +119,39 @@ def preview(
             loss,
             epsilon_prior,
             prior_release,
+            mechanism=mechanism,
             example_ids=read_example_ids(example_ids),
             priors_id=priors,
         )
-    mechanism = PublishedMechanism.model_validate(p["mechanism"])
+    published = PublishedMechanism.model_validate(p["mechanism"])
     error = p["expected_loss"]
-    rms = f" (root: {number(error**0.5)})" if loss == "squared" else ""
+    unbiased = published.kind == "unbiased"
+    rms = f" (root: {number(error**0.5)})" if loss == "squared" or unbiased else ""
     source = {"labels": "the exact label histogram", "release": "that release's noisy prior"}.get(
         p["prior_source"], "the given prior"
+    )
+    what = "expected variance (squared error)" if unbiased else f"expected {loss} error"
+    side = ""
+    rr_loss, variance = p.get("rr_on_bins_expected_loss"), p.get("unbiased_expected_variance")
+    if rr_loss is not None and variance is not None:
+        side = (
+            f"\nside by side: RR-on-Bins's expected {loss} loss {number(rr_loss, 6)}, "
+            f"the unbiased randomizer's expected variance {number(variance, 6)}"
+        )
+    outputs = (
+        f"{published.m} outputs from {number(published.bin_values[0])} to {number(published.bin_values[-1])}"
+        if unbiased
+        else _bins(p["bin_values"])
     )
     show(
         p,
         as_json,
-        f"ε = {number(p['epsilon'])} (ε₁ = {number(p['epsilon_prior'], 3)}) over {p['examples']:,} "
-        f"examples\n{_bins(p['bin_values'])}\n"
-        f"expected {loss} error per label under {source}: {number(error, 6)}{rms}\n"
-        f"an attacker guessing a label's bin gains at most {mechanism.worst_case_additive_advantage:.3f} "
-        f"(any prior); one released bin moves its odds by at most e^{mechanism.implemented_epsilon:.3f}"
+        f"{'unbiased: ' if unbiased else ''}ε = {number(p['epsilon'])} "
+        f"(ε₁ = {number(p['epsilon_prior'], 3)}) over "
+        f"{p['examples']:,} examples\n{outputs}\n"
+        f"{what} per label under {source}: {number(error, 6)}{rms}{side}\n"
+        f"an attacker guessing a label's bin gains at most {published.worst_case_additive_advantage:.3f} "
+        f"(any prior); one released bin moves its odds by at most e^{published.implemented_epsilon:.3f}"
         + _with_priors(p, loss),
     )
 
@@ -140,6 +166,14 @@ def _with_priors(p: Preview, loss: str) -> str:
         f"group's mechanism at the whole ε (the bins above: the others'); without the priors the expected "
         f"{loss} error would be {number(without, 6)}"
     )
+
+
+def _outputs(rel: Release) -> str:
+    """The bins, or the unbiased randomizer's range of outputs (hundreds of them, beyond [lo, hi])."""
+    values = rel["bins"] or []
+    if (rel["mechanism"] or {}).get("kind") == "unbiased":
+        return f"unbiased: {len(values)} outputs from {number(values[0])} to {number(values[-1])}"
+    return _bins(values)
 
 
 def _bins(values: list[float] | None) -> str:
@@ -176,6 +210,7 @@ def release(
     deliver: Annotated[
         bool, typer.Option(help="Also deliver the release to its recipient over gRPC.")
     ] = False,
+    mechanism: Mechanism = None,
     priors: Annotated[
         str | None,
         typer.Option(help="Feature-aware: the stored priors (labels priors fetch) whose groups to use."),
@@ -197,6 +232,7 @@ def release(
             epsilon_prior,
             privacy_unit=privacy_unit,
             contribution_bound=bound,
+            mechanism=mechanism,
             example_ids=read_example_ids(example_ids),
             priors_id=priors,
         )
@@ -206,13 +242,13 @@ def release(
         return
     line = (
         f"release {rel['id']}: {rel['examples']:,} examples at ε = {number(rel['epsilon'])} "
-        f"(ε₁ = {number(rel['epsilon_prior'], 3)}), idempotency key {key}\n{_bins(rel['bins'])}"
+        f"(ε₁ = {number(rel['epsilon_prior'], 3)}), idempotency key {key}\n{_outputs(rel)}"
     )
     if rel["privacy_unit"] == "user":
-        mechanism = rel["mechanism"] or {}
+        stated = rel["mechanism"] or {}
         line += (
             f"\nuser-level: ε = {number(rel['epsilon_user'] or 0)} per user over {rel['users']:,} users, "
-            f"τ = {mechanism.get('contribution_bound')} ({rel['contribution_bound']}), "
+            f"τ = {stated.get('contribution_bound')} ({rel['contribution_bound']}), "
             f"{rel['examples_capped'] or 0:,} examples over the bound carry no label information"
         )
     if rel["priors_id"]:

@@ -42,6 +42,9 @@ def mechanism_to_proto(published: PublishedMechanism) -> MechanismFields:
             epsilon_example=published.epsilon_example or 0.0,
             objective=published.objective,
             objective_epsilon=published.objective_epsilon or 0.0,
+            base_weights=published.base_weights,
+            window_starts=published.window_starts,
+            window_offsets=published.window_offsets,
         ),
         prior=pb.NoisyPrior(support=published.support, masses=published.prior),
         epsilon_total=published.epsilon,
@@ -82,7 +85,10 @@ def mechanism_from_header(header: pb.ReleaseHeader) -> PublishedMechanism:
         raise WireError(
             "invalid_argument", "the mechanism's epsilon differs from the header's epsilon_randomize"
         )
-    bins = list(m.support_bins) if len(m.support_bins) else _support_bins_of_old_sender(header)
+    if m.kind == "unbiased" or len(m.support_bins):
+        bins = list(m.support_bins)  # the unbiased randomizer has none
+    else:
+        bins = _support_bins_of_old_sender(header)
     try:
         return PublishedMechanism(
             kind=m.kind,
@@ -102,6 +108,9 @@ def mechanism_from_header(header: pb.ReleaseHeader) -> PublishedMechanism:
             epsilon_example=m.epsilon_example or None,
             objective=m.objective or "label",
             objective_epsilon=m.objective_epsilon or None,
+            base_weights=tuple(m.base_weights),
+            window_starts=tuple(m.window_starts),
+            window_offsets=tuple(m.window_offsets),
         )
     except ValidationError as exc:
         first = exc.errors()[0]

@@ -37,6 +37,11 @@ from labeldp.common.wire.sender import encoding_for
 from labeldp.mechanisms.factory import LOSSES_BY_LABEL_TYPE
 from labeldp.mechanisms.published import MAX_BINS, PublishedMechanism
 from labeldp.mechanisms.support import MAX_SUPPORT_SIZE
+from labeldp.mechanisms.unbiased_weights import (
+    MAX_UNBIASED_CELLS,
+    MAX_UNBIASED_OUTPUTS,
+    MAX_UNBIASED_SUPPORT,
+)
 from labeldp.v1 import delivery_pb2 as pb
 
 __all__ = [
@@ -134,6 +139,23 @@ def _check_mechanism_sizes(header: pb.ReleaseHeader) -> None:
         raise WireError("invalid_argument", f"the mechanism has more than {MAX_BINS} bins")
     if len(m.support_bins) > MAX_SUPPORT_SIZE:
         raise WireError("invalid_argument", f"support_bins has more than {MAX_SUPPORT_SIZE} entries")
+    unbiased_lists = max(len(m.base_weights), len(m.window_starts), len(m.window_offsets))
+    if m.kind == "unbiased":  # its integer rows are rebuilt to be checked: k × outputs cells
+        outputs = max(len(m.bin_values), len(m.base_weights))
+        windows = max(len(m.window_starts), len(m.window_offsets))
+        if (
+            max(support, windows) > MAX_UNBIASED_SUPPORT
+            or outputs > MAX_UNBIASED_OUTPUTS
+            or max(support, windows) * outputs > MAX_UNBIASED_CELLS
+        ):
+            raise WireError(
+                "invalid_argument",
+                f"an unbiased randomizer has at most {MAX_UNBIASED_SUPPORT} support points, "
+                f"{MAX_UNBIASED_OUTPUTS} outputs and {MAX_UNBIASED_CELLS} support points × outputs",
+            )
+        return
+    if unbiased_lists:
+        raise WireError("invalid_argument", "base_weights and the windows belong to kind unbiased only")
     if not len(m.support_bins) and m.kind != "rr_top_k":  # RR-Top-k's classes map in linear time
         bins = min(len(m.bin_lower), len(m.bin_upper))
         if support * bins > OLD_SENDER_MAX_PAIRS:

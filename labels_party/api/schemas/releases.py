@@ -11,6 +11,7 @@ from labeldp.common.inputs import UUID_PATTERN, ExampleId, Integral, Name
 from labeldp.mechanisms import (
     DEFAULT_MODEL_CAPACITY,
     LossName,
+    MechanismKind,
     ObjectiveName,
     PrivacyUnit,
     PublishedMechanism,
@@ -123,6 +124,13 @@ class ReleaseIn(BaseModel):
         f"on the release fits (n_eff = n / capacity; default {DEFAULT_MODEL_CAPACITY:g}, fitted for "
         "the features party's gradient boosting); public, like ε",
     )
+    mechanism: MechanismKind | None = Field(
+        None,
+        description="rr_on_bins (regression: randomized response over optimal bins), rr_top_k (classes) or "
+        "unbiased (squared and Poisson loss, example-level: the least-variance randomizer whose output has "
+        "the label as its mean; its outputs reach beyond the support; docs/concepts/mechanism.md); default: "
+        "a public rule of the loss, ε, the number of examples and the support's size (the same page)",
+    )
 
     prior: PriorFromFeaturesParty | None = Field(
         None,
@@ -147,6 +155,11 @@ class ReleaseIn(BaseModel):
                 raise ValueError("epsilon_bound is for contribution_bound private only")
         if self.model_capacity is not None and self.objective == "label":  # (a default: the service)
             raise ValueError("model_capacity belongs to the objective model")
+        if self.mechanism == "unbiased":
+            if self.privacy_unit == "user":
+                raise ValueError("the unbiased randomizer serves example-level releases")
+            if self.objective == "model" or self.model_capacity is not None:
+                raise ValueError("objective model and model_capacity belong to rr_on_bins and rr_top_k")
         return self
 
     def request(self) -> ReleaseRequest:
@@ -163,6 +176,7 @@ class ReleaseIn(BaseModel):
             self.epsilon_bound,
             self.objective,
             self.model_capacity,
+            self.mechanism,
             None if self.prior is None else self.prior.priors_id,
         )
 
@@ -200,7 +214,8 @@ class ReleaseOut(BaseModel):
         "two labels (the implemented ε)"
     )
     keep_probability: float | None = Field(
-        description=f"once complete: {BIN_TRANSITION}; P(released bin = the label's bin)"
+        description=f"once complete: {BIN_TRANSITION}; P(released bin = the label's bin) (null for the "
+        "unbiased randomizer, which is not randomized response over bins)"
     )
     move_probability: float | None = Field(
         description="once complete: P(released bin = one particular other bin)"
@@ -237,13 +252,25 @@ class ReleaseOut(BaseModel):
             mechanism=mechanism,
             worst_case_additive_advantage=mechanism.worst_case_additive_advantage if mechanism else None,
             max_multiplicative_advantage=mechanism.max_multiplicative_advantage if mechanism else None,
-            keep_probability=mechanism.threshold.keep_probability if mechanism else None,
-            move_probability=mechanism.threshold.move_probability if mechanism else None,
+            keep_probability=_keep(mechanism),
+            move_probability=_move(mechanism),
             priors_id=r.priors_id,
             error=r.error,
             created_at=r.created_at,
             completed_at=r.completed_at,
         )
+
+
+def _keep(mechanism: PublishedMechanism | None) -> float | None:
+    if mechanism is None or mechanism.kind == "unbiased":
+        return None
+    return mechanism.threshold.keep_probability
+
+
+def _move(mechanism: PublishedMechanism | None) -> float | None:
+    if mechanism is None or mechanism.kind == "unbiased":
+        return None
+    return mechanism.threshold.move_probability
 
 
 class EpsilonLowerBoundOut(BaseModel):
@@ -346,14 +373,25 @@ class PreviewOut(BaseModel):
     m: int
     bin_values: list[float]
     bin_edges: list[tuple[float, float]]
-    expected_loss: float = Field(description="under the prior named by prior_source (tenant-only)")
+    expected_loss: float = Field(
+        description="under the prior named by prior_source (tenant-only); for the unbiased randomizer its "
+        "expected variance (the squared error of one released value)"
+    )
+    rr_on_bins_expected_loss: float | None = Field(
+        None,
+        description="squared and Poisson loss, example-level: RR-on-Bins's expected loss under the same "
+        "prior, beside unbiased_expected_variance (whichever the request chose, the other is optimized too)",
+    )
+    unbiased_expected_variance: float | None = Field(
+        None, description="the same releases: the unbiased randomizer's expected variance under that prior"
+    )
     worst_case_additive_advantage: float = Field(
         description="what the release would state: the best attacker's gain in guessing a label's bin, "
-        "over every prior (h − 1/m)"
+        "over every prior (h − 1/m; unbiased: an upper bound)"
     )
     max_multiplicative_advantage: float = Field(description="what the release would state: the implemented ε")
-    keep_probability: float = Field(description=BIN_TRANSITION)
-    move_probability: float
+    keep_probability: float | None = Field(description=BIN_TRANSITION + " (null for unbiased)")
+    move_probability: float | None
     mechanism: PublishedMechanism
     groups: int | None = Field(
         None, description="with priors: how many groups they have (mechanism is then the release's own)"
@@ -376,10 +414,12 @@ class PreviewOut(BaseModel):
             bin_values=list(p.mechanism.bin_values),
             bin_edges=p.mechanism.bin_edges,
             expected_loss=p.expected_loss,
+            rr_on_bins_expected_loss=p.side_by_side.get("rr_on_bins_expected_loss"),
+            unbiased_expected_variance=p.side_by_side.get("unbiased_expected_variance"),
             worst_case_additive_advantage=p.mechanism.worst_case_additive_advantage,
             max_multiplicative_advantage=p.mechanism.max_multiplicative_advantage,
-            keep_probability=p.mechanism.threshold.keep_probability,
-            move_probability=p.mechanism.threshold.move_probability,
+            keep_probability=_keep(p.mechanism),
+            move_probability=_move(p.mechanism),
             mechanism=p.mechanism,
             groups=p.groups,
             examples_with_group=p.examples_with_group,

@@ -37,7 +37,7 @@ from labeldp_model.targets import sample_rows, unbiased_targets
 from labeldp_model.trusted import TRUSTED_TYPES
 
 if TYPE_CHECKING:
-    from labeldp_model.estimators import AffineDebiasedRegressor, ReleaseClassifier
+    from labeldp_model.estimators import AffineDebiasedRegressor, ReleaseClassifier, UnbiasedRegressor
 
 __version__ = "0.2.0"
 
@@ -54,6 +54,7 @@ __all__ = [
     "ReleaseError",
     "ReleaseFormatError",
     "ReleasedValuesError",
+    "UnbiasedRegressor",
     "UnknownMechanismError",
     "__version__",
     "gradient_hessian",
@@ -66,6 +67,6 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("AffineDebiasedRegressor", "ReleaseClassifier"):
+    if name in ("AffineDebiasedRegressor", "ReleaseClassifier", "UnbiasedRegressor"):
         return getattr(importlib.import_module("labeldp_model.estimators"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

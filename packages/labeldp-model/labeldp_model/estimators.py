@@ -4,8 +4,9 @@ A model trained on noisy labels learns the noisy conditional mean (or the noisy 
 the release's correction (``BinsCorrection``) maps that back to an estimate for the true labels.
 Keeping the correction in a wrapper around the fitted estimator, inside the ``Pipeline`` that also
 encodes the raw feature columns, means ``pipeline.predict(rows)`` in a notebook gives what the service
-gives. Both wrappers take an already fitted estimator (the service grows it in steps to report
-progress); ``fit`` is there for scikit-learn's API and refits a clone.
+gives. An unbiased release (kind ``unbiased``) needs no correction, only its predictions clipped into
+the labels' range (``UnbiasedRegressor``). The wrappers take an already fitted estimator (the service
+grows it in steps to report progress); ``fit`` is there for scikit-learn's API and refits a clone.
 """
 
 from __future__ import annotations
@@ -38,6 +39,30 @@ class AffineDebiasedRegressor(RegressorMixin, BaseEstimator):  # type: ignore[mi
 
     def predict(self, X: Any) -> npt.NDArray[np.float64]:
         return self.correction.affine_correct(self.estimator.predict(X))
+
+
+class UnbiasedRegressor(RegressorMixin, BaseEstimator):  # type: ignore[misc]
+    """``predict(X)``: the estimator's prediction clipped into the labels' public range
+    ``[lower, upper]``. Fit by least squares to an unbiased release's outputs — which have the label as
+    their mean but reach beyond the range — the estimator already estimates ``E[y | x]``, so nothing
+    is undone; clipping only brings an estimate nearer the truth, which lies in the range."""
+
+    def __init__(self, estimator: Any, lower: float, upper: float) -> None:
+        self.estimator = estimator
+        self.lower = lower
+        self.upper = upper
+
+    def fit(self, X: Any, y: Any) -> UnbiasedRegressor:
+        self.estimator = clone(self.estimator).fit(X, y)
+        return self
+
+    def __sklearn_is_fitted__(self) -> bool:
+        check_is_fitted(self.estimator)
+        return True
+
+    def predict(self, X: Any) -> npt.NDArray[np.float64]:
+        f = np.asarray(self.estimator.predict(X), dtype=np.float64)
+        return np.clip(f, self.lower, self.upper)
 
 
 class ReleaseClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]

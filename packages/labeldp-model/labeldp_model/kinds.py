@@ -55,10 +55,20 @@ def randomized_response(description: Mapping[str, Any]) -> BinsCorrection:
     return BinsCorrection(values, keep, move, outside)
 
 
+def identity(description: Mapping[str, Any]) -> BinsCorrection:
+    """The unbiased randomizer: its released values have the label as their mean, so the correction
+    is the identity — stated by the description as keep 1, move 0, and refused otherwise."""
+    correction = randomized_response(description)
+    if correction.keep != 1.0 or correction.move != 0.0 or correction.outside_mass != 0.0:
+        raise ReleaseFormatError("an unbiased release's correction is the identity (keep 1, move 0)")
+    return correction
+
+
 # the mechanism kinds this package can correct for, and how (see the module docstring)
 KINDS: dict[str, Callable[[Mapping[str, Any]], BinsCorrection]] = {
     "rr_on_bins": randomized_response,
     "rr_top_k": randomized_response,
+    "unbiased": identity,
 }
 
 

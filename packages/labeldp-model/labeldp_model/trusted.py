@@ -11,7 +11,8 @@ Per kind (scikit-learn 1.9, numpy 2.4, LightGBM 4.7, skops 0.16; tests/features_
 trains every kind and fails when this list misses one or holds one no pipeline needs):
 HistGradientBoosting keeps a partial of ``check_array`` and its trees; linear models' one-hot encoder
 keeps a dtype; the last step is one of the debiasing wrappers of this package holding the release's
-``BinsCorrection``; LightGBM (trained on a Dask cluster) keeps its booster and an ordered dict.
+``BinsCorrection`` (or, for an unbiased release, ``UnbiasedRegressor`` with the labels' range);
+LightGBM (trained on a Dask cluster) keeps its booster and an ordered dict.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ TRUSTED_TYPES: tuple[str, ...] = (
     "labeldp_model.correction.BinsCorrection",
     "labeldp_model.estimators.AffineDebiasedRegressor",
     "labeldp_model.estimators.ReleaseClassifier",
+    "labeldp_model.estimators.UnbiasedRegressor",
     "lightgbm.basic.Booster",
     "lightgbm.sklearn.LGBMRegressor",
     "numpy.dtype",

@@ -29,12 +29,14 @@ function request(form) {
     body.contribution_bound = bound === "number" ? Number(e.tau.value) : bound;
   }
   if (e.epsilon_prior.value.trim() !== "") body.epsilon_prior = Number(e.epsilon_prior.value);
+  if (e.mechanism.value !== "default") body.mechanism = e.mechanism.value;
   if (e.prior?.value) body.prior = { from: "features-party", priors_id: e.prior.value };
   return body;
 }
 
 function expectedError(preview) {
   const loss = preview.mechanism.loss;
+  if (preview.mechanism.kind === "unbiased") return [["expected variance (squared error)", num(preview.expected_loss)], ["its root", num(Math.sqrt(preview.expected_loss))]];
   if (loss === "squared") return [["expected squared error", num(preview.expected_loss)], ["its root (RMSE)", num(Math.sqrt(preview.expected_loss))]];
   if (loss === "zero_one") return [["expected share released as another class", num(preview.expected_loss)]];
   return [[`expected ${loss} loss`, num(preview.expected_loss)]];
@@ -51,8 +53,14 @@ function previewView(ds, body, preview, budget) {
         ["ε", num(preview.epsilon)],
         ["ε₁ for the noisy prior", num(preview.epsilon_prior)],
         ["ε₂ for randomizing", num(preview.mechanism.epsilon_randomize)],
-        ["bins", count(preview.m)],
+        [preview.mechanism.kind === "unbiased" ? "outputs" : "bins", count(preview.m)],
         ...expectedError(preview),
+        ...(preview.unbiased_expected_variance != null
+          ? [
+              [`side by side: RR-on-Bins's expected ${preview.mechanism.loss} loss`, num(preview.rr_on_bins_expected_loss)],
+              ["side by side: the unbiased randomizer's expected variance", num(preview.unbiased_expected_variance)],
+            ]
+          : []),
         ["worst-case additive advantage", num(preview.worst_case_additive_advantage)],
         ["max multiplicative advantage (implemented ε)", num(preview.max_multiplicative_advantage)],
       ]),
@@ -116,6 +124,13 @@ export async function planPage({ params: [id], signal }) {
       }),
       field({ label: "τ (when a number)", name: "tau", type: "number", value: "3", attrs: { ...tau, step: "1", "data-unit": "user" } }),
       field({ label: "loss", name: "loss", value: losses[0], options: losses.map((l) => [l, l]), help: "the mechanism is optimized for it" }),
+      field({
+        label: "mechanism",
+        name: "mechanism",
+        value: "default",
+        options: [["default", "the service's rule"], ["rr_on_bins", "RR-on-Bins"], ["unbiased", "unbiased (squared, poisson)"], ["rr_top_k", "RR-Top-k (classes)"]],
+        help: "unbiased: released values whose mean is the label; they reach beyond the label range",
+      }),
       field({ label: "ε₁ for the prior (optional)", name: "epsilon_prior", type: "number", value: "", help: "default: min(ε/2, √(k/n))", attrs: { ...epsilonPrior, step: "any" } }),
       field({
         label: "recipient",
