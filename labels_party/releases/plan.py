@@ -67,8 +67,8 @@ class ReleaseRequest:
     epsilon_bound: float | None = None  # user-level, private bound: ε spent choosing τ
     objective: str | None = None  # None: the default objective
     model_capacity: float | None = None  # objective model: the declared capacity (None: the default)
-    priors_id: str | None = None  # feature-aware: the stored priors whose groups the examples take
     mechanism: str | None = None  # None: the default mechanism (factory.default_mechanism)
+    priors_id: str | None = None  # feature-aware: the stored priors whose groups the examples take
 
     def digest(self, dataset_id: str) -> str:
         """The request as sent, hashed: what releases made before resolved requests were kept hold

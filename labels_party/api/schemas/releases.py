@@ -176,8 +176,8 @@ class ReleaseIn(BaseModel):
             self.epsilon_bound,
             self.objective,
             self.model_capacity,
-            self.mechanism,
-            None if self.prior is None else self.prior.priors_id,
+            mechanism=self.mechanism,
+            priors_id=None if self.prior is None else self.prior.priors_id,
         )
 
 
