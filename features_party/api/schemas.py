@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from features_party.receiver.store import published_mechanism
+from features_party.receiver.store import grouping, published_mechanism
 from features_party.storage.orm import (
     FeatureTable,
     Pricing,
@@ -72,7 +72,16 @@ class ReceivedReleaseOut(BaseModel):
         "diagonal and move_probability off it"
     )
     move_probability: float
-    header: dict[str, Any] = Field(description="the signed header's other fields (for audit)")
+    priors_id: str | None = Field(
+        description="a feature-aware release: the labels party's priors its groups came from (null: none)"
+    )
+    group_count: int = Field(
+        description="a feature-aware release: how many groups it randomized with a mechanism of their own "
+        "(0: every example by `mechanism`)"
+    )
+    header: dict[str, Any] = Field(
+        description="the signed header's other fields (for audit; the groups' mechanisms counted, not listed)"
+    )
 
     @classmethod
     def of(cls, r: ReceivedRelease) -> ReceivedReleaseOut:
@@ -90,6 +99,8 @@ class ReceivedReleaseOut(BaseModel):
             max_multiplicative_advantage=mechanism.max_multiplicative_advantage,
             keep_probability=mechanism.threshold.keep_probability,
             move_probability=mechanism.threshold.move_probability,
+            priors_id=grouping(r)[0],
+            group_count=grouping(r)[1],
             header=r.summary,
         )
 

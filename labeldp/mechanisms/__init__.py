@@ -26,6 +26,8 @@ from labeldp.mechanisms.factory import (
     sampler_of,
 )
 from labeldp.mechanisms.grouped import (
+    MAX_GROUP_CELLS,
+    MAX_GROUPS,
     NO_GROUP,
     GroupedRelease,
     release_grouped_labels,
@@ -78,6 +80,8 @@ __all__ = [
     "DEFAULT_OBJECTIVES",
     "LOSSES_BY_LABEL_TYPE",
     "LOSS_NAMES",
+    "MAX_GROUPS",
+    "MAX_GROUP_CELLS",
     "NO_GROUP",
     "OBJECTIVES",
     "BinsNoise",
