@@ -78,11 +78,12 @@ def summary_of(header: pb.ReleaseHeader) -> dict[str, Any]:
     """The header's metadata for listings: everything but the digest bytes and the groups' mechanisms,
     which a feature-aware release states by their number (``group_count``; the mechanisms themselves
     are read from the stored signed header: ``store.group_mechanisms``)."""
-    grouped = pb.ReleaseHeader()
-    grouped.CopyFrom(header)
-    del grouped.groups[:]  # up to 262,144 prior masses: kept in the signed header, counted here
-    out = MessageToDict(grouped, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
+    bare = pb.ReleaseHeader()
+    bare.CopyFrom(header)
+    del bare.groups[:]  # up to 262,144 prior masses: kept in the signed header, counted here
+    out = MessageToDict(bare, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
     out.pop("payload_sha256", None)
+    out.pop("groups", None)
     out["group_count"] = len(header.groups)
     return out
 

@@ -16,19 +16,18 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
-from features_party.receiver.store import published_mechanism
+from features_party.receiver.store import group_mechanisms, grouping, published_mechanism, release_schema
 from features_party.storage.data_dir import DataDir
 from features_party.storage.orm import FeatureTable, ReceivedRelease, TrainingJob
 from features_party.training.fit import Debias, Trained, TrainedClassifier, fit, fit_classifier
 from labeldp import __version__
 from labeldp.common.db import utcnow
 from labeldp.common.errors import DomainError
-from labeldp.mechanisms import BinsNoise, PublishedMechanism
+from labeldp.mechanisms import BinsNoise, GroupedNoise, PublishedMechanism
 from labeldp.scale import DaskEngine
 from labeldp_model import TRUSTED_TYPES
 
@@ -123,6 +122,8 @@ def provenance(
         "epsilon_prior": mechanism.epsilon_prior,
         "epsilon_randomize": mechanism.epsilon_randomize,
         "mechanism": mechanism.model_dump(mode="json"),
+        "priors_id": grouping(release)[0],
+        "group_count": grouping(release)[1],
         "label_type": header.get("label_type"),
         "feature_table": table.name,
         "feature_table_id": table.id,
@@ -166,6 +167,8 @@ def run(sessions: sessionmaker[Session], data_dir: DataDir, job_id: str, schedul
         progress(status="running", progress={"stage": "loading", "elapsed_s": 0.0})
         mechanism = published_mechanism(release)
         noise = BinsNoise.of_published(mechanism)
+        group_list = group_mechanisms(release)
+        groups = GroupedNoise.of_published(mechanism, group_list) if group_list else None
         feature_file = data_dir.table(table.id, job.feature_table_version)
         # two counts, each with one meaning from start to end: the release's examples, and the examples
         # the model fits on (those the join finds, less the validation split), known once fitting runs
@@ -194,13 +197,13 @@ def run(sessions: sessionmaker[Session], data_dir: DataDir, job_id: str, schedul
             )
         else:
             features = pq.read_table(feature_file)
-            released = pq.read_table(release.path).cast(
-                pa.schema([("example_id", pa.string()), ("bin", pa.uint16())])
-            )
+            released = pq.read_table(release.path).cast(release_schema(groups is not None))
             if is_classification(mechanism):
                 trained = fit_classifier(released, features, table.schema, noise, **options)
             else:
-                trained = fit(released, features, table.schema, noise, mechanism.loss, **options)
+                trained = fit(
+                    released, features, table.schema, noise, mechanism.loss, groups=groups, **options
+                )
         # what a loss against the bins leaves out: how far the bins are from the labels (noisy prior)
         trained.metrics["release_binning_loss_under_noisy_prior"] = mechanism.binning_loss_under_prior()
         save(trained, mechanism, data_dir.model(job_id))

@@ -18,11 +18,17 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from features_party.metrics import FeaturesMetrics
-from features_party.receiver.store import ReceivedReleases, published_mechanism
+from features_party.receiver.store import ReceivedReleases, group_mechanisms, published_mechanism
 from features_party.storage.data_dir import DataDir
 from features_party.storage.orm import TrainingJob
 from features_party.tables.service import FeatureTables
-from features_party.training.fit import SKLEARN_LOSS, Trained, TrainedClassifier
+from features_party.training.fit import (
+    SKLEARN_LOSS,
+    Trained,
+    TrainedClassifier,
+    check_grouped,
+    poisson_refusal,
+)
 from features_party.training.jobs import ARTIFACT, is_classification, load, provenance, run
 from features_party.training.queue import FairQueue
 from labeldp.common.db import owned, utcnow
@@ -125,6 +131,8 @@ class TrainingService:
         release = self.releases.get(tenant_id, request.release_id)
         table = self.tables.get(tenant_id, request.feature_table)
         mechanism = published_mechanism(release)
+        if group_mechanisms(release):
+            check_grouped(is_classification(mechanism), request.model)  # 422 before anything is queued
         if request.model == "lightgbm" and self.scheduler is None:
             raise DomainError(
                 "cluster-not-configured",
@@ -141,10 +149,11 @@ class TrainingService:
             loss = mechanism.loss
             if loss not in SKLEARN_LOSS:
                 raise DomainError("unsupported-release", f"no model for a release with loss {loss!r}")
-            if request.debias == "unbiased" and loss == "poisson":
-                raise DomainError(
-                    "invalid-debias", "unbiased targets can be negative; use affine with Poisson loss"
-                )
+            grouped = bool(group_mechanisms(release))
+            if loss == "poisson" and (
+                request.debias == "unbiased" or (grouped and request.debias == "affine")
+            ):
+                raise DomainError("invalid-debias", poisson_refusal(grouped))
         job = TrainingJob(
             id=str(uuid.uuid4()),
             tenant_id=tenant_id,

@@ -15,7 +15,7 @@ from labeldp.mechanisms.baselines import (
     staircase,
 )
 from labeldp.mechanisms.classification import RRTopK, optimize_rr_top_k
-from labeldp.mechanisms.debias import BinsNoise
+from labeldp.mechanisms.debias import BinsNoise, GroupedNoise, target_error
 from labeldp.mechanisms.epsilon import UserBudget, float_at_most, split_epsilon
 from labeldp.mechanisms.factory import (
     LOSSES_BY_LABEL_TYPE,
@@ -86,6 +86,7 @@ __all__ = [
     "OBJECTIVES",
     "BinsNoise",
     "BoundRule",
+    "GroupedNoise",
     "GroupedRelease",
     "LabelRelease",
     "LabelType",
@@ -140,5 +141,6 @@ __all__ = [
     "sampler_of",
     "split_epsilon",
     "staircase",
+    "target_error",
     "uniform_grid",
 ]
