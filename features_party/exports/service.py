@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from features_party.exports import formats, partitions
 from features_party.exports.description import BIN, EXAMPLE_ID, VALUE, describe
 from features_party.exports.plan import Piece, batches, plan, rows_per_group
-from features_party.receiver.store import ReceivedReleases, published_mechanism
+from features_party.receiver.store import ReceivedReleases, group_mechanisms, published_mechanism
 from features_party.storage.orm import ReceivedRelease
 from features_party.tables.service import FeatureTables
 from labeldp.common.errors import DomainError
@@ -78,7 +78,7 @@ class Exports:
         count: int | None = None,
         version: int | None = None,
     ) -> Export:
-        release = self.releases.get(tenant_id, release_id)
+        release = _ungrouped(self.releases.get(tenant_id, release_id))
         table = self.tables.get(tenant_id, table_name)
         version = table.version if version is None else version
         path = self.tables.path(table, version)
@@ -145,7 +145,7 @@ class Exports:
         offset: int = 0,
         count: int | None = None,
     ) -> Export:
-        release = self.releases.get(tenant_id, release_id)
+        release = _ungrouped(self.releases.get(tenant_id, release_id))
         file = pq.ParquetFile(Path(release.path))
         group_rows = rows_per_group(3)
         pieces = plan(file, group_rows)
@@ -242,6 +242,20 @@ class Exports:
             },
             stream,
         )
+
+
+def _ungrouped(release: ReceivedRelease) -> ReceivedRelease:
+    """A feature-aware release's rows were released by their groups' mechanisms, which an export's one
+    description and ``released_value`` column cannot state yet: refused rather than exported with the
+    release's own bin values (409 ``grouped-export-unsupported``)."""
+    if group_mechanisms(release):
+        raise DomainError(
+            "grouped-export-unsupported",
+            f"release {release.release_id} is feature-aware (each group has its own mechanism); its "
+            "export with per-row groups, targets and weights does not exist yet — train it in the service",
+            status=409,
+        )
+    return release
 
 
 def _window(pieces: list[Piece], offset: int, count: int | None) -> list[Piece]:

@@ -14,8 +14,8 @@ each row is debiased by its own mechanism before fitting (``GroupedNoise``). ``a
 ``unbiased`` then both train on every row's unbiased target, weighted ``1 / E[(target − label)²]`` of
 its mechanism (normalized to mean 1: a noisier group counts less), and the model predicts with no
 wrapper and no group; ``none`` trains on the noisy values. Validation estimates each row's loss with
-its own mechanism, so the estimate stays unbiased. Classification releases with groups are refused
-(``check_grouped``).
+its own mechanism, so the estimate stays unbiased (``features_party.training.distributed.fit_on_cluster``
+does the same on a cluster). Classification releases with groups are refused (``check_grouped``).
 
 The result is one scikit-learn ``Pipeline`` (column encoding, the estimator, and the affine correction
 or the classifier's debiasing as a wrapper of the estimator): it is what the service predicts with and
@@ -316,20 +316,15 @@ def poisson_refusal(grouped: bool) -> str:
     return "unbiased targets can be negative, which Poisson regression cannot fit; use affine"
 
 
-def check_grouped(classification: bool, model: str) -> None:
+def check_grouped(classification: bool) -> None:
     """What a feature-aware release (groups) cannot train yet, refused when the job is asked for:
-    classifiers (each group's RR-Top-k reports its own classes, and a class a group did not report
-    has no unbiased indicator in that group) and the cluster's LightGBM."""
+    classifiers — each group's RR-Top-k reports its own classes, and a class a group did not report
+    has no unbiased indicator in that group."""
     if classification:
         raise TrainingError(
             "a feature-aware classification release (one RR-Top-k per group) cannot be debiased by this "
             "service yet; train on a release without priors",
             "unsupported-release",
-        )
-    if model == "lightgbm":
-        raise TrainingError(
-            "lightgbm models do not train on feature-aware releases yet; use hgb or linear",
-            "unsupported-model",
         )
 
 

@@ -134,7 +134,7 @@ def provenance(
 
 def _fit_on_cluster(
     scheduler: str, release_file: str, feature_file: Path, job: TrainingJob, schema: dict[str, str],
-    noise: BinsNoise, loss: str,
+    noise: BinsNoise, loss: str, groups: GroupedNoise | None,
 ) -> Trained:  # fmt: skip
     from features_party.training.distributed import fit_on_cluster
 
@@ -142,7 +142,7 @@ def _fit_on_cluster(
     try:
         return fit_on_cluster(
             engine.client, release_file, str(feature_file), schema, noise, loss,
-            debias=cast(Debias, job.debias), validation_fraction=job.validation_fraction,
+            debias=cast(Debias, job.debias), validation_fraction=job.validation_fraction, groups=groups,
         )  # fmt: skip
     finally:
         engine.close()
@@ -193,7 +193,7 @@ def run(sessions: sessionmaker[Session], data_dir: DataDir, job_id: str, schedul
         if job.kind == "lightgbm":  # the workers read both files; nothing is loaded here
             assert scheduler is not None  # checked when the job was accepted
             trained: Trained = _fit_on_cluster(
-                scheduler, release.path, feature_file, job, table.schema, noise, mechanism.loss
+                scheduler, release.path, feature_file, job, table.schema, noise, mechanism.loss, groups
             )
         else:
             features = pq.read_table(feature_file)

@@ -132,7 +132,7 @@ class TrainingService:
         table = self.tables.get(tenant_id, request.feature_table)
         mechanism = published_mechanism(release)
         if group_mechanisms(release):
-            check_grouped(is_classification(mechanism), request.model)  # 422 before anything is queued
+            check_grouped(is_classification(mechanism))  # 422 before anything is queued
         if request.model == "lightgbm" and self.scheduler is None:
             raise DomainError(
                 "cluster-not-configured",

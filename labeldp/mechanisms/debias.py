@@ -204,14 +204,19 @@ class GroupedNoise:
         """Each row's ``BinsNoise.unbiased_targets`` under its own mechanism."""
         return self._per_row(bins, groups, lambda n, b, _: n.unbiased_targets(b))
 
-    def weights(self, groups: npt.NDArray[np.integer]) -> Array:
-        """``1 / target_error`` of each row's mechanism, normalized to mean 1 over these rows (every
-        row 1 when no mechanism has any error)."""
+    def precision(self, groups: npt.NDArray[np.integer]) -> Array:
+        """``1 / target_error`` of each row's mechanism, not normalized (every row 1 when no mechanism
+        has any error); the errors are floored at 10⁻¹² of the largest."""
         errors = self.errors[self._index(groups)]
-        if not errors.size or not np.any(errors > 0):
+        top = float(self.errors.max()) if self.errors.size else 0.0
+        if not top > 0:
             return np.ones(errors.size)
-        inverse = 1.0 / np.maximum(errors, 1e-12 * float(errors.max()))
-        return inverse / inverse.mean()
+        return 1.0 / np.maximum(errors, 1e-12 * top)
+
+    def weights(self, groups: npt.NDArray[np.integer]) -> Array:
+        """``precision`` normalized to mean 1 over these rows: the sample weights of a fit."""
+        inverse = self.precision(groups)
+        return inverse / inverse.mean() if inverse.size else inverse
 
     def unbiased_loss(
         self,

@@ -20,7 +20,7 @@ from labeldp.common.wire.receiver import check_header, decode_chunk
 from labeldp.common.wire.sender import NO_GROUP_CODE, ReleaseMessage, build_frames
 from labeldp.mechanisms import MAX_GROUP_CELLS, MAX_GROUPS, PublishedMechanism, RROnBins, integer_grid
 from labeldp.v1 import delivery_pb2 as pb
-from tests.support.messages import RECEIVER, SENDER, identity_bins
+from tests.support.messages import RECEIVER, SENDER, grouped_message, identity_bins
 from tests.support.receiver import Harness, signed, split, start
 
 K = 6  # support 0..5; the release's own mechanism has a bin per point, each group two bins
@@ -235,3 +235,35 @@ def test_a_chunk_of_a_release_without_groups_carries_none(h: Harness) -> None:
     header, chunks = split(build_frames(grouped_free(), h.sender))
     _bin_of_first_grouped(2)(chunks[0])
     assert h.stub.DeliverRelease(iter(signed(header, chunks, h.sender)), timeout=60).example_count == N
+
+
+def test_a_user_level_grouped_release_is_stored_and_its_groups_must_state_its_user_fields(h: Harness) -> None:
+    """The user-level seam: each group at the release's ε₂ with its τ, τ_p and ε₁; an example over the
+    bound has no group and the capped code m. A group that states another τ, or the whole ε, is refused."""
+    from labeldp.mechanisms import release_grouped_user_labels
+
+    n = 3000
+    support = integer_grid(0, K - 1)
+    rng = np.random.default_rng(3)  # test data
+    labels = rng.integers(0, K, n).astype(np.float64)
+    groups = np.arange(n) % 3 - 1
+    priors = np.array([[0.4, 0.3, 0.1, 0.1, 0.05, 0.05], [0.05, 0.05, 0.1, 0.1, 0.3, 0.4]])
+    users, keys = np.arange(n) // 3, np.arange(n, dtype=np.int64) * 7919 + 11
+    out = release_grouped_user_labels(labels, groups, priors, users, keys, support, 3.0, "squared", 2, salt=5)
+    message = grouped_message([f"u{i:05d}" for i in range(n)], out)
+    capped = out.bin_indices == out.fallback_mechanism.m
+    assert capped.any() and np.all(out.groups[capped] == -1)
+    frames = build_frames(message, h.sender)
+    for change, needle in (
+        (_set("groups.0.mechanism.contribution_bound", 3), "user-level fields"),
+        (_set("groups.1.mechanism.epsilon", 3.0), "epsilon_randomize"),
+    ):
+        header, chunks = split(frames)
+        change(header)
+        assert needle in refused(h, signed(header, chunks, h.sender))
+    assert h.stub.DeliverRelease(iter(frames), timeout=60).example_count == n
+    stored = pq.read_table(h.stored_file(message.release_id))
+    assert np.array_equal(stored.column("group").to_numpy(), out.groups)
+    verified = check_header(frames[0], h.receiver.senders.pins, RECEIVER, 0)
+    assert all(g.privacy_unit == "user" and g.contribution_bound == 2 for g in verified.groups)
+    assert verified.groups == tuple(out.published_groups())
