@@ -301,6 +301,8 @@ class ReceivedRelease(TypedDict):
     max_multiplicative_advantage: float
     keep_probability: float
     move_probability: float
+    priors_id: str | None  # a feature-aware release: the priors its groups came from
+    group_count: int
     header: dict[str, Any]
 
 
