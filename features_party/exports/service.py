@@ -25,12 +25,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from features_party.exports import formats, partitions
-from features_party.exports.description import BIN, EXAMPLE_ID, VALUE, describe
+from features_party.exports.description import BIN, EXAMPLE_ID, GROUP_COLUMNS, VALUE, describe, row_noise
 from features_party.exports.plan import Piece, batches, plan, rows_per_group
-from features_party.receiver.store import ReceivedReleases, group_mechanisms, published_mechanism
+from features_party.receiver.store import ReceivedReleases, published_mechanism
 from features_party.storage.orm import ReceivedRelease
 from features_party.tables.service import FeatureTables
 from labeldp.common.errors import DomainError
+from labeldp.mechanisms import GroupedNoise
 from labeldp_model.release import METADATA_KEY
 
 RETRY_AFTER_S = 30
@@ -78,7 +79,7 @@ class Exports:
         count: int | None = None,
         version: int | None = None,
     ) -> Export:
-        release = _ungrouped(self.releases.get(tenant_id, release_id))
+        release = self.releases.get(tenant_id, release_id)
         table = self.tables.get(tenant_id, table_name)
         version = table.version if version is None else version
         path = self.tables.path(table, version)
@@ -92,7 +93,9 @@ class Exports:
             )
         file = pq.ParquetFile(path)  # open now: a later upload or collection cannot take it away
         features = [n for n in file.schema_arrow.names if n != EXAMPLE_ID]
-        clash = sorted({BIN, VALUE} & set(features))
+        noise = row_noise(release)
+        extra = [] if noise is None else GROUP_COLUMNS
+        clash = sorted({BIN, VALUE, *(f.name for f in extra)} & set(features))
         if clash:
             raise DomainError(
                 "reserved-column",
@@ -101,12 +104,12 @@ class Exports:
                 status=409,
                 columns=clash,
             )
-        group_rows = rows_per_group(len(features) + 3)
+        group_rows = rows_per_group(len(features) + 3 + len(extra))
         pieces = plan(file, group_rows)
         selected = _window(pieces, offset, count)
         mechanism = published_mechanism(release)
         schema = pa.schema(
-            [*file.schema_arrow, pa.field(BIN, pa.uint16()), pa.field(VALUE, pa.float64())],
+            [*file.schema_arrow, pa.field(BIN, pa.uint16()), pa.field(VALUE, pa.float64()), *extra],
             metadata={
                 METADATA_KEY: describe(
                     release, table, features, _groups(pieces, offset, selected, group_rows)
@@ -120,6 +123,7 @@ class Exports:
                 *(schema.field(n) for n in features),
                 schema.field(BIN),
                 schema.field(VALUE),
+                *extra,
             ],
             metadata=schema.metadata,
         )
@@ -145,13 +149,20 @@ class Exports:
         offset: int = 0,
         count: int | None = None,
     ) -> Export:
-        release = _ungrouped(self.releases.get(tenant_id, release_id))
+        release = self.releases.get(tenant_id, release_id)
         file = pq.ParquetFile(Path(release.path))
-        group_rows = rows_per_group(3)
+        noise = row_noise(release)
+        extra = [] if noise is None else GROUP_COLUMNS
+        group_rows = rows_per_group(3 + len(extra))
         pieces = plan(file, group_rows)
         selected = _window(pieces, offset, count)
         schema = pa.schema(
-            [pa.field(EXAMPLE_ID, pa.string()), pa.field(BIN, pa.uint16()), pa.field(VALUE, pa.float64())],
+            [
+                pa.field(EXAMPLE_ID, pa.string()),
+                pa.field(BIN, pa.uint16()),
+                pa.field(VALUE, pa.float64()),
+                *extra,
+            ],
             metadata={
                 METADATA_KEY: describe(release, None, [], _groups(pieces, offset, selected, group_rows))
             },
@@ -160,11 +171,18 @@ class Exports:
         done = self._take_slot()
 
         def rows() -> Iterator[pa.Table]:
-            for batch in batches(file, selected, group_rows, ["example_id", "bin"]):
+            columns = ["example_id", "bin"] if noise is None else ["example_id", "bin", "group"]
+            for batch in batches(file, selected, group_rows, columns):
                 bins = batch.column(1).to_numpy()
-                capped = bins >= values.size
-                value = pa.array(values[np.minimum(bins, values.size - 1)], mask=capped)
-                yield pa.table([batch.column(0), batch.column(1), value], schema=schema)
+                if noise is None:
+                    capped = bins >= values.size
+                    value = pa.array(values[np.minimum(bins, values.size - 1)], mask=capped)
+                    yield pa.table([batch.column(0), batch.column(1), value], schema=schema)
+                    continue
+                groups = np.asarray(batch.column(2).to_numpy(), dtype=np.int64)
+                yield pa.table(
+                    [batch.column(0), batch.column(1), *_grouped_columns(noise, bins, groups)], schema=schema
+                )
 
         return self._export(
             fmt, schema, rows(), done, f"released-values-{release.release_id}", pieces, offset, selected, {}
@@ -181,22 +199,37 @@ class Exports:
         capped: int | None,
     ) -> Iterator[pa.Table]:
         values = np.asarray(published_mechanism(release).bin_values, dtype=np.float64)
+        noise = row_noise(release)
         with ExitStack() as stack:
             rows = sum(p.rows for p in selected)
-            ids = (b.column(0) for b in batches(file, selected, group_rows, [EXAMPLE_ID]))
-            bins = partitions.released_bins(Path(release.path), ids, rows, self.spool_dir, stack)
+
+            def ids() -> Iterator[pa.Array]:
+                return (b.column(0) for b in batches(file, selected, group_rows, [EXAMPLE_ID]))
+
+            bins = partitions.released_bins(Path(release.path), ids(), rows, self.spool_dir, stack)
+            # a feature-aware release: each row's group + 1 (0: none), by a second join of the same rows
+            groups = (
+                None
+                if noise is None
+                else partitions.released_bins(Path(release.path), ids(), rows, self.spool_dir, stack, "group")
+            )
             base = selected[0].first_row if selected else 0
-            names = [n for n in schema.names if n not in (BIN, VALUE)]
+            own = {BIN, VALUE, *(f.name for f in GROUP_COLUMNS)}
+            names = [n for n in schema.names if n not in own]
             for piece, batch in zip(selected, batches(file, selected, group_rows, names), strict=True):
-                mine = np.asarray(bins[piece.first_row - base : piece.first_row - base + piece.rows])
+                window = slice(piece.first_row - base, piece.first_row - base + piece.rows)
+                mine = np.asarray(bins[window])
                 keep = mine != partitions.MISSING
-                if capped is not None:
-                    keep &= mine != capped
+                row_groups = None if groups is None else np.asarray(groups[window], dtype=np.int64) - 1
+                if capped is not None:  # over a user-level bound: the capped code and no group
+                    keep &= (mine != capped) if row_groups is None else ((mine != capped) | (row_groups >= 0))
                 kept = mine[keep]
                 table = pa.Table.from_batches([batch]).filter(pa.array(keep))
-                yield pa.table(
-                    [*table.columns, pa.array(kept, pa.uint16()), pa.array(values[kept])], schema=schema
-                )
+                if noise is None or row_groups is None:
+                    released = [pa.array(kept, pa.uint16()), pa.array(values[kept])]
+                else:
+                    released = [pa.array(kept, pa.uint16()), *_grouped_columns(noise, kept, row_groups[keep])]
+                yield pa.table([*table.columns, *released], schema=schema)
 
     def _take_slot(self) -> Callable[[], None]:
         if not self._slots.acquire(blocking=False):
@@ -244,18 +277,19 @@ class Exports:
         )
 
 
-def _ungrouped(release: ReceivedRelease) -> ReceivedRelease:
-    """A feature-aware release's rows were released by their groups' mechanisms, which an export's one
-    description and ``released_value`` column cannot state yet: refused rather than exported with the
-    release's own bin values (409 ``grouped-export-unsupported``)."""
-    if group_mechanisms(release):
-        raise DomainError(
-            "grouped-export-unsupported",
-            f"release {release.release_id} is feature-aware (each group has its own mechanism); its "
-            "export with per-row groups, targets and weights does not exist yet — train it in the service",
-            status=409,
-        )
-    return release
+def _grouped_columns(noise: GroupedNoise, bins: np.ndarray, groups: np.ndarray) -> list[pa.Array]:
+    """A feature-aware release's rows: the released value under each row's own mechanism (null for a
+    capped row), its group (-1: the release's own mechanism), its unbiased target under that mechanism
+    and its weight (``GroupedNoise.relative_precision``), the last two null for a capped row."""
+    codes = np.asarray(bins, dtype=np.int64)
+    capped = (groups < 0) & (codes >= noise.noises[-1].m)
+    safe = np.where(capped, 0, codes)
+    return [
+        pa.array(noise.noisy_values(safe, groups), mask=capped),
+        pa.array(groups, pa.int16()),
+        pa.array(noise.unbiased_targets(safe, groups), mask=capped),
+        pa.array(noise.relative_precision(groups), mask=capped),
+    ]
 
 
 def _window(pieces: list[Piece], offset: int, count: int | None) -> list[Piece]:

@@ -213,6 +213,12 @@ class GroupedNoise:
             return np.ones(errors.size)
         return 1.0 / np.maximum(errors, 1e-12 * top)
 
+    def relative_precision(self, groups: npt.NDArray[np.integer]) -> Array:
+        """``precision`` relative to the release's own mechanism (its rows weigh 1): a weight that
+        does not depend on which rows are at hand (an export's row groups)."""
+        own = float(self.precision(np.array([-1]))[0])
+        return self.precision(groups) / own
+
     def weights(self, groups: npt.NDArray[np.integer]) -> Array:
         """``precision`` normalized to mean 1 over these rows: the sample weights of a fit."""
         inverse = self.precision(groups)

@@ -9,26 +9,31 @@ estimate must stay unbiased, and what cannot be trained soundly is refused befor
 
 from __future__ import annotations
 
+import io
 from dataclasses import replace
 from pathlib import Path
 
 import httpx
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from scipy.special import ndtr
 from sklearn.linear_model import LinearRegression
 
 from features_party.config import FeaturesSettings
 from features_party.training.fit import TrainingError, fit, validation_mask
+from labeldp.common.wire.sender import ReleaseMessage
 from labeldp.mechanisms import (
     BinsNoise,
     GroupedNoise,
     integer_grid,
     release_grouped_labels,
     release_labels,
+    target_error,
 )
 from labeldp.mechanisms.grouped import GroupedRelease
+from labeldp_model import Release, ReleaseError, unbiased_targets
 from tests.support.features_party import deliver, pin_sender, put_table, wait
 from tests.support.messages import grouped_message, release
 from tests.support.servers import features_server_thread, features_tenant_key
@@ -158,11 +163,43 @@ def test_a_grouped_release_trains_better_models_through_rest(tmp_path: Path) -> 
         oracle_rmse = float(np.sqrt(np.mean((oracle.predict(x[valid, None]) - y[valid]) ** 2)))
         assert errors["grouped", "hgb"] < 0.9 * errors["plain", "hgb"], errors
         assert errors["grouped", "linear"] < min(1.03 * oracle_rmse, errors["plain", "linear"]), errors
-        # its exports cannot state the groups' mechanisms yet: refused, never exported with wrong values
-        for path in ("training-set?feature_table=synthetic", "released-values"):
-            r = c.get(f"/v1/releases/{grouped.release_id}/{path}")
-            assert r.status_code == 409 and r.json()["type"] == "grouped-export-unsupported", r.text
-        assert c.get(f"/v1/releases/{plain.release_id}/released-values").status_code == 200
+        # its exports carry each row's group, its unbiased target and weight under its own mechanism
+        exported = c.get(
+            f"/v1/releases/{grouped.release_id}/training-set", params={"feature_table": "synthetic"}
+        )
+        assert exported.status_code == 200, exported.text
+        check_grouped_export(pq.read_table(io.BytesIO(exported.content)), grouped, ids)
+        values = c.get(f"/v1/releases/{grouped.release_id}/released-values")
+        assert values.status_code == 200, values.text
+        check_grouped_export(pq.read_table(io.BytesIO(values.content)), grouped, ids)
+
+
+def check_grouped_export(table: pa.Table, message: ReleaseMessage, ids: list[str]) -> None:
+    """An export's grouped columns, against each row's own mechanism computed independently here."""
+    assert message.example_groups is not None
+    order = {e: i for i, e in enumerate(ids)}
+    rows = np.array([order[e] for e in table.column("example_id").to_pylist()])
+    groups, bins = message.example_groups[rows], np.asarray(message.bins)[rows]
+    assert np.array_equal(table.column("released_group").to_numpy(), groups)
+    assert np.array_equal(table.column("released_bin").to_numpy(), bins)
+    mechanisms = (*message.groups, message.mechanism)
+    errors = {j: target_error(m) for j, m in enumerate(mechanisms)}
+    for j, m in enumerate(mechanisms):
+        at = np.where(groups < 0, len(message.groups), groups) == j
+        noise = BinsNoise.of_published(m)
+        values = noise.bin_values[bins[at]]
+        target = (values - noise.b * noise.bin_values.sum()) / noise.a
+        assert np.allclose(table.column("released_value").to_numpy()[at], values)
+        assert np.allclose(table.column("unbiased_target").to_numpy()[at], target)
+        assert np.allclose(
+            table.column("target_weight").to_numpy()[at], errors[len(mechanisms) - 1] / errors[j]
+        )
+    release = Release.from_metadata(table.schema.metadata)
+    assert (
+        release.group_count == len(message.groups) and release.description["priors_id"] == message.priors_id
+    )
+    with pytest.raises(ReleaseError, match="feature-aware"):
+        unbiased_targets(release, table.column("released_value").to_numpy())
 
 
 def test_a_grouped_classification_release_is_refused_at_job_creation(tmp_path: Path) -> None:
