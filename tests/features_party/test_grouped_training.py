@@ -22,6 +22,7 @@ from scipy.special import ndtr
 from sklearn.linear_model import LinearRegression
 
 from features_party.config import FeaturesSettings
+from features_party.exports import partitions
 from features_party.training.fit import TrainingError, fit, validation_mask
 from labeldp.common.wire.sender import ReleaseMessage
 from labeldp.mechanisms import (
@@ -169,6 +170,15 @@ def test_a_grouped_release_trains_better_models_through_rest(tmp_path: Path) -> 
         )
         assert exported.status_code == 200, exported.text
         check_grouped_export(pq.read_table(io.BytesIO(exported.content)), grouped, ids)
+        # forced onto the partitioned join (spilled partitions, memory-mapped codes): the same export
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(partitions, "IN_MEMORY_UP_TO", 10)
+            patch.setattr(partitions, "PARTITION_ROWS", 4000)
+            patch.setattr(partitions, "SPILL_BINS_FROM", 100)
+            spilled = c.get(
+                f"/v1/releases/{grouped.release_id}/training-set", params={"feature_table": "synthetic"}
+            )
+        assert pq.read_table(io.BytesIO(spilled.content)).equals(pq.read_table(io.BytesIO(exported.content)))
         values = c.get(f"/v1/releases/{grouped.release_id}/released-values")
         assert values.status_code == 200, values.text
         check_grouped_export(pq.read_table(io.BytesIO(values.content)), grouped, ids)
