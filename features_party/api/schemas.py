@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
@@ -18,7 +18,7 @@ from features_party.storage.orm import (
     TrainingJob,
 )
 from features_party.tables.joins import JoinReport
-from features_party.training.service import TrainingRequest
+from features_party.training.service import MAX_ALSO_RELEASES, TrainingRequest
 from labeldp.common.inputs import ExampleId, Name, Pem
 from labeldp.mechanisms import PublishedMechanism
 
@@ -183,10 +183,22 @@ class TrainingJobIn(BaseModel):
     )
     debias: Literal["none", "affine", "unbiased"] = "affine"
     validation_fraction: float = Field(0.2, gt=0, lt=1)
+    also_release_ids: list[Annotated[str, Field(max_length=64)]] = Field(
+        [],
+        max_length=MAX_ALSO_RELEASES,
+        description="train on these received releases too (the same labels' type, loss and support; "
+        "regression): each row debiased by the mechanism that released it — e.g. both stages of a "
+        "feature-aware loop (docs/concepts/feature-aware.md)",
+    )
 
     def request(self) -> TrainingRequest:
         return TrainingRequest(
-            self.release_id, self.feature_table, self.model, self.debias, self.validation_fraction
+            self.release_id,
+            self.feature_table,
+            self.model,
+            self.debias,
+            self.validation_fraction,
+            tuple(self.also_release_ids),
         )
 
 

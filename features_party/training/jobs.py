@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
+import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
@@ -23,7 +25,14 @@ from sqlalchemy.orm import Session, sessionmaker
 from features_party.receiver.store import group_mechanisms, grouping, published_mechanism, release_schema
 from features_party.storage.data_dir import DataDir
 from features_party.storage.orm import FeatureTable, ReceivedRelease, TrainingJob
-from features_party.training.fit import Debias, Trained, TrainedClassifier, fit, fit_classifier
+from features_party.training.fit import (
+    Debias,
+    Trained,
+    TrainedClassifier,
+    TrainingError,
+    fit,
+    fit_classifier,
+)
 from labeldp import __version__
 from labeldp.common.db import utcnow
 from labeldp.common.errors import DomainError
@@ -132,6 +141,45 @@ def provenance(
     }
 
 
+def combined(first: ReceivedRelease, others: list[ReceivedRelease]) -> tuple[pa.Table, GroupedNoise]:
+    """Several releases as one grouped release (``GroupedNoise``): every mechanism of every release in
+    one list — the first release's groups, then each other release's groups and its own mechanism —
+    each row indexed by the mechanism that released it (the first release's rows without a group: -1,
+    its own); rows of the other releases that carry no label information (over a user-level bound)
+    are left out here, the first's by ``join_informative`` as always."""
+    mechanisms: list[PublishedMechanism] = []
+    pieces: list[pa.Table] = []
+    for i, release in enumerate([first, *others]):
+        own, groups = published_mechanism(release), group_mechanisms(release)
+        table = pq.read_table(release.path).cast(release_schema(bool(groups)))
+        bins = np.asarray(table.column("bin").to_numpy(), dtype=np.int64)
+        group = (
+            np.asarray(table.column("group").to_numpy(), dtype=np.int64)
+            if groups
+            else np.full(table.num_rows, -1, dtype=np.int64)
+        )
+        offset = len(mechanisms)
+        mechanisms.extend(groups)
+        if i == 0:
+            index = np.where(group >= 0, offset + group, -1)
+        else:
+            mechanisms.append(own)
+            informative = (group >= 0) | (bins < own.m)
+            index = np.where(group >= 0, offset + group, len(mechanisms) - 1)[informative]
+            table, bins = table.filter(pa.array(informative)), bins[informative]
+        pieces.append(
+            pa.table(
+                {
+                    "example_id": table.column("example_id"),
+                    "bin": pa.array(bins, pa.uint16()),
+                    "group": pa.array(index, pa.int16()),
+                }
+            )
+        )
+    noise = GroupedNoise.of_published(published_mechanism(first), tuple(mechanisms))
+    return pa.concat_tables(pieces), noise
+
+
 def _fit_on_cluster(
     scheduler: str, release_file: str, feature_file: Path, job: TrainingJob, schema: dict[str, str],
     noise: BinsNoise, loss: str, groups: GroupedNoise | None,
@@ -146,6 +194,18 @@ def _fit_on_cluster(
         )  # fmt: skip
     finally:
         engine.close()
+
+
+def _also(sessions: sessionmaker[Session], job: TrainingJob) -> list[ReceivedRelease]:
+    """The other releases a job trains on (``also_release_ids``), as they were checked when it was
+    accepted; one deleted since fails the job."""
+    ids = [str(r) for r in cast(list[object], job.provenance.get("also_release_ids") or [])]
+    with sessions() as s:
+        found = [s.get(ReceivedRelease, r) for r in ids]
+    missing = [r for r, row in zip(ids, found, strict=True) if row is None]
+    if missing:
+        raise TrainingError(f"release {missing[0]} is no longer stored")
+    return [row for row in found if row is not None]
 
 
 def run(sessions: sessionmaker[Session], data_dir: DataDir, job_id: str, scheduler: str | None = None) -> str:
@@ -169,10 +229,18 @@ def run(sessions: sessionmaker[Session], data_dir: DataDir, job_id: str, schedul
         noise = BinsNoise.of_published(mechanism)
         group_list = group_mechanisms(release)
         groups = GroupedNoise.of_published(mechanism, group_list) if group_list else None
+        also = _also(sessions, job)
+        released_table: pa.Table | None = None
+        if also:
+            released_table, groups = combined(release, also)
         feature_file = data_dir.table(table.id, job.feature_table_version)
         # two counts, each with one meaning from start to end: the release's examples, and the examples
         # the model fits on (those the join finds, less the validation split), known once fitting runs
-        released_examples = pq.ParquetFile(release.path).metadata.num_rows
+        released_examples = (
+            pq.ParquetFile(release.path).metadata.num_rows
+            if released_table is None
+            else released_table.num_rows
+        )
         progress(
             progress={
                 "stage": "fitting",
@@ -197,7 +265,11 @@ def run(sessions: sessionmaker[Session], data_dir: DataDir, job_id: str, schedul
             )
         else:
             features = pq.read_table(feature_file)
-            released = pq.read_table(release.path).cast(release_schema(groups is not None))
+            released = (
+                pq.read_table(release.path).cast(release_schema(groups is not None))
+                if released_table is None
+                else released_table
+            )
             if is_classification(mechanism):
                 trained = fit_classifier(released, features, table.schema, noise, **options)
             else:

@@ -233,3 +233,74 @@ def test_a_grouped_classification_release_is_refused_at_job_creation(tmp_path: P
         assert bad.status_code == 422 and bad.json()["type"] == "unsupported-release", bad.text
         assert "feature-aware" in bad.json()["detail"]
         assert c.get("/v1/models").json()["items"] == []
+
+
+def test_one_model_trains_on_both_stages_each_row_by_its_own_mechanism(tmp_path: Path) -> None:
+    """The loop's last step: a stage-1 release (one mechanism) and a stage-2 feature-aware release
+    (one per group) train one model (``also_release_ids``), every row debiased by the mechanism that
+    released it. It fits on both stages' rows, predicts the true labels at least as well as the stage-2
+    release alone and better than stage 1 alone; releases that cannot be mixed are refused (422,
+    another tenant's 404) before a job exists."""
+    settings = FeaturesSettings(data_dir=tmp_path / "features", grpc_port=0, allow_plaintext=True)
+    key = features_tenant_key(settings, "ml")
+    other_key = features_tenant_key(settings, "other")
+    from labeldp.common.identity import Identity
+
+    sender = Identity.generate()
+    ids, x, y, groups = synthetic()
+    first = np.arange(len(ids)) % 5 == 0  # stage 1: a fifth, chosen by position (no label read)
+    ids_1 = [i for i, f in zip(ids, first, strict=True) if f]
+    ids_2 = [i for i, f in zip(ids, first, strict=True) if not f]
+    stage_1 = release_labels(y[first], integer_grid(0, K - 1), EPSILON, "squared")
+    plain = replace(release(ids_1, mechanism=stage_1.published()), bins=stage_1.bin_indices)
+    grouped = grouped_message(ids_2, grouped_release(y[~first], groups[~first]))
+    other_support = release_labels(np.minimum(y, 10), integer_grid(0, 10), EPSILON, "squared")
+    narrow = replace(release(ids, mechanism=other_support.published()), bins=other_support.bin_indices)
+    valid = validation_mask(pa.array(ids), 0.2)
+    held = [i for i, v in zip(ids, valid, strict=True) if v]
+    with features_server_thread(settings) as base:
+        c = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=120)
+        other = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {other_key}"}, timeout=120)
+        pin_sender(c, sender)
+        pin_sender(other, sender)
+        mine, theirs = (client.get("/v1/identity").json()["tenant_id"] for client in (c, other))
+        plain, grouped, narrow = (replace(m, recipient_tenant=mine) for m in (plain, grouped, narrow))
+        for message in (plain, grouped, narrow):
+            deliver(c, message, sender)
+        foreign = replace(release(ids[:50]), recipient_tenant=theirs)
+        deliver(other, foreign, sender)
+        put_table(c, "synthetic", features(ids, x)).raise_for_status()
+
+        def train(release_id: str, also: list[str]) -> httpx.Response:
+            body = {"release_id": release_id, "feature_table": "synthetic", "also_release_ids": also}
+            return c.post("/v1/models", json=body)
+
+        jobs_before = c.get("/v1/models").json()["items"]
+        for also, status, code in (
+            ([plain.release_id], 422, "invalid-request"),  # the first again
+            ([grouped.release_id, grouped.release_id], 422, "invalid-request"),
+            ([narrow.release_id], 422, "incompatible-releases"),
+            ([foreign.release_id], 404, "not-found"),
+        ):
+            r = train(plain.release_id, also)
+            assert (r.status_code, r.json().get("type")) == (status, code), r.text
+        assert c.get("/v1/models").json()["items"] == jobs_before
+
+        errors: dict[str, float] = {}
+        for name, first_id, also in (
+            ("both", plain.release_id, [grouped.release_id]),
+            ("stage 2", grouped.release_id, []),
+            ("stage 1", plain.release_id, []),
+        ):
+            r = train(first_id, also)
+            assert r.status_code == 202, r.text
+            done = wait(c, r.json()["id"], timeout=900)
+            assert done["status"] == "succeeded", done
+            info = c.get(f"/v1/models/{r.json()['id']}").json()
+            if also:
+                assert info["provenance"]["also_release_ids"] == also
+                trained = info["metrics"]["train_examples"]
+                assert trained == int((~valid).sum()), (trained, int((~valid).sum()))  # both stages' rows
+            errors[name] = rmse(c, r.json()["id"], held, y[valid])
+    assert errors["both"] < errors["stage 1"], errors
+    assert errors["both"] <= 1.05 * errors["stage 2"], errors
