@@ -325,6 +325,8 @@ class ReceivedRelease(TypedDict):
     max_multiplicative_advantage: float
     keep_probability: float | None  # None: the unbiased randomizer
     move_probability: float | None
+    priors_id: str | None  # a feature-aware release: the priors its groups came from
+    group_count: int
     header: dict[str, Any]
 
 
