@@ -30,6 +30,7 @@ BENCHMARKS = (
     "bench_export",
     "bench_pricing",
     "bench_feature_aware",
+    "bench_grouped_release",
     "bench_generalization",
     "bench_unbiased",
     "bench_own_trainer",
