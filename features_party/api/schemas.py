@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from features_party.receiver.store import published_mechanism
+from features_party.receiver.store import grouping, published_mechanism
 from features_party.storage.orm import (
     FeatureTable,
     Pricing,
@@ -18,7 +18,7 @@ from features_party.storage.orm import (
     TrainingJob,
 )
 from features_party.tables.joins import JoinReport
-from features_party.training.service import TrainingRequest
+from features_party.training.service import MAX_ALSO_RELEASES, TrainingRequest
 from labeldp.common.inputs import ExampleId, Name, Pem
 from labeldp.mechanisms import PublishedMechanism
 
@@ -73,7 +73,16 @@ class ReceivedReleaseOut(BaseModel):
         "mechanism.base_weights and the windows)"
     )
     move_probability: float | None
-    header: dict[str, Any] = Field(description="the signed header's other fields (for audit)")
+    priors_id: str | None = Field(
+        description="a feature-aware release: the labels party's priors its groups came from (null: none)"
+    )
+    group_count: int = Field(
+        description="a feature-aware release: how many groups it randomized with a mechanism of their own "
+        "(0: every example by `mechanism`)"
+    )
+    header: dict[str, Any] = Field(
+        description="the signed header's other fields (for audit; the groups' mechanisms counted, not listed)"
+    )
 
     @classmethod
     def of(cls, r: ReceivedRelease) -> ReceivedReleaseOut:
@@ -91,6 +100,8 @@ class ReceivedReleaseOut(BaseModel):
             max_multiplicative_advantage=mechanism.max_multiplicative_advantage,
             keep_probability=None if mechanism.kind == "unbiased" else mechanism.threshold.keep_probability,
             move_probability=None if mechanism.kind == "unbiased" else mechanism.threshold.move_probability,
+            priors_id=grouping(r)[0],
+            group_count=grouping(r)[1],
             header=r.summary,
         )
 
@@ -177,10 +188,22 @@ class TrainingJobIn(BaseModel):
         "needs none (its outputs' mean is the label): it trains as none and the model records none",
     )
     validation_fraction: float = Field(0.2, gt=0, lt=1)
+    also_release_ids: list[Annotated[str, Field(max_length=64)]] = Field(
+        [],
+        max_length=MAX_ALSO_RELEASES,
+        description="train on these received releases too (the same labels' type, loss and support; "
+        "regression): each row debiased by the mechanism that released it — e.g. both stages of a "
+        "feature-aware loop (docs/concepts/feature-aware.md)",
+    )
 
     def request(self) -> TrainingRequest:
         return TrainingRequest(
-            self.release_id, self.feature_table, self.model, self.debias, self.validation_fraction
+            self.release_id,
+            self.feature_table,
+            self.model,
+            self.debias,
+            self.validation_fraction,
+            tuple(self.also_release_ids),
         )
 
 

@@ -100,8 +100,15 @@ class _Spill:
         return pa.ipc.open_stream(self.files[p]).read_all()
 
 
-def _release_batches(release_file: Path) -> Iterator[pa.RecordBatch]:
-    return parquet_batches(open_parquet_for_batches(release_file), _READ_ROWS, ["example_id", "bin"])
+def _release_batches(release_file: Path, column: str = "bin") -> Iterator[pa.RecordBatch]:
+    """The release's IDs and, as uint16 codes named ``bin``: its bins, or (``column="group"``) each
+    example's group + 1 (0: no group) — below ``MISSING`` either way."""
+    for batch in parquet_batches(open_parquet_for_batches(release_file), _READ_ROWS, ["example_id", column]):
+        if column == "bin":
+            yield batch
+        else:
+            codes = pc.cast(pc.add(pc.cast(batch.column(1), pa.int32()), 1), pa.uint16())
+            yield pa.record_batch([batch.column(0), codes], names=["example_id", "bin"])
 
 
 def released_bins(
@@ -110,21 +117,23 @@ def released_bins(
     rows: int,
     spill_dir: Path,
     stack: ExitStack,
+    column: str = "bin",
 ) -> npt.NDArray[np.uint16]:
     """The released bin code of each of ``rows`` feature rows (their IDs in order, in pieces), or
-    ``MISSING``; temporary files and the result's backing live as long as ``stack``."""
+    ``MISSING``; with ``column="group"`` (a feature-aware release) its group + 1 instead (0: none).
+    Temporary files and the result's backing live as long as ``stack``."""
     release_rows = pq.ParquetFile(release_file).metadata.num_rows
     out = _bins_array(rows, stack, spill_dir)
     if release_rows + rows <= IN_MEMORY_UP_TO:
         ids = pa.concat_arrays([pa.array([], pa.string()), *(pc.cast(i, pa.string()) for i in feature_ids)])
-        release = pa.Table.from_batches(list(_release_batches(release_file)))
+        release = pa.Table.from_batches(list(_release_batches(release_file, column)))
         _match(release, pa.table({"example_id": ids, "row": pa.array(np.arange(len(ids)))}), out)
         return out
     parts = min(MAX_PARTITIONS, max(2, math.ceil(max(release_rows, rows) / PARTITION_ROWS)))
     spill_dir.mkdir(parents=True, exist_ok=True)
     hashing = IdHash()
     release = _Spill(pa.schema([("example_id", pa.string()), ("bin", pa.uint16())]), parts, spill_dir, stack)
-    for batch in _release_batches(release_file):
+    for batch in _release_batches(release_file, column):
         release.add(pa.Table.from_batches([batch]), hashing.partition(batch.column(0), parts))
     release.finish()
     features = _Spill(pa.schema([("example_id", pa.string()), ("row", pa.int64())]), parts, spill_dir, stack)

@@ -25,13 +25,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from features_party.exports import formats, partitions
-from features_party.exports.description import BIN, EXAMPLE_ID, VALUE, describe
+from features_party.exports.description import BIN, EXAMPLE_ID, GROUP_COLUMNS, VALUE, describe, row_noise
 from features_party.exports.plan import Piece, batches, plan, rows_per_group
 from features_party.receiver.store import ReceivedReleases, published_mechanism
 from features_party.storage.orm import ReceivedRelease
 from features_party.tables.service import FeatureTables
 from labeldp.common.errors import DomainError
 from labeldp.common.files import open_parquet_for_batches
+from labeldp.mechanisms import GroupedNoise
 from labeldp_model.release import METADATA_KEY
 
 RETRY_AFTER_S = 30
@@ -93,7 +94,9 @@ class Exports:
             )
         file = open_parquet_for_batches(path)  # open now: a later upload or collection cannot take it away
         features = [n for n in file.schema_arrow.names if n != EXAMPLE_ID]
-        clash = sorted({BIN, VALUE} & set(features))
+        noise = row_noise(release)
+        extra = [] if noise is None else GROUP_COLUMNS
+        clash = sorted({BIN, VALUE, *(f.name for f in extra)} & set(features))
         if clash:
             raise DomainError(
                 "reserved-column",
@@ -102,12 +105,12 @@ class Exports:
                 status=409,
                 columns=clash,
             )
-        group_rows = rows_per_group(len(features) + 3)
+        group_rows = rows_per_group(len(features) + 3 + len(extra))
         pieces = plan(file, group_rows)
         selected = _window(pieces, offset, count)
         mechanism = published_mechanism(release)
         schema = pa.schema(
-            [*file.schema_arrow, pa.field(BIN, pa.uint16()), pa.field(VALUE, pa.float64())],
+            [*file.schema_arrow, pa.field(BIN, pa.uint16()), pa.field(VALUE, pa.float64()), *extra],
             metadata={
                 METADATA_KEY: describe(
                     release, table, features, _groups(pieces, offset, selected, group_rows)
@@ -121,6 +124,7 @@ class Exports:
                 *(schema.field(n) for n in features),
                 schema.field(BIN),
                 schema.field(VALUE),
+                *extra,
             ],
             metadata=schema.metadata,
         )
@@ -148,11 +152,18 @@ class Exports:
     ) -> Export:
         release = self.releases.get(tenant_id, release_id)
         file = open_parquet_for_batches(Path(release.path))
-        group_rows = rows_per_group(3)
+        noise = row_noise(release)
+        extra = [] if noise is None else GROUP_COLUMNS
+        group_rows = rows_per_group(3 + len(extra))
         pieces = plan(file, group_rows)
         selected = _window(pieces, offset, count)
         schema = pa.schema(
-            [pa.field(EXAMPLE_ID, pa.string()), pa.field(BIN, pa.uint16()), pa.field(VALUE, pa.float64())],
+            [
+                pa.field(EXAMPLE_ID, pa.string()),
+                pa.field(BIN, pa.uint16()),
+                pa.field(VALUE, pa.float64()),
+                *extra,
+            ],
             metadata={
                 METADATA_KEY: describe(release, None, [], _groups(pieces, offset, selected, group_rows))
             },
@@ -161,11 +172,18 @@ class Exports:
         done = self._take_slot()
 
         def rows() -> Iterator[pa.Table]:
-            for batch in batches(file, selected, group_rows, ["example_id", "bin"]):
+            columns = ["example_id", "bin"] if noise is None else ["example_id", "bin", "group"]
+            for batch in batches(file, selected, group_rows, columns):
                 bins = batch.column(1).to_numpy()
-                capped = bins >= values.size
-                value = pa.array(values[np.minimum(bins, values.size - 1)], mask=capped)
-                yield pa.table([batch.column(0), batch.column(1), value], schema=schema)
+                if noise is None:
+                    capped = bins >= values.size
+                    value = pa.array(values[np.minimum(bins, values.size - 1)], mask=capped)
+                    yield pa.table([batch.column(0), batch.column(1), value], schema=schema)
+                    continue
+                groups = np.asarray(batch.column(2).to_numpy(), dtype=np.int64)
+                yield pa.table(
+                    [batch.column(0), batch.column(1), *_grouped_columns(noise, bins, groups)], schema=schema
+                )
 
         return self._export(
             fmt, schema, rows(), done, f"released-values-{release.release_id}", pieces, offset, selected, {}
@@ -182,22 +200,37 @@ class Exports:
         capped: int | None,
     ) -> Iterator[pa.Table]:
         values = np.asarray(published_mechanism(release).bin_values, dtype=np.float64)
+        noise = row_noise(release)
         with ExitStack() as stack:
             rows = sum(p.rows for p in selected)
-            ids = (b.column(0) for b in batches(file, selected, group_rows, [EXAMPLE_ID]))
-            bins = partitions.released_bins(Path(release.path), ids, rows, self.spool_dir, stack)
+
+            def ids() -> Iterator[pa.Array]:
+                return (b.column(0) for b in batches(file, selected, group_rows, [EXAMPLE_ID]))
+
+            bins = partitions.released_bins(Path(release.path), ids(), rows, self.spool_dir, stack)
+            # a feature-aware release: each row's group + 1 (0: none), by a second join of the same rows
+            groups = (
+                None
+                if noise is None
+                else partitions.released_bins(Path(release.path), ids(), rows, self.spool_dir, stack, "group")
+            )
             base = selected[0].first_row if selected else 0
-            names = [n for n in schema.names if n not in (BIN, VALUE)]
+            own = {BIN, VALUE, *(f.name for f in GROUP_COLUMNS)}
+            names = [n for n in schema.names if n not in own]
             for piece, batch in zip(selected, batches(file, selected, group_rows, names), strict=True):
-                mine = np.asarray(bins[piece.first_row - base : piece.first_row - base + piece.rows])
+                window = slice(piece.first_row - base, piece.first_row - base + piece.rows)
+                mine = np.asarray(bins[window])
                 keep = mine != partitions.MISSING
-                if capped is not None:
-                    keep &= mine != capped
+                row_groups = None if groups is None else np.asarray(groups[window], dtype=np.int64) - 1
+                if capped is not None:  # over a user-level bound: the capped code and no group
+                    keep &= (mine != capped) if row_groups is None else ((mine != capped) | (row_groups >= 0))
                 kept = mine[keep]
                 table = pa.Table.from_batches([batch]).filter(pa.array(keep))
-                yield pa.table(
-                    [*table.columns, pa.array(kept, pa.uint16()), pa.array(values[kept])], schema=schema
-                )
+                if noise is None or row_groups is None:
+                    released = [pa.array(kept, pa.uint16()), pa.array(values[kept])]
+                else:
+                    released = [pa.array(kept, pa.uint16()), *_grouped_columns(noise, kept, row_groups[keep])]
+                yield pa.table([*table.columns, *released], schema=schema)
 
     def _take_slot(self) -> Callable[[], None]:
         if not self._slots.acquire(blocking=False):
@@ -243,6 +276,21 @@ class Exports:
             },
             stream,
         )
+
+
+def _grouped_columns(noise: GroupedNoise, bins: np.ndarray, groups: np.ndarray) -> list[pa.Array]:
+    """A feature-aware release's rows: the released value under each row's own mechanism (null for a
+    capped row), its group (-1: the release's own mechanism), its unbiased target under that mechanism
+    and its weight (``GroupedNoise.relative_precision``), the last two null for a capped row."""
+    codes = np.asarray(bins, dtype=np.int64)
+    capped = (groups < 0) & (codes >= noise.noises[-1].m)
+    safe = np.where(capped, 0, codes)
+    return [
+        pa.array(noise.noisy_values(safe, groups), mask=capped),
+        pa.array(groups, pa.int16()),
+        pa.array(noise.unbiased_targets(safe, groups), mask=capped),
+        pa.array(noise.relative_precision(groups), mask=capped),
+    ]
 
 
 def _window(pieces: list[Piece], offset: int, count: int | None) -> list[Piece]:

@@ -58,7 +58,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from features_party.receiver.store import SenderRegistry
+from features_party.receiver.store import SenderRegistry, release_schema
 from features_party.receiver.unique_ids import UniqueIds
 from features_party.storage.data_dir import DataDir
 from features_party.storage.orm import ReceivedModel, ReceivedRelease
@@ -75,9 +75,16 @@ log = logging.getLogger("labeldp.features.receiver")
 
 
 def summary_of(header: pb.ReleaseHeader) -> dict[str, Any]:
-    """The header's metadata for listings (everything but the digest bytes)."""
-    out = MessageToDict(header, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
+    """The header's metadata for listings: everything but the digest bytes and the groups' mechanisms,
+    which a feature-aware release states by their number (``group_count``; the mechanisms themselves
+    are read from the stored signed header: ``store.group_mechanisms``)."""
+    bare = pb.ReleaseHeader()
+    bare.CopyFrom(header)
+    del bare.groups[:]  # up to 262,144 prior masses: kept in the signed header, counted here
+    out = MessageToDict(bare, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
     out.pop("payload_sha256", None)
+    out.pop("groups", None)
+    out["group_count"] = len(header.groups)
     return out
 
 
@@ -265,22 +272,26 @@ class Receiver:
         )
 
     def decode(self, spool: Path, header: pb.ReleaseHeader) -> Path:
-        """Decode the verified chunks into a temporary Parquet file (example_id, bin), a chunk at a time;
-        refused (and removed) if any ID breaks the rules or repeats anywhere in the message."""
+        """Decode the verified chunks into a temporary Parquet file (example_id, bin and, for a
+        feature-aware release, each example's ``group``: int16, -1 for the release's own mechanism), a
+        chunk at a time; refused (and removed) if any ID breaks the rules or repeats anywhere in the
+        message."""
         staged = spool.with_suffix(".parquet")
-        schema = pa.schema([("example_id", pa.string()), ("bin", pa.uint16())])
+        grouped = len(header.groups) > 0
+        schema = release_schema(grouped)
         seen = UniqueIds(header.example_count, self.spool_dir)
         try:
             # no dictionary for the IDs (each unique: pyarrow would build one until it overflowed)
-            with pq.ParquetWriter(staged, schema, use_dictionary=["bin"]) as writer:
+            with pq.ParquetWriter(staged, schema, use_dictionary=["bin", "group"][: 1 + grouped]) as writer:
                 offset = 0
                 for data in read_records(spool):
-                    ids, bins = decode_chunk(data, header, offset)
+                    ids, bins, groups = decode_chunk(data, header, offset)
                     seen.add(ids)
                     offset += len(ids)
-                    writer.write_table(
-                        pa.table({"example_id": ids, "bin": pa.array(bins, pa.uint16())}, schema=schema)
-                    )
+                    columns = {"example_id": ids, "bin": pa.array(bins, pa.uint16())}
+                    if groups is not None:
+                        columns["group"] = pa.array(groups, pa.int16())
+                    writer.write_table(pa.table(columns, schema=schema))
             repeats = seen.repeats()
             if repeats:
                 raise WireError("invalid_argument", f"the message lists {repeats} example IDs more than once")

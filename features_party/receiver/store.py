@@ -14,6 +14,7 @@ import functools
 from pathlib import Path
 from typing import Protocol
 
+import pyarrow as pa
 from sqlalchemy import ColumnElement, func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import InstrumentedAttribute, Session, sessionmaker
@@ -24,7 +25,7 @@ from labeldp.common.identity import fingerprint, load_public_key, public_key_pem
 from labeldp.common.inputs import is_uuid
 from labeldp.common.model_message import Pin
 from labeldp.common.pages import PageRequest
-from labeldp.common.wire.mechanism import mechanism_from_header
+from labeldp.common.wire.mechanism import groups_from_header, mechanism_from_header
 from labeldp.mechanisms import PublishedMechanism
 from labeldp.v1 import delivery_pb2 as pb
 
@@ -38,6 +39,33 @@ def published_mechanism(release: ReceivedRelease) -> PublishedMechanism:
     """The release's mechanism, derived once per process per header (a listing or a training job reads
     it again and again; the description is immutable)."""
     return _mechanism(release.signed_header)
+
+
+@functools.lru_cache(maxsize=64)
+def _groups(signed_header: bytes) -> tuple[PublishedMechanism, ...]:
+    return groups_from_header(pb.ReleaseHeader.FromString(signed_header))
+
+
+def group_mechanisms(release: ReceivedRelease) -> tuple[PublishedMechanism, ...]:
+    """A feature-aware release's group mechanisms, in group order (the ``group`` column of its stored
+    file indexes them); empty for a release without groups. Derived from the signed header as
+    ``published_mechanism``, once per process per header."""
+    return _groups(release.signed_header)
+
+
+def release_schema(grouped: bool) -> pa.Schema:
+    """A received release's Parquet columns: each example's ID and released bin and, for a
+    feature-aware release, its group (-1: the release's own mechanism; < 1,024 groups fit int16)."""
+    fields = [("example_id", pa.string()), ("bin", pa.uint16())]
+    return pa.schema([*fields, ("group", pa.int16())] if grouped else fields)
+
+
+def grouping(release: ReceivedRelease) -> tuple[str | None, int]:
+    """A release's priors id (None: no groups) and its number of groups, as its stored summary
+    states them (``summary_of``: no header parsing for a listing)."""
+    summary = release.summary if isinstance(release.summary, dict) else {}
+    priors, count = summary.get("priors_id"), summary.get("group_count")
+    return (priors if isinstance(priors, str) and priors else None), (count if isinstance(count, int) else 0)
 
 
 class _Received(Protocol):

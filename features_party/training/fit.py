@@ -13,6 +13,15 @@ does not apply; gradient boosting stops early on held-out rows, which unbiased t
 judge). Validation reports the loss against the noisy labels and an unbiased estimate of the
 loss against the binned true labels (``BinsNoise.unbiased_loss``, ``UnbiasedNoise.unbiased_loss``).
 
+A feature-aware release randomized each group's examples with the group's own mechanism (the rest with
+the release's): no correction applied to a model's predictions can undo a mixture of transitions, so
+each row is debiased by its own mechanism before fitting (``GroupedNoise``). ``affine`` and
+``unbiased`` then both train on every row's unbiased target, weighted ``1 / E[(target − label)²]`` of
+its mechanism (normalized to mean 1: a noisier group counts less), and the model predicts with no
+wrapper and no group; ``none`` trains on the noisy values. Validation estimates each row's loss with
+its own mechanism, so the estimate stays unbiased (``features_party.training.distributed.fit_on_cluster``
+does the same on a cluster). Classification releases with groups are refused (``check_grouped``).
+
 The result is one scikit-learn ``Pipeline`` (column encoding, the estimator, and the affine correction
 or the classifier's debiasing as a wrapper of the estimator): it is what the service predicts with and
 what ``GET /v1/models/{id}/artifact`` exports, so the two cannot disagree. Every type in it is
@@ -41,7 +50,7 @@ from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder, StandardScaler
 
 from labeldp.common.errors import DomainError
-from labeldp.mechanisms import BinsNoise, resolve_loss
+from labeldp.mechanisms import BinsNoise, GroupedNoise, resolve_loss
 from labeldp.mechanisms.debias import ReleaseNoise, UnbiasedNoise
 from labeldp_model import AffineDebiasedRegressor, ReleaseClassifier, UnbiasedRegressor
 
@@ -167,11 +176,17 @@ class Trained:
         return np.asarray(self.model.predict(frame), dtype=np.float64)
 
 
-def fit_in_steps(estimator: Any, X: np.ndarray, y: np.ndarray, progress: Progress | None) -> None:
+def fit_in_steps(
+    estimator: Any,
+    X: np.ndarray,
+    y: np.ndarray,
+    progress: Progress | None,
+    sample_weight: np.ndarray | None = None,
+) -> None:
     """Fit, reporting iterations, elapsed time and an ETA: gradient boosting is grown ``HGB_STEP``
     iterations at a time with warm starts (same result as one fit); other models in one go."""
     if not isinstance(estimator, HistGradientBoostingClassifier | HistGradientBoostingRegressor):
-        estimator.fit(X, y)
+        estimator.fit(X, y, sample_weight=sample_weight)
         return
     start = time.monotonic()
     total = int(estimator.max_iter)
@@ -180,7 +195,7 @@ def fit_in_steps(estimator: Any, X: np.ndarray, y: np.ndarray, progress: Progres
     while done < total:
         done = min(total, done + HGB_STEP)
         estimator.set_params(max_iter=done)
-        estimator.fit(X, y)
+        estimator.fit(X, y, sample_weight=sample_weight)
         if int(estimator.n_iter_) < done:  # stopped early: growing it again would only add rounds
             total = done = int(estimator.n_iter_)
         elapsed = time.monotonic() - start
@@ -230,12 +245,16 @@ def encoder_for(schema: dict[str, str], features: pa.Table | list[str], *, linea
     return Encoder(columns, [c for c in columns if schema[c] == "categorical"], linear=linear)
 
 
-def join_informative(release: pa.Table, features: pa.Table, noise: ReleaseNoise) -> tuple[pa.Table, int]:
+def join_informative(
+    release: pa.Table, features: pa.Table, noise: ReleaseNoise, groups: GroupedNoise | None = None
+) -> tuple[pa.Table, int]:
     """The release joined to the features, without the examples over a user-level release's bound
-    (bin code ``m``: their noisy label carries no information, so training on it would only add
-    noise); and how many of the joined examples were such."""
+    (bin code ``m`` and no group: their noisy label carries no information, so training on it would
+    only add noise); and how many of the joined examples were such."""
     joined = release.join(features, keys="example_id", join_type="inner")
     informative = pc.less(joined.column("bin"), noise.m)
+    if groups is not None:
+        informative = pc.or_(informative, pc.greater_equal(joined.column("group"), 0))
     kept = joined.filter(informative)
     if kept.num_rows < 10:
         raise TrainingError(
@@ -256,29 +275,46 @@ def fit(
     debias: Debias = "affine",
     validation_fraction: float = 0.2,
     progress: Progress | None = None,
+    groups: GroupedNoise | None = None,
 ) -> Trained:
-    """``release`` has ``example_id, bin``; ``features`` has ``example_id`` and the schema's columns."""
+    """``release`` has ``example_id, bin`` (and ``group`` for a feature-aware release, whose
+    mechanisms ``groups`` holds); ``features`` has ``example_id`` and the schema's columns."""
     of_unbiased = isinstance(noise, UnbiasedNoise)
+    if of_unbiased and groups is not None:
+        raise TrainingError("an unbiased release has no groups")  # the receiver refuses such a message
     if not of_unbiased:
-        check_regression(loss, debias)
+        check_regression(loss, debias, grouped=groups is not None)
     elif loss not in SKLEARN_LOSS:
         raise TrainingError(f"regression models take loss {sorted(SKLEARN_LOSS)}, got {loss!r}")
-    joined, capped = join_informative(release, features, noise)
+    joined, capped = join_informative(release, features, noise, groups)
     bins = np.asarray(joined.column("bin").to_numpy(), dtype=np.int64)
-    noisy = noise.bin_values[bins]
+    row_groups = None if groups is None else np.asarray(joined.column("group").to_numpy(), dtype=np.int64)
     valid = validation_mask(joined.column("example_id").combine_chunks(), validation_fraction)
     if valid.all() or not valid.any():
         raise TrainingError("the validation split is empty or covers everything; change validation_fraction")
     encoder = encoder_for(schema, features, linear=model == "linear").fit(joined.filter(pa.array(~valid)))
     X = encoder.transform(joined)
-    target = noise.unbiased_targets(bins) if debias == "unbiased" else noisy
+    weight = None
+    if groups is None or row_groups is None:
+        target = noise.unbiased_targets(bins) if debias == "unbiased" else noise.bin_values[bins]
+    elif debias == "none":
+        target = groups.noisy_values(bins, row_groups)
+    else:  # per row: its own mechanism's unbiased target, weighted by that mechanism's precision
+        target, weight = groups.unbiased_targets(bins, row_groups), groups.weights(row_groups[~valid])
     estimator = regressor(model, "squared" if of_unbiased else loss, encoder, early_stopping=of_unbiased)
-    fit_in_steps(estimator, X[~valid], target[~valid], progress)
-    final = final_step(estimator, noise, debias)
+    fit_in_steps(estimator, X[~valid], target[~valid], progress, weight)
+    # a grouped release's targets are corrected already, row by row
+    final = final_step(estimator, noise, "none" if groups is not None else debias)
     pipeline = Pipeline([("encode", encoder.transformer), ("model", final)])
     used: Debias = "none" if of_unbiased else debias  # an unbiased release has nothing to undo
     trained = Trained(pipeline, encoder.columns, encoder.categorical, noise, loss, used, {})
-    against_noisy, unbiased = validation_losses(final.predict(X[valid]), bins[valid], noise, loss)
+    against_noisy, unbiased = validation_losses(
+        final.predict(X[valid]),
+        bins[valid],
+        noise,
+        loss,
+        None if groups is None or row_groups is None else (groups, row_groups[valid]),
+    )
     trained.metrics = {
         "examples_capped": int(capped),
         "train_examples": int((~valid).sum()),
@@ -286,6 +322,9 @@ def fit(
         "validation_loss_vs_noisy_labels": float(np.mean(against_noisy)),
         "validation_loss_vs_binned_true_labels_unbiased": float(np.mean(unbiased)),
     }
+    if groups is not None and row_groups is not None:
+        trained.metrics["group_count"] = groups.count
+        trained.metrics["train_examples_with_group"] = int((row_groups[~valid] >= 0).sum())
     return trained
 
 
@@ -297,25 +336,56 @@ def final_step(estimator: Any, noise: ReleaseNoise, debias: Debias) -> Any:
     return AffineDebiasedRegressor(estimator, noise.correction) if debias == "affine" else estimator
 
 
-def check_regression(loss: str, debias: Debias) -> None:
-    """The loss and debiasing a regression model can be trained with."""
+def check_regression(loss: str, debias: Debias, *, grouped: bool = False) -> None:
+    """The loss and debiasing a regression model can be trained with (``grouped``: a feature-aware
+    release, whose ``affine`` trains on unbiased targets too)."""
     if loss not in SKLEARN_LOSS:
         raise TrainingError(f"regression models take loss {sorted(SKLEARN_LOSS)}, got {loss!r}")
-    if debias == "unbiased" and loss == "poisson":
+    if loss == "poisson" and (debias == "unbiased" or (grouped and debias == "affine")):
+        raise TrainingError(poisson_refusal(grouped), "invalid-debias")
+
+
+def poisson_refusal(grouped: bool) -> str:
+    if grouped:
+        return (
+            "a feature-aware release is debiased row by row with unbiased targets, which can be negative "
+            "and Poisson regression cannot fit; use debias none, or squared loss"
+        )
+    return "unbiased targets can be negative, which Poisson regression cannot fit; use affine"
+
+
+def check_grouped(classification: bool) -> None:
+    """What a feature-aware release (groups) cannot train yet, refused when the job is asked for:
+    classifiers — each group's RR-Top-k reports its own classes, and a class a group did not report
+    has no unbiased indicator in that group."""
+    if classification:
         raise TrainingError(
-            "unbiased targets can be negative, which Poisson regression cannot fit; use affine"
+            "a feature-aware classification release (one RR-Top-k per group) cannot be debiased by this "
+            "service yet; train on a release without priors",
+            "unsupported-release",
         )
 
 
 def validation_losses(
-    predictions: npt.ArrayLike, bins: npt.NDArray[np.int64], noise: ReleaseNoise, loss: str
+    predictions: npt.ArrayLike,
+    bins: npt.NDArray[np.int64],
+    noise: ReleaseNoise,
+    loss: str,
+    grouped: tuple[GroupedNoise, npt.NDArray[np.int64]] | None = None,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Per validation example: the loss against its noisy label, and the unbiased estimate of the loss
-    against its binned true label (``BinsNoise.unbiased_loss``)."""
+    against its binned true label (``BinsNoise.unbiased_loss``; ``grouped``: the release's group
+    mechanisms and each example's group, every example estimated with its own mechanism)."""
     predicted = np.asarray(predictions, dtype=np.float64)
     if loss == "poisson":
         predicted = np.maximum(predicted, 1e-9)
     ell = resolve_loss(loss)
+    if grouped is not None:
+        groups, row_groups = grouped
+        return (
+            np.asarray(ell(predicted, groups.noisy_values(bins, row_groups)), dtype=np.float64),
+            groups.unbiased_loss(predicted, bins, row_groups, ell),
+        )
     return (
         np.asarray(ell(predicted, noise.bin_values[bins]), dtype=np.float64),
         np.asarray(noise.unbiased_loss(predicted, bins, ell), dtype=np.float64),

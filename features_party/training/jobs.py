@@ -16,20 +16,28 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
-from features_party.receiver.store import published_mechanism
+from features_party.receiver.store import group_mechanisms, grouping, published_mechanism, release_schema
 from features_party.storage.data_dir import DataDir
 from features_party.storage.orm import FeatureTable, ReceivedRelease, TrainingJob
-from features_party.training.fit import Debias, Trained, TrainedClassifier, fit, fit_classifier
+from features_party.training.fit import (
+    Debias,
+    Trained,
+    TrainedClassifier,
+    TrainingError,
+    fit,
+    fit_classifier,
+)
 from labeldp import __version__
 from labeldp.common.db import utcnow
 from labeldp.common.errors import DomainError
-from labeldp.mechanisms import PublishedMechanism
-from labeldp.mechanisms.debias import BinsNoise, ReleaseNoise, release_noise
+from labeldp.mechanisms import BinsNoise, GroupedNoise, PublishedMechanism
+from labeldp.mechanisms.debias import ReleaseNoise, release_noise
 from labeldp.scale import DaskEngine
 from labeldp_model import TRUSTED_TYPES
 
@@ -124,6 +132,8 @@ def provenance(
         "epsilon_prior": mechanism.epsilon_prior,
         "epsilon_randomize": mechanism.epsilon_randomize,
         "mechanism": mechanism.model_dump(mode="json"),
+        "priors_id": grouping(release)[0],
+        "group_count": grouping(release)[1],
         "label_type": header.get("label_type"),
         "feature_table": table.name,
         "feature_table_id": table.id,
@@ -132,9 +142,48 @@ def provenance(
     }
 
 
+def combined(first: ReceivedRelease, others: list[ReceivedRelease]) -> tuple[pa.Table, GroupedNoise]:
+    """Several releases as one grouped release (``GroupedNoise``): every mechanism of every release in
+    one list — the first release's groups, then each other release's groups and its own mechanism —
+    each row indexed by the mechanism that released it (the first release's rows without a group: -1,
+    its own); rows of the other releases that carry no label information (over a user-level bound)
+    are left out here, the first's by ``join_informative`` as always."""
+    mechanisms: list[PublishedMechanism] = []
+    pieces: list[pa.Table] = []
+    for i, release in enumerate([first, *others]):
+        own, groups = published_mechanism(release), group_mechanisms(release)
+        table = pq.read_table(release.path).cast(release_schema(bool(groups)))
+        bins = np.asarray(table.column("bin").to_numpy(), dtype=np.int64)
+        group = (
+            np.asarray(table.column("group").to_numpy(), dtype=np.int64)
+            if groups
+            else np.full(table.num_rows, -1, dtype=np.int64)
+        )
+        offset = len(mechanisms)
+        mechanisms.extend(groups)
+        if i == 0:
+            index = np.where(group >= 0, offset + group, -1)
+        else:
+            mechanisms.append(own)
+            informative = (group >= 0) | (bins < own.m)
+            index = np.where(group >= 0, offset + group, len(mechanisms) - 1)[informative]
+            table, bins = table.filter(pa.array(informative)), bins[informative]
+        pieces.append(
+            pa.table(
+                {
+                    "example_id": table.column("example_id"),
+                    "bin": pa.array(bins, pa.uint16()),
+                    "group": pa.array(index, pa.int16()),
+                }
+            )
+        )
+    noise = GroupedNoise.of_published(published_mechanism(first), tuple(mechanisms))
+    return pa.concat_tables(pieces), noise
+
+
 def _fit_on_cluster(
     scheduler: str, release_file: str, feature_file: Path, job: TrainingJob, schema: dict[str, str],
-    noise: ReleaseNoise, loss: str,
+    noise: ReleaseNoise, loss: str, groups: GroupedNoise | None,
 ) -> Trained:  # fmt: skip
     from features_party.training.distributed import fit_on_cluster
 
@@ -142,10 +191,22 @@ def _fit_on_cluster(
     try:
         return fit_on_cluster(
             engine.client, release_file, str(feature_file), schema, noise, loss,
-            debias=cast(Debias, job.debias), validation_fraction=job.validation_fraction,
+            debias=cast(Debias, job.debias), validation_fraction=job.validation_fraction, groups=groups,
         )  # fmt: skip
     finally:
         engine.close()
+
+
+def _also(sessions: sessionmaker[Session], job: TrainingJob) -> list[ReceivedRelease]:
+    """The other releases a job trains on (``also_release_ids``), as they were checked when it was
+    accepted; one deleted since fails the job."""
+    ids = [str(r) for r in cast(list[object], job.provenance.get("also_release_ids") or [])]
+    with sessions() as s:
+        found = [s.get(ReceivedRelease, r) for r in ids]
+    missing = [r for r, row in zip(ids, found, strict=True) if row is None]
+    if missing:
+        raise TrainingError(f"release {missing[0]} is no longer stored")
+    return [row for row in found if row is not None]
 
 
 def run(sessions: sessionmaker[Session], data_dir: DataDir, job_id: str, scheduler: str | None = None) -> str:
@@ -167,10 +228,20 @@ def run(sessions: sessionmaker[Session], data_dir: DataDir, job_id: str, schedul
         progress(status="running", progress={"stage": "loading", "elapsed_s": 0.0})
         mechanism = published_mechanism(release)
         noise = release_noise(mechanism)
+        group_list = group_mechanisms(release)
+        groups = GroupedNoise.of_published(mechanism, group_list) if group_list else None
+        also = _also(sessions, job)
+        released_table: pa.Table | None = None
+        if also:
+            released_table, groups = combined(release, also)
         feature_file = data_dir.table(table.id, job.feature_table_version)
         # two counts, each with one meaning from start to end: the release's examples, and the examples
         # the model fits on (those the join finds, less the validation split), known once fitting runs
-        released_examples = pq.ParquetFile(release.path).metadata.num_rows
+        released_examples = (
+            pq.ParquetFile(release.path).metadata.num_rows
+            if released_table is None
+            else released_table.num_rows
+        )
         progress(
             progress={
                 "stage": "fitting",
@@ -191,18 +262,22 @@ def run(sessions: sessionmaker[Session], data_dir: DataDir, job_id: str, schedul
         if job.kind == "lightgbm":  # the workers read both files; nothing is loaded here
             assert scheduler is not None  # checked when the job was accepted
             trained: Trained = _fit_on_cluster(
-                scheduler, release.path, feature_file, job, table.schema, noise, mechanism.loss
+                scheduler, release.path, feature_file, job, table.schema, noise, mechanism.loss, groups
             )
         else:
             features = pq.read_table(feature_file)
-            released = pq.read_table(release.path).cast(
-                pa.schema([("example_id", pa.string()), ("bin", pa.uint16())])
+            released = (
+                pq.read_table(release.path).cast(release_schema(groups is not None))
+                if released_table is None
+                else released_table
             )
             if is_classification(mechanism):
                 assert isinstance(noise, BinsNoise)  # classes are released by RR-Top-k or RR-on-Bins
                 trained = fit_classifier(released, features, table.schema, noise, **options)
             else:
-                trained = fit(released, features, table.schema, noise, mechanism.loss, **options)
+                trained = fit(
+                    released, features, table.schema, noise, mechanism.loss, groups=groups, **options
+                )
         # what a loss against the bins leaves out: how far the bins are from the labels (noisy prior)
         trained.metrics["release_binning_loss_under_noisy_prior"] = mechanism.binning_loss_under_prior()
         save(trained, mechanism, data_dir.model(job_id))

@@ -18,11 +18,17 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from features_party.metrics import FeaturesMetrics
-from features_party.receiver.store import ReceivedReleases, published_mechanism
+from features_party.receiver.store import ReceivedReleases, group_mechanisms, published_mechanism
 from features_party.storage.data_dir import DataDir
 from features_party.storage.orm import TrainingJob
 from features_party.tables.service import FeatureTables
-from features_party.training.fit import SKLEARN_LOSS, Trained, TrainedClassifier
+from features_party.training.fit import (
+    SKLEARN_LOSS,
+    Trained,
+    TrainedClassifier,
+    check_grouped,
+    poisson_refusal,
+)
 from features_party.training.jobs import ARTIFACT, is_classification, load, provenance, run
 from features_party.training.queue import FairQueue
 from labeldp.common.db import owned, utcnow
@@ -31,8 +37,10 @@ from labeldp.common.example_ids import unknown_ids
 from labeldp.common.instance import Instance
 from labeldp.common.leases import abandoned, heartbeat
 from labeldp.common.pages import PageRequest
+from labeldp.mechanisms import PublishedMechanism
 
 UNFINISHED = ("queued", "running")
+MAX_ALSO_RELEASES = 30  # releases one model trains on besides its first (a year of monthly stages, twice)
 INTERRUPTED = "interrupted: the process running it stopped; start a new job"
 
 
@@ -43,6 +51,25 @@ class TrainingRequest:
     model: Literal["hgb", "linear", "lightgbm"] = "hgb"
     debias: Literal["none", "affine", "unbiased"] = "affine"
     validation_fraction: float = 0.2
+    also_release_ids: tuple[str, ...] = ()  # trained on too, each row debiased by its own mechanism
+
+
+def check_also(first: PublishedMechanism, others: list[PublishedMechanism], ids: tuple[str, ...]) -> None:
+    """Releases one model trains on together: distinct, for regression, of one label type's loss and
+    support (their rows are then comparable; each keeps its own mechanism) — 422 otherwise."""
+    if len(set(ids)) != len(ids):
+        raise DomainError("invalid-request", "also_release_ids lists a release twice (or the first again)")
+    if any(m.kind != "rr_on_bins" for m in (first, *others)):
+        raise DomainError(
+            "unsupported-release", "a model trains on several releases for regression only (RR-on-Bins)"
+        )
+    for release_id, m in zip(ids[1:], others, strict=True):
+        if m.loss != first.loss or tuple(m.support) != tuple(first.support):
+            raise DomainError(
+                "incompatible-releases",
+                f"release {release_id} has another loss or support than release {ids[0]}: its rows and "
+                "the first's are not labels of one kind",
+            )
 
 
 class TrainingService:
@@ -125,6 +152,17 @@ class TrainingService:
         release = self.releases.get(tenant_id, request.release_id)
         table = self.tables.get(tenant_id, request.feature_table)
         mechanism = published_mechanism(release)
+        also = [self.releases.get(tenant_id, r) for r in request.also_release_ids]  # 404 for others'
+        if also:
+            check_also(
+                mechanism,
+                [published_mechanism(r) for r in also],
+                (request.release_id, *request.also_release_ids),
+            )
+            if request.model == "lightgbm":
+                raise DomainError("unsupported-model", "lightgbm models train on one release")
+        if group_mechanisms(release):
+            check_grouped(is_classification(mechanism))  # 422 before anything is queued
         if request.model == "lightgbm" and self.scheduler is None:
             raise DomainError(
                 "cluster-not-configured",
@@ -141,10 +179,11 @@ class TrainingService:
             loss = mechanism.loss
             if loss not in SKLEARN_LOSS:
                 raise DomainError("unsupported-release", f"no model for a release with loss {loss!r}")
-            if request.debias == "unbiased" and loss == "poisson":
-                raise DomainError(
-                    "invalid-debias", "unbiased targets can be negative; use affine with Poisson loss"
-                )
+            grouped = bool(group_mechanisms(release)) or bool(also)
+            if loss == "poisson" and (
+                request.debias == "unbiased" or (grouped and request.debias == "affine")
+            ):
+                raise DomainError("invalid-debias", poisson_refusal(grouped))
         job = TrainingJob(
             id=str(uuid.uuid4()),
             tenant_id=tenant_id,
@@ -160,7 +199,10 @@ class TrainingService:
             lease_expires_at=utcnow() + self.lease,
             progress={"stage": "queued"},
             metrics={},
-            provenance=provenance(release, mechanism, table),
+            provenance={
+                **provenance(release, mechanism, table),
+                **({"also_release_ids": list(request.also_release_ids)} if also else {}),
+            },
         )
         self.queue.reserve(tenant_id)  # 429 before anything is stored
         try:

@@ -76,6 +76,14 @@ def demo(
             help="UCI Adult with 7 semi-sensitive columns: label DP, then DP-SGD at the labels party.",
         ),
     ] = False,
+    feature_aware: Annotated[
+        bool,
+        typer.Option(
+            "--feature-aware",
+            help="Two stages: the publisher's model, trained on the first, prices the second release "
+            "(docs/concepts/feature-aware.md); compared with one stage at the same ε.",
+        ),
+    ] = False,
     epsilons: Annotated[
         str, typer.Option(help="With --mechanism-only: comma-separated ε values.")
     ] = "0.1,0.5,1,2,4",
@@ -126,6 +134,13 @@ def demo(
             if not eps:
                 raise ValueError("give at least one ε")
             run_mechanism_demo(dataset=dataset, epsilons=eps, out=out, echo=typer.echo)
+            return
+        if feature_aware:
+            if labels_url or features_url or privacy_unit != "example" or semi_sensitive or keep_running:
+                raise ValueError("--feature-aware starts its own services, example-level only")
+            from labeldp.demo.main import run_feature_aware_demo
+
+            run_feature_aware_demo(dataset, epsilon, out, postgres_url=postgres, ports=ports)
             return
         if semi_sensitive:
             if labels_url or features_url or privacy_unit != "example":

@@ -289,6 +289,10 @@ def train(
     api_key: FeaturesKey = "",
     model: Annotated[str, typer.Option(help="hgb (gradient boosting) or linear.")] = "hgb",
     debias: Annotated[str, typer.Option(help="none, affine or unbiased.")] = "affine",
+    also: Annotated[
+        list[str] | None,
+        typer.Option(help="Train on this received release too (repeat; e.g. both stages of a loop)."),
+    ] = None,
     wait: Annotated[bool, typer.Option(help="Wait for the job, with a progress bar.")] = True,
     quiet: Quiet = False,
     as_json: AsJson = False,
@@ -297,7 +301,7 @@ def train(
     from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 
     with features_client(url, api_key) as client:
-        job = client.train(release, table, model, debias)
+        job = client.train(release, table, model, debias, also_release_ids=also or None)
         if not wait:
             show(job, as_json, f"job {job['id']} {job['status']}")
             return

@@ -48,6 +48,19 @@ FeaturesKey = Annotated[
 AsJson = Annotated[bool, typer.Option("--json", help="Print the server's full answer as JSON.")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print only the ID (for scripts).")]
 Dataset = Annotated[str, typer.Option(help="Dataset name or id.")]  # labels party: a name or an id
+ExampleIdsFile = Annotated[
+    Path | None,
+    typer.Option(
+        exists=True, dir_okay=False, help="Only these examples: a file of example IDs, one per line."
+    ),
+]
+
+
+def read_example_ids(path: Path | None) -> list[str] | None:
+    """The IDs of an ``--example-ids`` file (blank lines skipped; the service checks each ID)."""
+    if path is None:
+        return None
+    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def exit_code(exc: ApiError) -> int:

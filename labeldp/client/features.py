@@ -113,14 +113,20 @@ class FeaturesClient(ApiClient):
         model: str = "hgb",
         debias: str = "affine",
         validation_fraction: float = 0.2,
+        *,
+        also_release_ids: list[str] | None = None,
     ) -> Job:
-        body = {
+        """Train on a received release (and ``also_release_ids``: more releases of the same labels'
+        kind, each row debiased by its own mechanism — both stages of a feature-aware loop)."""
+        body: dict[str, object] = {
             "release_id": release_id,
             "feature_table": feature_table,
             "model": model,
             "debias": debias,
             "validation_fraction": validation_fraction,
         }
+        if also_release_ids:
+            body["also_release_ids"] = also_release_ids
         return self.call("POST", "/v1/models", json=body)
 
     def job(self, job_id: str) -> Job:

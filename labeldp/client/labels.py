@@ -24,6 +24,7 @@ from labeldp.client.types import (
     PriorsDetail,
     Recipient,
     Release,
+    ReleaseGroup,
     SemiSensitiveModel,
     Upload,
 )
@@ -115,11 +116,18 @@ class LabelsClient(ApiClient):
         contribution_bound: int | str | None = None,
         objective: str | None = None,
         mechanism: str | None = None,
+        example_ids: list[str] | None = None,
+        priors_id: str | None = None,
     ) -> Release:
         """``epsilon`` is per example, or per user when ``privacy_unit`` is ``user`` (then with a
         ``contribution_bound``: τ, ``auto`` or ``private``); ``objective``: ``label`` or ``model``;
-        ``mechanism``: ``rr_on_bins``, ``rr_top_k`` or ``unbiased`` (None: the service's defaults)."""
+        ``mechanism``: ``rr_on_bins``, ``rr_top_k`` or ``unbiased`` (None: the service's defaults);
+        ``priors_id``: a feature-aware release on stored priors."""
         body: dict[str, Any] = {"recipient": recipient, "loss": loss}
+        if example_ids is not None:
+            body["example_ids"] = example_ids
+        if priors_id is not None:
+            body["prior"] = {"from": "features-party", "priors_id": priors_id}
         if objective is not None:
             body["objective"] = objective
         if mechanism is not None:
@@ -146,10 +154,18 @@ class LabelsClient(ApiClient):
         prior_release_id: str | None = None,
         objective: str | None = None,
         mechanism: str | None = None,
+        *,
+        example_ids: list[str] | None = None,
+        priors_id: str | None = None,
     ) -> Preview:
         """Free and tenant-only: the mechanism and expected loss a release would have (and, where both
-        can serve it, RR-on-Bins's expected loss beside the unbiased randomizer's variance)."""
+        can serve it, RR-on-Bins's expected loss beside the unbiased randomizer's variance; with
+        ``priors_id``, beside the same release without them)."""
         body: dict[str, Any] = {"epsilon": epsilon, "loss": loss, "recipient": "preview"}
+        if example_ids is not None:
+            body["example_ids"] = example_ids
+        if priors_id is not None:
+            body["prior"] = {"from": "features-party", "priors_id": priors_id}
         if objective is not None:
             body["objective"] = objective
         if mechanism is not None:
@@ -159,6 +175,10 @@ class LabelsClient(ApiClient):
         if prior_release_id is not None:
             body["prior_release_id"] = prior_release_id
         return self.call("POST", f"/v1/datasets/{dataset_id}/releases:preview", json=body)
+
+    def release_groups(self, release_id: str) -> list[ReleaseGroup]:
+        """A feature-aware release's mechanism per group ([] for a release without priors)."""
+        return list(self.items(f"/v1/releases/{release_id}/groups"))
 
     def deliver(self, release_id: str) -> Delivery:
         return self.call("POST", f"/v1/releases/{release_id}/deliveries")

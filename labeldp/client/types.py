@@ -127,9 +127,27 @@ class Release(TypedDict):
     max_multiplicative_advantage: float | None
     keep_probability: float | None
     move_probability: float | None
+    priors_id: str | None
     error: str | None
     created_at: str
     completed_at: str | None
+
+
+class ReleaseGroup(TypedDict):
+    """One group's mechanism of a feature-aware release (GET /v1/releases/{id}/groups)."""
+
+    group: int
+    examples: int
+    mechanism: dict[str, Any]
+
+
+class GroupAudit(TypedDict):
+    group: int
+    examples: int
+    worst_case_additive_advantage: float
+    max_multiplicative_advantage: float
+    additive_advantage: float
+    realized_additive_advantage: float
 
 
 class EpsilonLowerBound(TypedDict):
@@ -147,6 +165,7 @@ class Audit(TypedDict):
     true_distribution: dict[str, float]
     realized: dict[str, float]
     epsilon_lower_bound: EpsilonLowerBound | None
+    groups: NotRequired[list[GroupAudit] | None]
 
 
 class Preview(TypedDict):
@@ -165,6 +184,9 @@ class Preview(TypedDict):
     keep_probability: float | None  # None: the unbiased randomizer (not randomized response over bins)
     move_probability: float | None
     mechanism: dict[str, Any]
+    groups: NotRequired[int | None]
+    examples_with_group: NotRequired[int | None]
+    expected_loss_without_priors: NotRequired[float | None]
 
 
 class SpendBucket(TypedDict):
@@ -303,6 +325,8 @@ class ReceivedRelease(TypedDict):
     max_multiplicative_advantage: float
     keep_probability: float | None  # None: the unbiased randomizer
     move_probability: float | None
+    priors_id: str | None  # a feature-aware release: the priors its groups came from
+    group_count: int
     header: dict[str, Any]
 
 

@@ -168,6 +168,47 @@ def run_demo(
     return report.as_json()
 
 
+def run_feature_aware_demo(
+    dataset: str,
+    epsilon: float,
+    out: Path,
+    postgres_url: str | None = None,
+    console: Console | None = None,
+    ports: tuple[int | None, int | None] = (None, None),
+) -> dict[str, object]:
+    """The feature-aware loop (``feature_aware.py``) between two local services: stage 1, the
+    publisher's model, its priors, stage 2, the model on both — against one stage at the same ε."""
+    from labeldp.demo.feature_aware import run_feature_aware_flow, write_feature_aware
+
+    if dataset not in SPECS:
+        raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(SPECS)}")
+    if not 0 < epsilon <= 100:
+        raise ValueError("epsilon must be a finite number > 0 (and at most 100)")
+    console = console or Console(width=None if Console().is_terminal else 110)
+    started = time.monotonic()
+    world = split(load(dataset))
+    console.print(
+        f"[bold]labeldp demo --feature-aware[/]: {world.dataset.description}\n"
+        f"run {world.run_id}: {int(world.train.sum()):,} clicks released in two stages at ε = {epsilon:g} "
+        f"each (every click once); {int(world.test.sum()):,} held out to score the models"
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    with _terminate_as_interrupt(), tempfile.TemporaryDirectory(prefix="labeldp-demo-") as tmp:
+        work = Path(tmp)
+
+        def say(text: str) -> None:
+            console.print(f"      {text}")
+
+        console.print("[bold cyan][0][/] starting both services on loopback")
+        with local_parties(work, out / "logs", world.run_id, epsilon, postgres_url, say, ports=ports) as conn:
+            report = run_feature_aware_flow(conn, world, epsilon, work, console)
+    report.timings_s["total"] = round(time.monotonic() - started, 1)
+    console.print(report.markdown(), soft_wrap=True, highlight=False)
+    paths = write_feature_aware(report, out)
+    console.print("wrote " + ", ".join(str(p) for p in paths))
+    return report.as_json()
+
+
 def run_mechanism_demo(
     dataset: str, epsilons: Sequence[float], out: Path, echo: Callable[[str], None] = print
 ) -> list[dict[str, float]]:

@@ -15,7 +15,7 @@ from labeldp.mechanisms.baselines import (
     staircase,
 )
 from labeldp.mechanisms.classification import RRTopK, optimize_rr_top_k
-from labeldp.mechanisms.debias import BinsNoise
+from labeldp.mechanisms.debias import BinsNoise, GroupedNoise, target_error
 from labeldp.mechanisms.epsilon import UserBudget, float_at_most, split_epsilon
 from labeldp.mechanisms.factory import (
     LOSSES_BY_LABEL_TYPE,
@@ -26,6 +26,8 @@ from labeldp.mechanisms.factory import (
     sampler_of,
 )
 from labeldp.mechanisms.grouped import (
+    MAX_GROUP_CELLS,
+    MAX_GROUPS,
     NO_GROUP,
     GroupedRelease,
     release_grouped_labels,
@@ -78,10 +80,13 @@ __all__ = [
     "DEFAULT_OBJECTIVES",
     "LOSSES_BY_LABEL_TYPE",
     "LOSS_NAMES",
+    "MAX_GROUPS",
+    "MAX_GROUP_CELLS",
     "NO_GROUP",
     "OBJECTIVES",
     "BinsNoise",
     "BoundRule",
+    "GroupedNoise",
     "GroupedRelease",
     "LabelRelease",
     "LabelType",
@@ -136,5 +141,6 @@ __all__ = [
     "sampler_of",
     "split_epsilon",
     "staircase",
+    "target_error",
     "uniform_grid",
 ]

@@ -201,3 +201,106 @@ def release_noise(mechanism: PublishedMechanism) -> ReleaseNoise:
     if mechanism.kind == "unbiased":
         return UnbiasedNoise.of_published(mechanism)
     return BinsNoise.of_published(mechanism)
+
+
+def target_error(mechanism: PublishedMechanism) -> float:
+    """``E[(ỹ_o − y)²]`` for a label ``y`` drawn from the mechanism's prior: how far, on average, a row's
+    unbiased target (``BinsNoise.unbiased_targets``) lies from its true label — the randomization's
+    variance plus the binning error. Exact, in O(k): a point of bin ``j`` keeps with ``keep`` and moves
+    to each other bin with ``move``, an unreported point (RR-Top-k) lands uniformly."""
+    noise = BinsNoise.of_published(mechanism)
+    u = noise.unbiased_targets(np.arange(noise.m))
+    s = np.asarray(mechanism.support, dtype=np.float64)
+    p = np.asarray(mechanism.prior, dtype=np.float64)
+    bins = np.asarray(mechanism.support_bins, dtype=np.int64)
+    every = (u**2).sum() - 2 * s * u.sum() + noise.m * s**2  # Σ_o (u_o − s)², per support point
+    reported = bins >= 0
+    own = np.where(reported, (u[np.maximum(bins, 0)] - s) ** 2, 0.0)
+    per_point = np.where(reported, (noise.keep - noise.move) * own + noise.move * every, every / noise.m)
+    return float(np.dot(p / p.sum(), per_point))
+
+
+@dataclass(frozen=True)
+class GroupedNoise:
+    """The noise of a feature-aware release, row by row: each group's mechanism, and the release's own
+    for the rows without a group (``-1``). A model cannot undo a mixture of transitions after the
+    fact, so each row is debiased by its own mechanism before fitting: its target is its own unbiased
+    target (mean: its binned true label) and its weight ``1 / target_error`` of its mechanism,
+    normalized to mean 1 over the rows fitted — a noisier group counts less."""
+
+    noises: tuple[BinsNoise, ...]  # the groups', then the release's own (index G)
+    errors: Array  # each one's ``target_error``
+
+    @classmethod
+    def of_published(cls, own: PublishedMechanism, groups: tuple[PublishedMechanism, ...]) -> GroupedNoise:
+        mechanisms = (*groups, own)
+        return cls(
+            tuple(BinsNoise.of_published(m) for m in mechanisms),
+            np.array([target_error(m) for m in mechanisms], dtype=np.float64),
+        )
+
+    @property
+    def count(self) -> int:
+        """The number of groups."""
+        return len(self.noises) - 1
+
+    def _index(self, groups: npt.NDArray[np.integer]) -> npt.NDArray[np.int64]:
+        g = np.asarray(groups, dtype=np.int64)
+        if g.size and (g.min() < -1 or g.max() >= self.count):
+            raise ParameterError(f"groups must lie in -1..{self.count - 1}", "groups")
+        return np.where(g < 0, self.count, g)
+
+    def _per_row(
+        self, bins: npt.NDArray[np.integer], groups: npt.NDArray[np.integer], value: Callable[..., Array]
+    ) -> Array:
+        at, b = self._index(groups), np.asarray(bins, dtype=np.int64)
+        out = np.empty(b.size, dtype=np.float64)
+        for j in np.unique(at):
+            rows = at == j
+            out[rows] = value(self.noises[j], b[rows], rows)
+        return out
+
+    def informative(
+        self, bins: npt.NDArray[np.integer], groups: npt.NDArray[np.integer]
+    ) -> npt.NDArray[np.bool_]:
+        """Rows with label information: every grouped row, and the others below the release's capped
+        code (a user-level release's examples over the bound have no group)."""
+        return (np.asarray(groups) >= 0) | (np.asarray(bins) < self.noises[-1].m)
+
+    def noisy_values(self, bins: npt.NDArray[np.integer], groups: npt.NDArray[np.integer]) -> Array:
+        return self._per_row(bins, groups, lambda n, b, _: n.bin_values[b])
+
+    def unbiased_targets(self, bins: npt.NDArray[np.integer], groups: npt.NDArray[np.integer]) -> Array:
+        """Each row's ``BinsNoise.unbiased_targets`` under its own mechanism."""
+        return self._per_row(bins, groups, lambda n, b, _: n.unbiased_targets(b))
+
+    def precision(self, groups: npt.NDArray[np.integer]) -> Array:
+        """``1 / target_error`` of each row's mechanism, not normalized (every row 1 when no mechanism
+        has any error); the errors are floored at 10⁻¹² of the largest."""
+        errors = self.errors[self._index(groups)]
+        top = float(self.errors.max()) if self.errors.size else 0.0
+        if not top > 0:
+            return np.ones(errors.size)
+        return 1.0 / np.maximum(errors, 1e-12 * top)
+
+    def relative_precision(self, groups: npt.NDArray[np.integer]) -> Array:
+        """``precision`` relative to the release's own mechanism (its rows weigh 1): a weight that
+        does not depend on which rows are at hand (an export's row groups)."""
+        own = float(self.precision(np.array([-1]))[0])
+        return self.precision(groups) / own
+
+    def weights(self, groups: npt.NDArray[np.integer]) -> Array:
+        """``precision`` normalized to mean 1 over these rows: the sample weights of a fit."""
+        inverse = self.precision(groups)
+        return inverse / inverse.mean() if inverse.size else inverse
+
+    def unbiased_loss(
+        self,
+        predictions: Array,
+        bins: npt.NDArray[np.integer],
+        groups: npt.NDArray[np.integer],
+        loss: Callable[[Array, Array], Array],
+    ) -> Array:
+        """Each row's ``BinsNoise.unbiased_loss`` under its own mechanism: unbiased for ``ℓ(f, Φ_g(y))``."""
+        f = np.asarray(predictions, dtype=np.float64)
+        return self._per_row(bins, groups, lambda n, b, rows: n.unbiased_loss(f[rows], b, loss))

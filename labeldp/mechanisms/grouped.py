@@ -34,6 +34,10 @@ from labeldp.mechanisms.user_level import BoundRule
 from labeldp.mechanisms.validation import ParameterError, check_epsilon
 
 NO_GROUP = -1
+# A release's groups travel with their priors in one signed header: at most this many groups, and at
+# most this many G × k prior masses (the features party's pricing and the receiver bound them alike).
+MAX_GROUPS = 1024
+MAX_GROUP_CELLS = 262_144
 
 
 @dataclass(frozen=True)

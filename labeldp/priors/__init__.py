@@ -6,10 +6,8 @@ come out, by a public rule that reads no label of the examples being priced. The
 optimizes one mechanism per group (``labeldp.mechanisms``); whatever the priors say, each is ε-DP.
 """
 
-from labeldp.mechanisms import NO_GROUP
+from labeldp.mechanisms import MAX_GROUP_CELLS, MAX_GROUPS, NO_GROUP
 from labeldp.priors.grouping import (
-    MAX_GROUP_CELLS,
-    MAX_GROUPS,
     Priced,
     check_group_priors,
     price_classes,

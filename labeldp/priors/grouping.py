@@ -21,10 +21,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import ndtr
 
-from labeldp.mechanisms import NO_GROUP, ParameterError, Support
+from labeldp.mechanisms import MAX_GROUP_CELLS, MAX_GROUPS, NO_GROUP, ParameterError, Support
 
-MAX_GROUPS = 1024
-MAX_GROUP_CELLS = 262_144  # G·k: the group priors travel in one signed header
 _MIN_MASS = 1e-12  # every support point keeps this much of a group's mass (relative to its largest)
 
 

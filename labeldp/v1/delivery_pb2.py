@@ -25,15 +25,15 @@ _sym_db = _symbol_database.Default()
 from labeldp.v1 import priors_pb2 as labeldp_dot_v1_dot_priors__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19labeldp/v1/delivery.proto\x12\nlabeldp.v1\x1a\x17labeldp/v1/priors.proto\"g\n\x0cReleaseFrame\x12*\n\x06header\x18\x01 \x01(\x0b\x32\x18.labeldp.v1.SignedHeaderH\x00\x12\"\n\x05\x63hunk\x18\x02 \x01(\x0b\x32\x11.labeldp.v1.ChunkH\x00\x42\x07\n\x05\x66rame\"1\n\x0cSignedHeader\x12\x0e\n\x06header\x18\x01 \x01(\x0c\x12\x11\n\tsignature\x18\x02 \x01(\x0c\"\x9c\x03\n\tMechanism\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0f\n\x07\x65psilon\x18\x02 \x01(\x01\x12\x1b\n\x13implemented_epsilon\x18\x03 \x01(\x01\x12\x12\n\nbin_values\x18\x04 \x03(\x01\x12\x0c\n\x04loss\x18\x05 \x01(\t\x12\x11\n\tbin_lower\x18\x06 \x03(\x01\x12\x11\n\tbin_upper\x18\x07 \x03(\x01\x12\x14\n\x0csupport_bins\x18\x08 \x03(\x11\x12\x14\n\x0cprivacy_unit\x18\t \x01(\t\x12\x1a\n\x12\x63ontribution_bound\x18\n \x01(\r\x12 \n\x18prior_contribution_bound\x18\x0b \x01(\r\x12\x15\n\repsilon_bound\x18\x0c \x01(\x01\x12\x17\n\x0f\x65psilon_example\x18\r \x01(\x01\x12\x11\n\tobjective\x18\x0e \x01(\t\x12\x19\n\x11objective_epsilon\x18\x0f \x01(\x01\x12\x14\n\x0c\x62\x61se_weights\x18\x10 \x03(\x04\x12\x15\n\rwindow_starts\x18\x11 \x03(\r\x12\x16\n\x0ewindow_offsets\x18\x12 \x03(\x04\"-\n\nNoisyPrior\x12\x0f\n\x07support\x18\x01 \x03(\x01\x12\x0e\n\x06masses\x18\x02 \x03(\x01\"\xee\x03\n\rReleaseHeader\x12\x16\n\x0e\x66ormat_version\x18\x01 \x01(\r\x12\x12\n\nrelease_id\x18\x02 \x01(\t\x12\x11\n\tsender_id\x18\x03 \x01(\t\x12\x15\n\rsender_key_id\x18\x04 \x01(\t\x12\x14\n\x0crecipient_id\x18\x05 \x01(\t\x12\x1a\n\x12\x63reated_at_unix_ms\x18\x06 \x01(\x03\x12\x1a\n\x12\x65xpires_at_unix_ms\x18\x07 \x01(\x03\x12\x12\n\nlabel_type\x18\x08 \x01(\t\x12\x15\n\repsilon_total\x18\t \x01(\x01\x12\x15\n\repsilon_prior\x18\n \x01(\x01\x12\x19\n\x11\x65psilon_randomize\x18\x0b \x01(\x01\x12(\n\tmechanism\x18\x0c \x01(\x0b\x32\x15.labeldp.v1.Mechanism\x12%\n\x05prior\x18\r \x01(\x0b\x32\x16.labeldp.v1.NoisyPrior\x12\x15\n\rexample_count\x18\x0e \x01(\x04\x12\x13\n\x0b\x63hunk_count\x18\x0f \x01(\r\x12\x16\n\x0epayload_sha256\x18\x10 \x01(\x0c\x12-\n\x0c\x62in_encoding\x18\x11 \x01(\x0e\x32\x17.labeldp.v1.BinEncoding\x12\x18\n\x10recipient_tenant\x18\x12 \x01(\t\"K\n\x05\x43hunk\x12\r\n\x05index\x18\x01 \x01(\r\x12\x10\n\x08\x65xamples\x18\x02 \x01(\r\x12\x13\n\x0b\x65xample_ids\x18\x03 \x01(\x0c\x12\x0c\n\x04\x62ins\x18\x04 \x01(\x0c\"i\n\x0f\x44\x65liveryReceipt\x12\x12\n\nrelease_id\x18\x01 \x01(\t\x12\x15\n\rexample_count\x18\x02 \x01(\x04\x12\x16\n\x0epayload_sha256\x18\x03 \x01(\x0c\x12\x13\n\x0breceiver_id\x18\x04 \x01(\t\"\x1f\n\x0bSignedModel\x12\x10\n\x08\x65nvelope\x18\x01 \x01(\x0c\"M\n\x0cModelReceipt\x12\x10\n\x08model_id\x18\x01 \x01(\t\x12\x16\n\x0emessage_sha256\x18\x02 \x01(\x0c\x12\x13\n\x0breceiver_id\x18\x03 \x01(\t*_\n\x0b\x42inEncoding\x12\x1c\n\x18\x42IN_ENCODING_UNSPECIFIED\x10\x00\x12\x16\n\x12\x42IN_ENCODING_UINT8\x10\x01\x12\x1a\n\x16\x42IN_ENCODING_UINT16_LE\x10\x02\x32\xe5\x01\n\rFeaturesParty\x12I\n\x0e\x44\x65liverRelease\x12\x18.labeldp.v1.ReleaseFrame\x1a\x1b.labeldp.v1.DeliveryReceipt(\x01\x12\x41\n\x0c\x44\x65liverModel\x12\x17.labeldp.v1.SignedModel\x1a\x18.labeldp.v1.ModelReceipt\x12\x46\n\rPriceExamples\x12\x18.labeldp.v1.PricingFrame\x1a\x17.labeldp.v1.PriorsFrame(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19labeldp/v1/delivery.proto\x12\nlabeldp.v1\x1a\x17labeldp/v1/priors.proto\"g\n\x0cReleaseFrame\x12*\n\x06header\x18\x01 \x01(\x0b\x32\x18.labeldp.v1.SignedHeaderH\x00\x12\"\n\x05\x63hunk\x18\x02 \x01(\x0b\x32\x11.labeldp.v1.ChunkH\x00\x42\x07\n\x05\x66rame\"1\n\x0cSignedHeader\x12\x0e\n\x06header\x18\x01 \x01(\x0c\x12\x11\n\tsignature\x18\x02 \x01(\x0c\"\x9c\x03\n\tMechanism\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0f\n\x07\x65psilon\x18\x02 \x01(\x01\x12\x1b\n\x13implemented_epsilon\x18\x03 \x01(\x01\x12\x12\n\nbin_values\x18\x04 \x03(\x01\x12\x0c\n\x04loss\x18\x05 \x01(\t\x12\x11\n\tbin_lower\x18\x06 \x03(\x01\x12\x11\n\tbin_upper\x18\x07 \x03(\x01\x12\x14\n\x0csupport_bins\x18\x08 \x03(\x11\x12\x14\n\x0cprivacy_unit\x18\t \x01(\t\x12\x1a\n\x12\x63ontribution_bound\x18\n \x01(\r\x12 \n\x18prior_contribution_bound\x18\x0b \x01(\r\x12\x15\n\repsilon_bound\x18\x0c \x01(\x01\x12\x17\n\x0f\x65psilon_example\x18\r \x01(\x01\x12\x11\n\tobjective\x18\x0e \x01(\t\x12\x19\n\x11objective_epsilon\x18\x0f \x01(\x01\x12\x14\n\x0c\x62\x61se_weights\x18\x10 \x03(\x04\x12\x15\n\rwindow_starts\x18\x11 \x03(\r\x12\x16\n\x0ewindow_offsets\x18\x12 \x03(\x04\"-\n\nNoisyPrior\x12\x0f\n\x07support\x18\x01 \x03(\x01\x12\x0e\n\x06masses\x18\x02 \x03(\x01\"\xad\x04\n\rReleaseHeader\x12\x16\n\x0e\x66ormat_version\x18\x01 \x01(\r\x12\x12\n\nrelease_id\x18\x02 \x01(\t\x12\x11\n\tsender_id\x18\x03 \x01(\t\x12\x15\n\rsender_key_id\x18\x04 \x01(\t\x12\x14\n\x0crecipient_id\x18\x05 \x01(\t\x12\x1a\n\x12\x63reated_at_unix_ms\x18\x06 \x01(\x03\x12\x1a\n\x12\x65xpires_at_unix_ms\x18\x07 \x01(\x03\x12\x12\n\nlabel_type\x18\x08 \x01(\t\x12\x15\n\repsilon_total\x18\t \x01(\x01\x12\x15\n\repsilon_prior\x18\n \x01(\x01\x12\x19\n\x11\x65psilon_randomize\x18\x0b \x01(\x01\x12(\n\tmechanism\x18\x0c \x01(\x0b\x32\x15.labeldp.v1.Mechanism\x12%\n\x05prior\x18\r \x01(\x0b\x32\x16.labeldp.v1.NoisyPrior\x12\x15\n\rexample_count\x18\x0e \x01(\x04\x12\x13\n\x0b\x63hunk_count\x18\x0f \x01(\r\x12\x16\n\x0epayload_sha256\x18\x10 \x01(\x0c\x12-\n\x0c\x62in_encoding\x18\x11 \x01(\x0e\x32\x17.labeldp.v1.BinEncoding\x12\x18\n\x10recipient_tenant\x18\x12 \x01(\t\x12*\n\x06groups\x18\x13 \x03(\x0b\x32\x1a.labeldp.v1.GroupMechanism\x12\x11\n\tpriors_id\x18\x14 \x01(\t\"I\n\x0eGroupMechanism\x12(\n\tmechanism\x18\x01 \x01(\x0b\x32\x15.labeldp.v1.Mechanism\x12\r\n\x05prior\x18\x02 \x03(\x01\"[\n\x05\x43hunk\x12\r\n\x05index\x18\x01 \x01(\r\x12\x10\n\x08\x65xamples\x18\x02 \x01(\r\x12\x13\n\x0b\x65xample_ids\x18\x03 \x01(\x0c\x12\x0c\n\x04\x62ins\x18\x04 \x01(\x0c\x12\x0e\n\x06groups\x18\x05 \x01(\x0c\"i\n\x0f\x44\x65liveryReceipt\x12\x12\n\nrelease_id\x18\x01 \x01(\t\x12\x15\n\rexample_count\x18\x02 \x01(\x04\x12\x16\n\x0epayload_sha256\x18\x03 \x01(\x0c\x12\x13\n\x0breceiver_id\x18\x04 \x01(\t\"\x1f\n\x0bSignedModel\x12\x10\n\x08\x65nvelope\x18\x01 \x01(\x0c\"M\n\x0cModelReceipt\x12\x10\n\x08model_id\x18\x01 \x01(\t\x12\x16\n\x0emessage_sha256\x18\x02 \x01(\x0c\x12\x13\n\x0breceiver_id\x18\x03 \x01(\t*_\n\x0b\x42inEncoding\x12\x1c\n\x18\x42IN_ENCODING_UNSPECIFIED\x10\x00\x12\x16\n\x12\x42IN_ENCODING_UINT8\x10\x01\x12\x1a\n\x16\x42IN_ENCODING_UINT16_LE\x10\x02\x32\xe5\x01\n\rFeaturesParty\x12I\n\x0e\x44\x65liverRelease\x12\x18.labeldp.v1.ReleaseFrame\x1a\x1b.labeldp.v1.DeliveryReceipt(\x01\x12\x41\n\x0c\x44\x65liverModel\x12\x17.labeldp.v1.SignedModel\x1a\x18.labeldp.v1.ModelReceipt\x12\x46\n\rPriceExamples\x12\x18.labeldp.v1.PricingFrame\x1a\x17.labeldp.v1.PriorsFrame(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'labeldp.v1.delivery_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_BINENCODING']._serialized_start=1477
-  _globals['_BINENCODING']._serialized_end=1572
+  _globals['_BINENCODING']._serialized_start=1631
+  _globals['_BINENCODING']._serialized_end=1726
   _globals['_RELEASEFRAME']._serialized_start=66
   _globals['_RELEASEFRAME']._serialized_end=169
   _globals['_SIGNEDHEADER']._serialized_start=171
@@ -43,15 +43,17 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_NOISYPRIOR']._serialized_start=637
   _globals['_NOISYPRIOR']._serialized_end=682
   _globals['_RELEASEHEADER']._serialized_start=685
-  _globals['_RELEASEHEADER']._serialized_end=1179
-  _globals['_CHUNK']._serialized_start=1181
-  _globals['_CHUNK']._serialized_end=1256
-  _globals['_DELIVERYRECEIPT']._serialized_start=1258
-  _globals['_DELIVERYRECEIPT']._serialized_end=1363
-  _globals['_SIGNEDMODEL']._serialized_start=1365
-  _globals['_SIGNEDMODEL']._serialized_end=1396
-  _globals['_MODELRECEIPT']._serialized_start=1398
-  _globals['_MODELRECEIPT']._serialized_end=1475
-  _globals['_FEATURESPARTY']._serialized_start=1575
-  _globals['_FEATURESPARTY']._serialized_end=1804
+  _globals['_RELEASEHEADER']._serialized_end=1242
+  _globals['_GROUPMECHANISM']._serialized_start=1244
+  _globals['_GROUPMECHANISM']._serialized_end=1317
+  _globals['_CHUNK']._serialized_start=1319
+  _globals['_CHUNK']._serialized_end=1410
+  _globals['_DELIVERYRECEIPT']._serialized_start=1412
+  _globals['_DELIVERYRECEIPT']._serialized_end=1517
+  _globals['_SIGNEDMODEL']._serialized_start=1519
+  _globals['_SIGNEDMODEL']._serialized_end=1550
+  _globals['_MODELRECEIPT']._serialized_start=1552
+  _globals['_MODELRECEIPT']._serialized_end=1629
+  _globals['_FEATURESPARTY']._serialized_start=1729
+  _globals['_FEATURESPARTY']._serialized_end=1958
 # @@protoc_insertion_point(module_scope)

@@ -82,7 +82,7 @@ class NoisyPrior(_message.Message):
     def __init__(self, support: _Optional[_Iterable[float]] = ..., masses: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class ReleaseHeader(_message.Message):
-    __slots__ = ("format_version", "release_id", "sender_id", "sender_key_id", "recipient_id", "created_at_unix_ms", "expires_at_unix_ms", "label_type", "epsilon_total", "epsilon_prior", "epsilon_randomize", "mechanism", "prior", "example_count", "chunk_count", "payload_sha256", "bin_encoding", "recipient_tenant")
+    __slots__ = ("format_version", "release_id", "sender_id", "sender_key_id", "recipient_id", "created_at_unix_ms", "expires_at_unix_ms", "label_type", "epsilon_total", "epsilon_prior", "epsilon_randomize", "mechanism", "prior", "example_count", "chunk_count", "payload_sha256", "bin_encoding", "recipient_tenant", "groups", "priors_id")
     FORMAT_VERSION_FIELD_NUMBER: _ClassVar[int]
     RELEASE_ID_FIELD_NUMBER: _ClassVar[int]
     SENDER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -101,6 +101,8 @@ class ReleaseHeader(_message.Message):
     PAYLOAD_SHA256_FIELD_NUMBER: _ClassVar[int]
     BIN_ENCODING_FIELD_NUMBER: _ClassVar[int]
     RECIPIENT_TENANT_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    PRIORS_ID_FIELD_NUMBER: _ClassVar[int]
     format_version: int
     release_id: str
     sender_id: str
@@ -119,19 +121,31 @@ class ReleaseHeader(_message.Message):
     payload_sha256: bytes
     bin_encoding: BinEncoding
     recipient_tenant: str
-    def __init__(self, format_version: _Optional[int] = ..., release_id: _Optional[str] = ..., sender_id: _Optional[str] = ..., sender_key_id: _Optional[str] = ..., recipient_id: _Optional[str] = ..., created_at_unix_ms: _Optional[int] = ..., expires_at_unix_ms: _Optional[int] = ..., label_type: _Optional[str] = ..., epsilon_total: _Optional[float] = ..., epsilon_prior: _Optional[float] = ..., epsilon_randomize: _Optional[float] = ..., mechanism: _Optional[_Union[Mechanism, _Mapping]] = ..., prior: _Optional[_Union[NoisyPrior, _Mapping]] = ..., example_count: _Optional[int] = ..., chunk_count: _Optional[int] = ..., payload_sha256: _Optional[bytes] = ..., bin_encoding: _Optional[_Union[BinEncoding, str]] = ..., recipient_tenant: _Optional[str] = ...) -> None: ...
+    groups: _containers.RepeatedCompositeFieldContainer[GroupMechanism]
+    priors_id: str
+    def __init__(self, format_version: _Optional[int] = ..., release_id: _Optional[str] = ..., sender_id: _Optional[str] = ..., sender_key_id: _Optional[str] = ..., recipient_id: _Optional[str] = ..., created_at_unix_ms: _Optional[int] = ..., expires_at_unix_ms: _Optional[int] = ..., label_type: _Optional[str] = ..., epsilon_total: _Optional[float] = ..., epsilon_prior: _Optional[float] = ..., epsilon_randomize: _Optional[float] = ..., mechanism: _Optional[_Union[Mechanism, _Mapping]] = ..., prior: _Optional[_Union[NoisyPrior, _Mapping]] = ..., example_count: _Optional[int] = ..., chunk_count: _Optional[int] = ..., payload_sha256: _Optional[bytes] = ..., bin_encoding: _Optional[_Union[BinEncoding, str]] = ..., recipient_tenant: _Optional[str] = ..., groups: _Optional[_Iterable[_Union[GroupMechanism, _Mapping]]] = ..., priors_id: _Optional[str] = ...) -> None: ...
+
+class GroupMechanism(_message.Message):
+    __slots__ = ("mechanism", "prior")
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    PRIOR_FIELD_NUMBER: _ClassVar[int]
+    mechanism: Mechanism
+    prior: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, mechanism: _Optional[_Union[Mechanism, _Mapping]] = ..., prior: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class Chunk(_message.Message):
-    __slots__ = ("index", "examples", "example_ids", "bins")
+    __slots__ = ("index", "examples", "example_ids", "bins", "groups")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     EXAMPLES_FIELD_NUMBER: _ClassVar[int]
     EXAMPLE_IDS_FIELD_NUMBER: _ClassVar[int]
     BINS_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
     index: int
     examples: int
     example_ids: bytes
     bins: bytes
-    def __init__(self, index: _Optional[int] = ..., examples: _Optional[int] = ..., example_ids: _Optional[bytes] = ..., bins: _Optional[bytes] = ...) -> None: ...
+    groups: bytes
+    def __init__(self, index: _Optional[int] = ..., examples: _Optional[int] = ..., example_ids: _Optional[bytes] = ..., bins: _Optional[bytes] = ..., groups: _Optional[bytes] = ...) -> None: ...
 
 class DeliveryReceipt(_message.Message):
     __slots__ = ("release_id", "example_count", "payload_sha256", "receiver_id")

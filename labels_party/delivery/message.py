@@ -43,8 +43,11 @@ def write_message(
     label_type: str,
     mechanism: PublishedMechanism,
     pieces: Pieces,
+    groups: tuple[PublishedMechanism, ...] = (),
+    priors_id: str = "",
 ) -> Path:
-    """Store the signed message of ``pieces`` ((example IDs, bins) in order), streamed to disk."""
+    """Store the signed message of ``pieces`` ((example IDs, bins) in order; a feature-aware release's
+    with each example's group, and its ``groups``' mechanisms), streamed to disk."""
     now = int(time.time() * 1000)
     header = MessageHeader(
         release_id=release_id,
@@ -55,6 +58,8 @@ def write_message(
         label_type=label_type,
         mechanism=mechanism,
         recipient_tenant=recipient.tenant or "",
+        groups=groups,
+        priors_id=priors_id,
     )
     path = data_dir.message(release_id)
     store_message(path, header, pieces, signer.identity)

@@ -47,7 +47,9 @@ from labels_party.budget.idempotency import Fingerprint, ids_digest
 from labels_party.budget.ledger import UserCharge
 from labels_party.datasets.spec import DatasetSpec
 from labels_party.datasets.store import DatasetFiles
+from labels_party.priors import StoredPriors
 from labels_party.releases.examples import ExampleSet, StoredExamples, example_set, stored_examples
+from labels_party.releases.groups import GroupPlan, group_plan
 from labels_party.releases.limits import MAX_BOUND, MAX_EPSILON, MIN_EPSILON, MIN_EPSILON_PRIOR
 from labels_party.storage.data_dir import DataDir
 from labels_party.storage.orm import Dataset
@@ -66,6 +68,7 @@ class ReleaseRequest:
     objective: str | None = None  # None: the default objective
     model_capacity: float | None = None  # objective model: the declared capacity (None: the default)
     mechanism: str | None = None  # None: the default mechanism (factory.default_mechanism)
+    priors_id: str | None = None  # feature-aware: the stored priors whose groups the examples take
 
     def digest(self, dataset_id: str) -> str:
         """The request as sent, hashed: what releases made before resolved requests were kept hold
@@ -74,7 +77,12 @@ class ReleaseRequest:
         if self.privacy_unit == "example":  # the digest of example-level requests predates these
             for name in ("privacy_unit", "contribution_bound", "epsilon_bound"):
                 body.pop(name)
-        for name in ("objective", "model_capacity", "mechanism"):  # and these, when not asked for
+        for name in (
+            "objective",
+            "model_capacity",
+            "mechanism",
+            "priors_id",
+        ):  # and these, when not asked for
             if body[name] is None:
                 body.pop(name)
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
@@ -107,6 +115,8 @@ class ReleaseRequest:
         if user:
             fields["contribution_bound"] = self.contribution_bound
             fields["epsilon_bound"] = number(self.epsilon_bound)
+        if self.priors_id is not None:  # (absent otherwise: keys stored before priors still match)
+            fields["prior"] = {"from": "features-party", "priors_id": self.priors_id}
         return Fingerprint(fields, legacy=self.digest(dataset_id))
 
     def resolved_objective(self, loss: str) -> Objective:
@@ -152,6 +162,7 @@ class Plan:
     user: UserPlan | None = None
     objective: Objective = field(default_factory=lambda: Objective("label"))
     mechanism: MechanismKind = "rr_on_bins"
+    groups: GroupPlan | None = None  # feature-aware: each example's group of the stored priors
 
     @property
     def objective_examples(self) -> int:
@@ -291,20 +302,29 @@ def resolved_mechanism(
 
 
 def plan_release(
-    ds: Dataset, data_dir: DataDir, request: ReleaseRequest, *, partition_rows: int | None = None
+    ds: Dataset,
+    data_dir: DataDir,
+    request: ReleaseRequest,
+    *,
+    partition_rows: int | None = None,
+    priors: StoredPriors | None = None,
 ) -> Plan:
     """The plan of a release of ``ds`` (a row the caller read; the files are read here, outside any
     transaction). ``partition_rows``: a cluster will release it, so an example-level regression
     release of every labelled example leaves them in storage (``StoredExamples``) in partitions of
-    about that many."""
+    about that many. ``priors``: the stored priors ``request.priors_id`` names (a feature-aware
+    release, always in this process): the split's ε₁ is then over the examples without a group."""
     spec = DatasetSpec.model_validate(ds.spec)
     loss = spec.loss(request.loss)
     objective = request.resolved_objective(loss)
     support = spec.support_for(loss)
     files = DatasetFiles(data_dir, ds.id)
     examples: ExampleSet | StoredExamples | None = None
+    if (request.priors_id is None) != (priors is None):
+        raise RuntimeError("a feature-aware plan needs the priors its request names")  # a bug
     if (
         partition_rows
+        and priors is None
         and request.privacy_unit == "example"
         and loss != "zero_one"
         and request.example_ids is None
@@ -313,6 +333,10 @@ def plan_release(
         examples = stored_examples(files, ds, partition_rows)
     if examples is None:
         examples = example_set(files, ds, spec, request.example_ids)
+    groups = None
+    if priors is not None:
+        assert isinstance(examples, ExampleSet)
+        groups = group_plan(priors, ds.id, support, examples.keys)
     if request.privacy_unit == "user":
         assert isinstance(examples, ExampleSet)
         users, example_micro, epsilon_user = split_for_users(request, examples, support.k)
@@ -332,13 +356,26 @@ def plan_release(
             users,
             objective,
             kind,
+            groups,
         )
     if request.contribution_bound is not None or request.epsilon_bound is not None:
         raise DomainError(
             "invalid-request", "contribution bounds belong to user-level releases (privacy_unit user)"
         )
-    micro, epsilon, eps_prior, eps_randomize = split(request, examples.n, support.k)
+    if groups is not None and groups.fallback == 0:  # every example takes its group's prior: no ε₁
+        micro, epsilon, _, _ = split(request, 1, support.k)
+        eps_prior, eps_randomize = 0.0, epsilon
+    else:
+        n = examples.n if groups is None else groups.fallback
+        micro, epsilon, eps_prior, eps_randomize = split(request, n, support.k)
     kind = resolved_mechanism(request, loss, support, examples.n, eps_randomize)
+    if kind == "unbiased" and groups is not None:
+        raise DomainError(
+            "invalid-request",
+            "a release on priors randomizes each group with the RR-on-Bins optimal for its prior: "
+            "the unbiased randomizer does not take priors",
+            parameter="mechanism",
+        )
     if kind == "unbiased" and not isinstance(examples, ExampleSet):  # a cluster releases RR only
         examples = example_set(files, ds, spec, request.example_ids)
     return Plan(
@@ -353,4 +390,5 @@ def plan_release(
         eps_randomize,
         objective=objective,
         mechanism=kind,
+        groups=groups,
     )

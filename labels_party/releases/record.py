@@ -13,6 +13,7 @@ database, and is never sent anywhere.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -21,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from labeldp.common.errors import DomainError
-from labeldp.common.files import write_tables_atomic
+from labeldp.common.files import write_bytes_atomic, write_tables_atomic
 from labeldp.mechanisms import PublishedMechanism
 from labels_party.storage.data_dir import DataDir
 from labels_party.storage.orm import Release
@@ -41,6 +42,20 @@ def record_table(keys: np.ndarray, users: np.ndarray, labels: np.ndarray) -> pa.
     )
 
 
+def write_groups(data_dir: DataDir, release_id: str, groups: list[PublishedMechanism]) -> None:
+    """A feature-aware release's group mechanisms, each with its prior, in group order."""
+    body = json.dumps([g.model_dump(mode="json") for g in groups]).encode()
+    write_bytes_atomic(data_dir.release_groups(release_id), body)
+
+
+def read_groups(data_dir: DataDir, release_id: str) -> list[PublishedMechanism]:
+    """The group mechanisms of a feature-aware release ([] for any other)."""
+    path = data_dir.release_groups(release_id)
+    if not path.exists():
+        return []
+    return [PublishedMechanism.model_validate(g) for g in json.loads(path.read_bytes())]
+
+
 def write_record(data_dir: DataDir, release_id: str, pieces: Iterable[pa.Table]) -> None:
     """Write a release's record (atomically, a piece at a time: a cluster release streams it)."""
     write_tables_atomic(data_dir.release_record(release_id), RECORD_SCHEMA, pieces)
@@ -56,12 +71,21 @@ class FrozenRelease:
     keys: np.ndarray  # ledger keys
     users: np.ndarray  # user keys as the release grouped its examples
     labels: np.ndarray  # the labels it randomized (the default label where a universe ID had none)
+    groups: np.ndarray | None = None  # a feature-aware release: each example's group (-1: none)
+    group_mechanisms: tuple[PublishedMechanism, ...] = ()
+
+    def mechanism_of(self, group: int) -> PublishedMechanism:
+        """The mechanism that released the examples of ``group`` (-1: the release's own)."""
+        return self.mechanism if group < 0 else self.group_mechanisms[group]
 
     @property
     def kept(self) -> np.ndarray:
-        """Which examples carry label information: all, or a user-level release's ≤ τ per user."""
+        """Which examples carry label information: all, or a user-level release's ≤ τ per user (in a
+        feature-aware release, those over τ have no group)."""
         capped = self.mechanism.capped_bin
-        return np.ones(self.bins.size, dtype=bool) if capped is None else self.bins < capped
+        if capped is None:
+            return np.ones(self.bins.size, dtype=bool)
+        return (self.bins < capped) if self.groups is None else (self.groups >= 0) | (self.bins < capped)
 
     @property
     def contribution_bound(self) -> int | None:
@@ -85,7 +109,7 @@ def frozen_release(data_dir: DataDir, release: Release) -> FrozenRelease:
             "make a new release to build on",
             status=409,
         )
-    output = pq.read_table(data_dir.release(release.id), columns=["example_id", "bin"])
+    output = pq.read_table(data_dir.release(release.id))
     record = pq.read_table(data_dir.release_record(release.id))
     if record.num_rows != output.num_rows:
         raise RuntimeError(f"release {release.id}: its record does not match its output")  # a bug
@@ -96,4 +120,8 @@ def frozen_release(data_dir: DataDir, release: Release) -> FrozenRelease:
         np.asarray(record.column("example_key").to_numpy(), dtype=np.int64),
         np.asarray(record.column("user_key").to_numpy(), dtype=np.int64),
         np.asarray(record.column("label").to_numpy(), dtype=np.float64),
+        np.asarray(output.column("group").to_numpy(), dtype=np.int64)
+        if "group" in output.column_names
+        else None,
+        tuple(read_groups(data_dir, release.id)),
     )

@@ -22,11 +22,12 @@ import logging
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
+import pyarrow.parquet as pq
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
@@ -47,11 +48,13 @@ from labels_party.datasets.service import get_dataset
 from labels_party.datasets.spec import DatasetSpec
 from labels_party.delivery.message import Addressee
 from labels_party.metrics import LabelsMetrics
+from labels_party.priors import StoredPriors, load_priors
 from labels_party.releases.audit import ReleaseAudit, audit_release
 from labels_party.releases.plan import Plan, ReleaseRequest, plan_release
+from labels_party.releases.record import read_groups
 from labels_party.releases.work import ReleaseWork
 from labels_party.storage.data_dir import DataDir
-from labels_party.storage.orm import Recipient, Release
+from labels_party.storage.orm import Dataset, Recipient, Release
 
 log = logging.getLogger("labeldp.labels.releases")
 
@@ -68,8 +71,12 @@ class Preview:
     examples: int
     prior_source: PriorSource
     mechanism: PublishedMechanism  # optimized for the chosen prior; for the tenant's eyes only
-    expected_loss: float  # under that prior (the unbiased randomizer: its variance)
+    expected_loss: float  # under that prior (the unbiased randomizer: its variance; feature-aware: per
+    # example, each under its group's labels)
     side_by_side: dict[str, float] = field(default_factory=dict)  # RR-on-Bins beside unbiased
+    groups: int | None = None  # feature-aware: how many groups the priors have
+    examples_with_group: int | None = None
+    expected_loss_without_priors: float | None = None  # the one-stage release at the same ε
 
 
 MIN_PRIOR_MASS, MAX_PRIOR_MASS = 1e-300, 1e300
@@ -154,6 +161,16 @@ class ReleaseService:
             raise DomainError("release-not-complete", f"release {release_id} is {release.status}", status=409)
         return self.data_dir.release(release_id)
 
+    def groups(self, tenant_id: str, release_id: str) -> list[tuple[int, int, PublishedMechanism]]:
+        """(group, examples it released, its mechanism) of a complete feature-aware release."""
+        path = self.output_path(tenant_id, release_id)
+        mechanisms = read_groups(self.data_dir, release_id)
+        if not mechanisms:
+            return []
+        groups = np.asarray(pq.read_table(path, columns=["group"]).column("group").to_numpy(), dtype=np.int64)
+        sizes = np.bincount(groups[groups >= 0], minlength=len(mechanisms))
+        return [(g, int(sizes[g]), m) for g, m in enumerate(mechanisms)]
+
     def audit(self, tenant_id: str, release_id: str, alpha: float = 1e-6) -> ReleaseAudit:
         """Free, tenant-only: what the best attacker learns from this release (``audit.py``)."""
         with self.sessions() as session:
@@ -183,6 +200,10 @@ class ReleaseService:
             raise DomainError("invalid-request", "give prior_release_id or public_prior, not both")
         with self.sessions() as session:
             ds = get_dataset(session, tenant_id, dataset_id)
+        if request.priors_id is not None:
+            if prior_release_id is not None or public_prior is not None:
+                raise DomainError("invalid-request", "a preview with priors takes its prior from them")
+            return self._grouped_preview(ds, request, self._priors(tenant_id, request.priors_id))
         plan = plan_release(ds, self.data_dir, request)
         source: PriorSource = "labels"
         if prior_release_id is not None:
@@ -226,6 +247,62 @@ class ReleaseService:
             "rr_on_bins_expected_loss": rr.expected_loss(plan.support.values, prior),
             "unbiased_expected_variance": expected,
         }
+
+    def _priors(self, tenant_id: str, priors_id: str) -> StoredPriors:
+        """The stored priors a request names — 422 ``unknown-priors`` for none of this tenant's."""
+        try:
+            return load_priors(self.sessions, self.data_dir, tenant_id, priors_id)
+        except DomainError as exc:
+            if exc.code != "not-found":
+                raise
+            raise DomainError(
+                "unknown-priors",
+                f"no stored priors {priors_id} (GET /v1/priors lists them)",
+                parameter="prior",
+            ) from exc
+
+    def _grouped_preview(self, ds: Dataset, request: ReleaseRequest, priors: StoredPriors) -> Preview:
+        """A feature-aware preview: each group's mechanism (optimal for the group's prior, as the
+        release will compute it) and the release's own for the examples without a group, their
+        expected loss per example under the labels each actually holds — beside the one-stage
+        release of the same examples at the same ε (the exact histogram as its prior)."""
+        plan = plan_release(ds, self.data_dir, request, priors=priors)
+        assert plan.groups is not None
+        labels, support, loss = plan.in_memory.labels, plan.support, plan.loss
+        eps = plan.epsilon_randomize if plan.user is not None else plan.epsilon
+        total, groups = 0.0, plan.groups.groups
+        for g in np.unique(groups[groups >= 0]):
+            counts = support.counts(labels[groups == g]).astype(np.float64)
+            mechanism = optimal_mechanism(support, plan.groups.priors[g], eps, loss)
+            total += counts.sum() * mechanism.expected_loss(support.values, counts)
+        exact = support.counts(labels).astype(np.float64)
+        fallback = groups < 0
+        if plan.user is not None:
+            split = plan.user.split.for_bound(plan.user.split.bound or 1)
+            eps_prior, eps_own = plan.epsilon_prior, split.epsilon_randomize
+        else:
+            eps_prior, eps_own = plan.epsilon_prior, plan.epsilon_randomize
+        own_prior = support.counts(labels[fallback]).astype(np.float64) if fallback.any() else exact
+        at = plan.objective.epsilon_for(eps_own, plan.objective_examples)
+        own = optimal_mechanism(support, own_prior, eps_own, loss, optimize_at=at)
+        if fallback.any():
+            total += own_prior.sum() * own.expected_loss(support.values, own_prior)
+        user = plan.user.split.for_bound(plan.user.split.bound or 1) if plan.user else None
+        published = own.describe(
+            prior=own_prior, epsilon_prior=eps_prior, epsilon_total=plan.epsilon, user=user
+        )
+        one_stage = self.preview(ds.tenant_id, ds.id, replace(request, priors_id=None))
+        return Preview(
+            plan.epsilon,
+            eps_prior,
+            plan.examples.n,
+            "labels",
+            published,
+            total / plan.examples.n,
+            groups=plan.groups.count,
+            examples_with_group=plan.examples.n - plan.groups.fallback,
+            expected_loss_without_priors=one_stage.expected_loss,
+        )
 
     def _released_prior(self, tenant_id: str, dataset_id: str, release_id: str, plan: Plan) -> np.ndarray:
         release = self.get(tenant_id, release_id)
@@ -286,7 +363,8 @@ class ReleaseService:
         if existing is not None:
             return existing, False
         rows = PARTITION_ROWS if self.cluster.scheduler is not None else None
-        plan = plan_release(ds, self.data_dir, request, partition_rows=rows)
+        priors = None if request.priors_id is None else self._priors(tenant_id, request.priors_id)
+        plan = plan_release(ds, self.data_dir, request, partition_rows=rows, priors=priors)
         if recipient is None:
             raise DomainError("unknown-recipient", f"no registered recipient named {request.recipient!r}")
         self.cluster.ready(plan)  # a configured cluster must answer before anything is charged
@@ -329,6 +407,7 @@ class ReleaseService:
             epsilon_user_micro=plan.user.epsilon_user_micro if plan.user else None,
             contribution_bound=str(plan.user.bound) if plan.user else None,
             users=plan.user.users if plan.user else None,
+            priors_id=plan.groups.priors_id if plan.groups else None,
         )
         self.jobs.stamp(release, fingerprint)
         if self.cluster.runs(plan):

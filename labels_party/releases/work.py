@@ -18,13 +18,14 @@ import pyarrow.parquet as pq
 from labeldp.common.files import write_parquet_atomic, write_tables_atomic
 from labeldp.common.wire.sender import Pieces
 from labeldp.mechanisms import PublishedMechanism, release_labels, release_user_labels
+from labeldp.mechanisms.grouped import NO_GROUP, release_grouped_labels, release_grouped_user_labels
 from labeldp.scale import bin_array, output_tables, partitions_in, release_partitions
 from labeldp.scale.release import ID_COLUMN, LABEL_COLUMN
 from labels_party.budget.partitioned import KEY_COLUMN, USER_COLUMN
 from labels_party.delivery.message import Addressee, Signer, write_message
 from labels_party.releases.cluster import ReleaseCluster
 from labels_party.releases.plan import Plan
-from labels_party.releases.record import record_table, write_record
+from labels_party.releases.record import record_table, write_groups, write_record
 from labels_party.storage.data_dir import DataDir
 
 log = logging.getLogger("labeldp.labels.releases")
@@ -39,7 +40,10 @@ class ReleaseWork:
     def privatize(self, release_id: str, plan: Plan, recipient: Addressee) -> dict[str, object]:
         """Draw the noise and write the output and the signed message; the release's columns on
         completion (``ChargedWork.run`` records them)."""
-        published, capped = self._privatize(release_id, plan, recipient)
+        if plan.groups is not None:
+            published, capped = self._privatize_grouped(release_id, plan, recipient)
+        else:
+            published, capped = self._privatize(release_id, plan, recipient)
         return {
             "mechanism": published.model_dump(mode="json"),
             "examples_capped": capped if plan.user else None,
@@ -84,6 +88,73 @@ class ReleaseWork:
         write_parquet_atomic(self.data_dir.release(release_id), table)
         self._message(release_id, plan, recipient, published, [(examples.ids, bins)])
         return published, int(result.capped.sum())
+
+    def _privatize_grouped(
+        self, release_id: str, plan: Plan, recipient: Addressee
+    ) -> tuple[PublishedMechanism, int]:
+        """A feature-aware release: every example with a group randomized by its group's mechanism,
+        the others by the release's own (``labeldp.mechanisms.grouped``). The output gains each
+        example's ``group`` (-1: none), the group mechanisms are kept beside it, and the message
+        carries both."""
+        assert plan.groups is not None
+        examples = plan.in_memory
+        if plan.user is None:
+            result = release_grouped_labels(
+                examples.labels,
+                plan.groups.groups,
+                plan.groups.priors,
+                plan.support,
+                plan.epsilon,
+                plan.loss,
+                plan.epsilon_prior if plan.groups.fallback else None,
+                objective=plan.objective,
+            )
+        else:
+            split = plan.user.split
+            result = release_grouped_user_labels(
+                examples.labels,
+                plan.groups.groups,
+                plan.groups.priors,
+                examples.user_keys,
+                examples.keys,
+                plan.support,
+                plan.epsilon,
+                plan.loss,
+                plan.user.bound,
+                salt=plan.user.salt,
+                epsilon_prior=split.epsilon_prior,
+                epsilon_bound=split.epsilon_bound if plan.user.bound == "private" else None,
+                objective=plan.objective,
+            )
+        published = result.published()
+        groups = result.published_groups()
+        bins = np.asarray(result.bin_indices)
+        codes = max([published.bin_codes, *(g.bin_codes for g in groups)])
+        table = pa.table(
+            {
+                "example_id": examples.ids,
+                "bin": bin_array(bins, codes),
+                "group": pa.array(result.groups, pa.int16()),
+            }
+        )
+        write_record(
+            self.data_dir, release_id, [record_table(examples.keys, examples.user_keys, examples.labels)]
+        )
+        write_groups(self.data_dir, release_id, groups)
+        write_parquet_atomic(self.data_dir.release(release_id), table)
+        write_message(
+            self.data_dir,
+            self.signer,
+            release_id=release_id,
+            recipient=recipient,
+            label_type=plan.spec.label_type,
+            mechanism=published,
+            pieces=[(examples.ids, bins, np.asarray(result.groups))],
+            groups=tuple(groups),
+            priors_id=plan.groups.priors_id,
+        )
+        capped = (np.asarray(result.groups) == NO_GROUP) & (bins >= published.m)  # over τ: no group
+        return published, int(capped.sum())
 
     def _privatize_on_cluster(self, release_id: str, plan: Plan, recipient: Addressee) -> PublishedMechanism:
         """Counting and randomizing on the cluster's workers (``labeldp.scale``) over the partitions
@@ -144,6 +215,7 @@ class ReleaseWork:
         """Whatever a release that did not complete may have written."""
         self.data_dir.release(release_id).unlink(missing_ok=True)
         self.data_dir.release_record(release_id).unlink(missing_ok=True)
+        self.data_dir.release_groups(release_id).unlink(missing_ok=True)
         self.data_dir.message(release_id).unlink(missing_ok=True)
         shutil.rmtree(self.data_dir.partitions(release_id), ignore_errors=True)
 

@@ -248,6 +248,13 @@ def plan_model(
     contribution_bound: int | None = None
     if release is not None:  # what the label release froze, never the dataset's current state
         frozen = frozen_release(data_dir, release)
+        if frozen.groups is not None:  # its examples were released by many mechanisms, not one
+            raise DomainError(
+                "release-has-groups",
+                f"release {release.id} used priors from a features party (one mechanism per group); "
+                "a semi-sensitive model builds on a release with one mechanism: make one without priors",
+                status=409,
+            )
         kept = frozen.kept  # user-level: only the kept examples (≤ τ per user) train
         mechanism, contribution_bound = frozen.mechanism, frozen.contribution_bound
         ids, bins = frozen.ids.filter(pa.array(kept)), frozen.bins[kept]

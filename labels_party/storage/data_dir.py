@@ -62,6 +62,10 @@ class DataDir:
         """What a release froze (``labels_party/releases/record.py``), row for row with its output."""
         return self.root / "releases" / f"{release_id}.record.parquet"
 
+    def release_groups(self, release_id: str) -> Path:
+        """A feature-aware release's group mechanisms (JSON), beside its output."""
+        return self.root / "releases" / f"{release_id}.groups.json"
+
     def message(self, release_id: str) -> Path:
         return self.root / "messages" / f"{release_id}.frames"
 

@@ -38,8 +38,9 @@ def receive(
     spooled = [stream.add(f) for f in frames[1:]]
     stream.finish()
     decoded = [decode_chunk(d, header) for d in spooled]
-    ids = [i for chunk_ids, _ in decoded for i in chunk_ids.to_pylist()]
-    bins = np.concatenate([b for _, b in decoded]) if decoded else np.zeros(0, np.int64)
+    assert all(groups is None for _, _, groups in decoded)  # a release without groups
+    ids = [i for chunk_ids, _, _ in decoded for i in chunk_ids.to_pylist()]
+    bins = np.concatenate([b for _, b, _ in decoded]) if decoded else np.zeros(0, np.int64)
     return ids, bins
 
 
@@ -263,7 +264,7 @@ def test_malformed_id_streams_from_a_pinned_sender_only_ever_raise_wire_errors()
             mutated[int(rng.integers(0, min(reach, len(mutated))))] = int(rng.integers(0, 256))
         chunk = pb.Chunk(index=0, examples=300, example_ids=bytes(mutated), bins=bytes(300))
         try:
-            ids, _ = decode_chunk(chunk.SerializeToString(), header)
+            ids, _, _ = decode_chunk(chunk.SerializeToString(), header)
             assert len(ids) == 300 and ids.null_count == 0
             outcome = "decoded"
         except WireError as exc:

@@ -45,6 +45,8 @@ MIRRORS: dict[str, dict[str, Any]] = {
         "PriorsOut": t.Priors,
         "GroupPriorOut": t.GroupPrior,
         "PriorsDetailOut": t.PriorsDetail,
+        "GroupOut": t.ReleaseGroup,
+        "GroupAuditOut": t.GroupAudit,
     },
     "features": {
         "IdentityOut": t.FeaturesIdentity,
@@ -198,8 +200,8 @@ def test_every_client_method_is_typed_by_the_schema_of_its_route(
         assert route in allowed, (method_name, calls[0], route, answer)
         seen.add(item)
     # only ever parts of another answer: a UserBudget and its SpendBuckets of a Budget, the bound of an
-    # Audit, a GroupPrior of a PriorsDetail
-    assert set(names) - seen <= {t.UserBudget, t.SpendBucket, t.EpsilonLowerBound, t.GroupPrior}
+    # Audit and its GroupAudits, a GroupPrior of a PriorsDetail
+    assert set(names) - seen <= {t.UserBudget, t.SpendBucket, t.EpsilonLowerBound, t.GroupPrior, t.GroupAudit}
 
 
 def test_an_error_answer_carries_the_problem_fields(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from sqlalchemy import create_engine, text
 
 from labeldp.demo.world import MISSING_EVERY, TEST_EVERY
 from labeldp.processes import free_port
-from labeldp.samples import diamond_prices, synthetic_users
+from labeldp.samples import diamond_prices, synthetic_users, weeks_worked
 from tests.support import demo_report, postgres
 
 pytestmark = pytest.mark.processes
@@ -266,3 +266,24 @@ def test_make_demo_runs_this_command() -> None:
         check=True,
     )
     assert kept.stdout.strip().splitlines()[-1] == ".venv/bin/labeldp demo --keep-running"
+
+
+def test_the_feature_aware_demo_runs_the_loop_and_reports_both_stages(tmp_path: Path) -> None:
+    """`labeldp demo --feature-aware`: stage 1, the publisher's model, its priors, stage 2 on them and
+    one model on both, through the two services it starts — every click released once (two charges of
+    ε over disjoint clicks), the report's models scored on the held-out clicks."""
+    out = tmp_path / "out"
+    done = demo("--feature-aware", "--dataset", "weeks", "--epsilon", "2", "--out", str(out), timeout=1500)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads((out / "feature-aware.json").read_text())
+    one, two = report["stage_1"], report["stage_2"]
+    clicks = sum(1 for i in range(weeks_worked().table.num_rows) if i % TEST_EVERY != 0)
+    assert one["examples"] + two["examples"] == clicks and 0 < one["examples"] < two["examples"]
+    assert one["epsilon"] == two["epsilon"] == 2.0 and two["groups"] >= 1
+    charges = {c["release_id"]: c for c in report["charges"]}
+    assert charges[one["release_id"]]["examples"] == one["examples"]
+    assert charges[two["release_id"]]["examples"] == two["examples"]
+    assert all(c["epsilon"] == 2.0 for c in charges.values())
+    rmse = report["test_rmse"]
+    assert rmse["non_private"] <= min(rmse["one_stage"], rmse["two_stage"]) * 1.02
+    assert "| one stage: every click released at ε" in (out / "feature-aware.md").read_text()

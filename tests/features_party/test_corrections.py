@@ -355,8 +355,13 @@ def test_bad_descriptions_and_values_are_named() -> None:
     good = description(mech)
     with pytest.raises(UnknownMechanismError, match="'laplace' is not one labeldp_model knows"):
         Release.from_description({**good, "mechanism": {**good["mechanism"], "kind": "laplace"}})
-    with pytest.raises(ReleaseFormatError, match="format version 2"):
+    with pytest.raises(ReleaseFormatError, match="format version 3"):
+        Release.from_description({**good, "format_version": 3})
+    # version 2 is a feature-aware release's, and states its groups (and only it does)
+    with pytest.raises(ReleaseFormatError, match="group_count"):
         Release.from_description({**good, "format_version": 2})
+    with pytest.raises(ReleaseFormatError, match="group_count"):
+        Release.from_description({**good, "group_count": 4})
     with pytest.raises(ReleaseFormatError, match="keep"):
         Release.from_description({**good, "correction": {**good["correction"], "keep": 0.2, "move": 0.9}})
     with pytest.raises(ReleaseFormatError, match="not JSON"):

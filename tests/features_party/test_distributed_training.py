@@ -28,7 +28,7 @@ from features_party.config import FeaturesSettings
 from features_party.tables import joins
 from features_party.training import jobs
 from features_party.training.distributed import fit_on_cluster
-from features_party.training.fit import TrainingError, fit
+from features_party.training.fit import TrainingError, fit, validation_mask
 from labeldp.common.identity import Identity
 from labeldp.mechanisms import BinsNoise, PublishedMechanism, integer_grid, optimize_rr_on_bins
 from labeldp_model import AffineDebiasedRegressor
@@ -194,6 +194,55 @@ def test_cluster_model_learns_like_the_single_process_one_and_exports(
     loaded = jobs.load(tmp_path / "model")
     rows = pq.read_table(feature_file).slice(0, 500)
     np.testing.assert_array_equal(loaded.predict(rows), trained.predict(rows))
+
+
+def test_a_feature_aware_release_is_debiased_row_by_row_on_the_cluster(
+    client: Client, tmp_path: Path
+) -> None:
+    """The cluster learns a grouped release as one process does (``fit`` with ``groups``): the same
+    rows, a per-row unbiased validation estimate close to the single-process model's, far below the
+    same labels released without groups at the same ε; the exported model needs no group."""
+    from labeldp.mechanisms import GroupedNoise, release_grouped_labels, release_labels
+    from tests.features_party.test_grouped_training import EPSILON, K, features, group_priors, synthetic
+
+    ids, x, y, groups = synthetic()
+    grouped = release_grouped_labels(y, groups, group_priors(), integer_grid(0, K - 1), EPSILON, "squared")
+    mechanisms = (*grouped.published_groups(), grouped.published())
+    noise = GroupedNoise.of_published(mechanisms[-1], mechanisms[:-1])
+    own = BinsNoise.of_published(mechanisms[-1])
+    release_file, feature_file = tmp_path / "grouped.parquet", tmp_path / "features.parquet"
+    rows = {"example_id": pa.array(ids), "bin": pa.array(grouped.bin_indices, pa.uint16())}
+    pq.write_table(
+        pa.table({**rows, "group": pa.array(grouped.groups, pa.int16())}), release_file, row_group_size=6000
+    )
+    pq.write_table(features(ids, x), feature_file, row_group_size=7000)
+    schema = {"x": "numeric", "z": "numeric"}
+    trained = fit_on_cluster(
+        client, str(release_file), str(feature_file), schema, own, "squared", groups=noise
+    )
+    local = fit(
+        pq.read_table(release_file), pq.read_table(feature_file), schema, own, "squared", groups=noise
+    )
+    for name in ("train_examples", "validation_examples", "examples_capped", "group_count"):
+        assert trained.metrics[name] == local.metrics[name], name
+    ours = trained.metrics["validation_loss_vs_binned_true_labels_unbiased"]
+    theirs = local.metrics["validation_loss_vs_binned_true_labels_unbiased"]
+    assert ours < 1.15 * theirs + 0.3, (ours, theirs)
+    assert not isinstance(trained.model.named_steps["model"], AffineDebiasedRegressor)
+    plain = release_labels(y, integer_grid(0, K - 1), EPSILON, "squared")
+    plain_file = tmp_path / "plain.parquet"
+    pq.write_table(
+        pa.table({**rows, "bin": pa.array(plain.bin_indices, pa.uint16())}), plain_file, row_group_size=6000
+    )
+    plain_noise = BinsNoise.of_published(plain.published())
+    baseline = fit_on_cluster(client, str(plain_file), str(feature_file), schema, plain_noise, "squared")
+    held = features(ids, x).filter(pa.array(validation_mask(pa.array(ids), 0.2)))
+    truth = y[validation_mask(pa.array(ids), 0.2)]
+    rmse = {
+        name: float(np.sqrt(np.mean((model.predict(held) - truth) ** 2)))
+        for name, model in (("grouped", trained), ("plain", baseline))
+    }
+    assert rmse["grouped"] < 0.9 * rmse["plain"], rmse
 
 
 def test_refuses_what_it_cannot_train(client: Client, release: Release) -> None:

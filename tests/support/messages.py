@@ -1,5 +1,5 @@
 """Signed messages for receiver and training tests: a release of synthetic bins with a consistent
-published mechanism (integer support, one bin per support point)."""
+published mechanism (integer support, one bin per support point), and a feature-aware release's."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from labeldp.common.wire.sender import ReleaseMessage
-from labeldp.mechanisms import PublishedMechanism, RROnBins, integer_grid
+from labeldp.mechanisms import GroupedRelease, PublishedMechanism, RROnBins, integer_grid
 
 SENDER, RECEIVER = "advertiser", "publisher"
 
@@ -49,4 +49,30 @@ def release(
         mechanism=mechanism,
         example_ids=pa.array(ids, pa.string()),
         bins=bins,
+    )
+
+
+def grouped_message(
+    ids: list[str],
+    grouped: GroupedRelease,
+    ttl_s: int = 3600,
+    label_type: str = "count",
+    priors_id: str | None = None,
+) -> ReleaseMessage:
+    """A feature-aware release as the labels party sends it: the release's own mechanism, each group's
+    (``GroupedRelease.published_groups``), the priors' id and every example's group."""
+    now = int(time.time() * 1000)
+    return ReleaseMessage(
+        release_id=str(uuid.uuid4()),
+        sender_id=SENDER,
+        recipient_id=RECEIVER,
+        created_at_unix_ms=now,
+        expires_at_unix_ms=now + 1000 * ttl_s,
+        label_type=label_type,
+        mechanism=grouped.published(),
+        groups=tuple(grouped.published_groups()),
+        priors_id=priors_id or str(uuid.uuid4()),
+        example_ids=pa.array(ids, pa.string()),
+        bins=grouped.bin_indices,
+        example_groups=grouped.groups,
     )

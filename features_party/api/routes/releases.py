@@ -45,7 +45,8 @@ STREAM_HEADERS = {
 EXPORT_ERRORS = errors(
     s404="`not-found`: no such received release (or another tenant's), or no such feature table",
     s409="`feature-table-version-gone`: the version asked for is no longer stored; `reserved-column`: "
-    "the feature table has a column named released_bin or released_value",
+    "the feature table has a column named like one of the export's own (released_bin, released_value; "
+    "for a feature-aware release also released_group, unbiased_target, target_weight)",
     s422="`row-group-offset-past-end`: the offset is past the export's last row group",
     s429="`too-many-exports`: this process streams LABELDP_FEATURES_MAX_CONCURRENT_EXPORTS exports "
     "already; retry after `Retry-After` seconds",

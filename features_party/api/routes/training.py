@@ -24,7 +24,9 @@ router = APIRouter(prefix="/v1", tags=["models"])
     responses=errors(
         s404="`not-found`: no such received release or feature table",
         s422="`cluster-not-configured`: `lightgbm` needs LABELDP_FEATURES_DASK_SCHEDULER; "
-        "`unsupported-model`, `invalid-debias`, `unsupported-release`: no such model for this release",
+        "`unsupported-model`, `invalid-debias`, `unsupported-release`: no such model for this release; "
+        "`invalid-request`, `incompatible-releases`: also_release_ids repeats a release, or names one "
+        "of another loss or support",
         s429="`too-many-jobs`: this tenant has LABELDP_FEATURES_MAX_QUEUED_JOBS_PER_TENANT jobs waiting; "
         "retry after `Retry-After` seconds",
     ),

@@ -7,7 +7,17 @@ from typing import Annotated
 
 import typer
 
-from labeldp.cli.options import LABELS_URL, AsJson, Dataset, LabelsKey, LabelsUrl, Quiet, labels_client
+from labeldp.cli.options import (
+    LABELS_URL,
+    AsJson,
+    Dataset,
+    ExampleIdsFile,
+    LabelsKey,
+    LabelsUrl,
+    Quiet,
+    labels_client,
+    read_example_ids,
+)
 from labeldp.terminal import number, print_json, print_table, show
 
 priors_group = typer.Typer(
@@ -26,15 +36,18 @@ def priors_fetch(
     loss: Annotated[
         str | None, typer.Option(help="The loss of the release they are for (default: the label type's).")
     ] = None,
+    example_ids: ExampleIdsFile = None,
     url: LabelsUrl = LABELS_URL,
     api_key: LabelsKey = "",
     quiet: Quiet = False,
     as_json: AsJson = False,
 ) -> None:
-    """Ask the recipient to price the dataset's examples with its model; the signed answer is checked and
-    stored (nothing is charged, no label leaves). Prints the priors id."""
+    """Ask the recipient to price the dataset's examples (default: those a release lists) with its model;
+    the signed answer is checked and stored (nothing is charged, no label leaves). Prints the priors id."""
     with labels_client(url, api_key) as client:
-        out = client.fetch_priors(client.dataset_id(dataset), recipient, max_groups, loss)
+        out = client.fetch_priors(
+            client.dataset_id(dataset), recipient, max_groups, loss, read_example_ids(example_ids)
+        )
     if quiet:
         typer.echo(out["id"])
         return

@@ -14,17 +14,19 @@ from labeldp.cli.options import (
     LABELS_URL,
     AsJson,
     Dataset,
+    ExampleIdsFile,
     LabelsKey,
     LabelsUrl,
     Quiet,
     labels_client,
+    read_example_ids,
     read_identity,
 )
 from labeldp.terminal import delivered, number, numbers, print_json, print_table, save, show
 
 if TYPE_CHECKING:
     from labeldp.client import LabelsClient
-    from labeldp.client.types import Release
+    from labeldp.client.types import Preview, Release
 
 commands = typer.Typer()  # top-level commands, merged into `labeldp labels` (labels/__init__.py)
 recipients_group = typer.Typer(help="Features parties releases may go to.", no_args_is_help=True)
@@ -99,6 +101,10 @@ def preview(
         ),
     ] = None,
     mechanism: Mechanism = None,
+    priors: Annotated[
+        str | None, typer.Option(help="Feature-aware: the stored priors (labels priors fetch) to release on.")
+    ] = None,
+    example_ids: ExampleIdsFile = None,
     as_json: AsJson = False,
 ) -> None:
     """Free, tenant-only: the bins, the expected error and what an attacker could learn from a release
@@ -108,7 +114,14 @@ def preview(
 
     with labels_client(url, api_key) as client:
         p = client.preview(
-            client.dataset_id(dataset), epsilon, loss, epsilon_prior, prior_release, mechanism=mechanism
+            client.dataset_id(dataset),
+            epsilon,
+            loss,
+            epsilon_prior,
+            prior_release,
+            mechanism=mechanism,
+            example_ids=read_example_ids(example_ids),
+            priors_id=priors,
         )
     published = PublishedMechanism.model_validate(p["mechanism"])
     error = p["expected_loss"]
@@ -138,7 +151,20 @@ def preview(
         f"{p['examples']:,} examples\n{outputs}\n"
         f"{what} per label under {source}: {number(error, 6)}{rms}{side}\n"
         f"an attacker guessing a label's bin gains at most {published.worst_case_additive_advantage:.3f} "
-        f"(any prior); one released bin moves its odds by at most e^{published.implemented_epsilon:.3f}",
+        f"(any prior); one released bin moves its odds by at most e^{published.implemented_epsilon:.3f}"
+        + _with_priors(p, loss),
+    )
+
+
+def _with_priors(p: Preview, loss: str) -> str:
+    """What a feature-aware preview adds: the groups and the error without the priors."""
+    if p.get("groups") is None:
+        return ""
+    without = p.get("expected_loss_without_priors") or 0.0
+    return (
+        f"\nwith priors: {p.get('examples_with_group') or 0:,} examples in {p['groups']} groups, each by its "
+        f"group's mechanism at the whole ε (the bins above: the others'); without the priors the expected "
+        f"{loss} error would be {number(without, 6)}"
     )
 
 
@@ -185,6 +211,11 @@ def release(
         bool, typer.Option(help="Also deliver the release to its recipient over gRPC.")
     ] = False,
     mechanism: Mechanism = None,
+    priors: Annotated[
+        str | None,
+        typer.Option(help="Feature-aware: the stored priors (labels priors fetch) whose groups to use."),
+    ] = None,
+    example_ids: ExampleIdsFile = None,
     quiet: Quiet = False,
     as_json: AsJson = False,
 ) -> None:
@@ -202,6 +233,8 @@ def release(
             privacy_unit=privacy_unit,
             contribution_bound=bound,
             mechanism=mechanism,
+            example_ids=read_example_ids(example_ids),
+            priors_id=priors,
         )
         delivery = client.deliver(rel["id"]) if deliver else None
     if quiet:
@@ -218,6 +251,8 @@ def release(
             f"τ = {stated.get('contribution_bound')} ({rel['contribution_bound']}), "
             f"{rel['examples_capped'] or 0:,} examples over the bound carry no label information"
         )
+    if rel["priors_id"]:
+        line += f"\nfeature-aware on priors {rel['priors_id']}: `labeldp labels releases show {rel['id']}`"
     answer: dict[str, Any] = {"release": rel}
     if delivery is not None:
         answer["delivery"] = delivery
@@ -296,13 +331,27 @@ def releases_show(
         rel = client.get_release(release)
         deliveries = client.deliveries(release)
         recipient = _recipient_names(client).get(rel["recipient_id"], rel["recipient_id"])
+        grouped = rel["priors_id"] is not None and rel["status"] == "complete"
+        groups = client.release_groups(release) if grouped else []
     sent = ", ".join(f"{d['outcome']} {d['started_at']}" for d in deliveries) or "none"
     line = (
         f"release {rel['id']} {rel['status']}: {rel['examples']:,} examples at "
         f"ε = {number(rel['epsilon'])} (ε₁ = {number(rel['epsilon_prior'], 3)}) to {recipient}\n"
         f"{_bins(rel['bins'])}\ndeliveries: {sent}"
     )
-    show({**rel, "deliveries": deliveries}, as_json, line)
+    if groups:
+        used = [g for g in groups if g["examples"]]
+        line += (
+            f"\nfeature-aware (priors {rel['priors_id']}): {sum(g['examples'] for g in groups):,} examples "
+            f"in {len(used)} of {len(groups)} groups, each by its group's mechanism; the bins above are "
+            "the others'\n"
+            + "\n".join(
+                f"  group {g['group']}: {g['examples']:,} examples, {_bins(g['mechanism']['bin_values'])}"
+                for g in used[:10]
+            )
+            + (f"\n  … {len(used) - 10} more (--json shows all)" if len(used) > 10 else "")
+        )
+    show({**rel, "deliveries": deliveries, "groups": groups}, as_json, line)
 
 
 @releases_group.command("deliver")

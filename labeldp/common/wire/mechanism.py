@@ -53,6 +53,15 @@ def mechanism_to_proto(published: PublishedMechanism) -> MechanismFields:
     )
 
 
+def group_to_proto(published: PublishedMechanism) -> pb.GroupMechanism:
+    """One group's mechanism as a grouped header carries it: without the derived bin intervals (they
+    would double a header of 1,024 groups), with the group's prior."""
+    mechanism = mechanism_to_proto(published).mechanism
+    del mechanism.bin_lower[:]
+    del mechanism.bin_upper[:]
+    return pb.GroupMechanism(mechanism=mechanism, prior=published.prior)
+
+
 def _support_bins_of_old_sender(header: pb.ReleaseHeader) -> list[int]:
     """Messages from senders before ``support_bins`` existed: derive the map from the bin intervals
     (RR-on-Bins) or from the reported classes (RR-Top-k)."""
@@ -80,17 +89,55 @@ def mechanism_from_header(header: pb.ReleaseHeader) -> PublishedMechanism:
         bins = list(m.support_bins)  # the unbiased randomizer has none
     else:
         bins = _support_bins_of_old_sender(header)
+    return _published(header, m, tuple(header.prior.masses), bins, header.epsilon_prior, "mechanism")
+
+
+def is_user_level(header: pb.ReleaseHeader) -> bool:
+    return header.mechanism.privacy_unit == "user"
+
+
+def groups_from_header(header: pb.ReleaseHeader) -> tuple[PublishedMechanism, ...]:
+    """Each group's published mechanism a (verified, bounded: ``receiver.check_header``) header states,
+    in group order; empty for a release without groups. A group shares the header's support, ε and
+    (user level) ε₁ and user fields; its ``Mechanism.epsilon`` is the whole ε at example level (no ε₁:
+    the prior is given) and the release's ε₂ at user level (``GroupedRelease.published_groups``)."""
+    user = is_user_level(header)
+    out = []
+    for g, group in enumerate(header.groups):
+        m = group.mechanism
+        expected = header.epsilon_randomize if user else header.epsilon_total
+        if m.epsilon != expected:
+            raise WireError(
+                "invalid_argument",
+                f"group {g}'s epsilon must be the header's "
+                + ("epsilon_randomize (a user-level release)" if user else "epsilon_total (the whole ε)"),
+            )
+        epsilon_prior = header.epsilon_prior if user else 0.0
+        out.append(
+            _published(header, m, tuple(group.prior), list(m.support_bins), epsilon_prior, f"group {g}")
+        )
+    return tuple(out)
+
+
+def _published(
+    header: pb.ReleaseHeader,
+    m: pb.Mechanism,
+    prior: tuple[float, ...],
+    support_bins: list[int],
+    epsilon_prior: float,
+    what: str,
+) -> PublishedMechanism:
     try:
         return PublishedMechanism(
             kind=m.kind,
             loss=m.loss or "squared",
             epsilon=header.epsilon_total,
-            epsilon_prior=header.epsilon_prior,
-            epsilon_randomize=header.epsilon_randomize,
+            epsilon_prior=epsilon_prior,
+            epsilon_randomize=m.epsilon,
             implemented_epsilon=m.implemented_epsilon,
             support=tuple(header.prior.support),
-            prior=tuple(header.prior.masses),
-            support_bins=tuple(bins),
+            prior=prior,
+            support_bins=tuple(support_bins),
             bin_values=tuple(m.bin_values),
             privacy_unit=m.privacy_unit or "example",
             contribution_bound=m.contribution_bound or None,
@@ -107,5 +154,5 @@ def mechanism_from_header(header: pb.ReleaseHeader) -> PublishedMechanism:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first.get("loc", ()))
         raise WireError(
-            "invalid_argument", f"malformed mechanism: {where} {first.get('msg', '')}".strip()
+            "invalid_argument", f"malformed {what}: {where} {first.get('msg', '')}".strip()
         ) from exc

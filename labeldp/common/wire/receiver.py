@@ -32,9 +32,10 @@ from labeldp.common.wire.format import (
     FORMAT_VERSION,
     WireError,
 )
-from labeldp.common.wire.mechanism import mechanism_from_header
-from labeldp.common.wire.sender import encoding_for
+from labeldp.common.wire.mechanism import groups_from_header, is_user_level, mechanism_from_header
+from labeldp.common.wire.sender import NO_GROUP_CODE, encoding_for
 from labeldp.mechanisms.factory import LOSSES_BY_LABEL_TYPE
+from labeldp.mechanisms.grouped import MAX_GROUP_CELLS, MAX_GROUPS
 from labeldp.mechanisms.published import MAX_BINS, PublishedMechanism
 from labeldp.mechanisms.support import MAX_SUPPORT_SIZE
 from labeldp.mechanisms.unbiased_weights import (
@@ -63,6 +64,8 @@ class VerifiedHeader:
     header: pb.ReleaseHeader
     mechanism: PublishedMechanism
     owners: tuple[str | None, ...] = (None,)  # of the pins the signature verified under
+    # a feature-aware release: each group's mechanism (``groups_from_header``), in group order
+    groups: tuple[PublishedMechanism, ...] = ()
 
 
 def check_header(
@@ -104,7 +107,9 @@ def check_header(
         raise WireError("failed_precondition", "the release has expired")
     _check_counts(header)
     _check_mechanism_sizes(header)
+    _check_groups(header)
     mechanism = mechanism_from_header(header)
+    groups = groups_from_header(header)
     allowed = LOSSES_BY_LABEL_TYPE.get(header.label_type)  # type: ignore[call-overload]
     if allowed is None:
         raise WireError("invalid_argument", f"label_type must be one of {', '.join(LOSSES_BY_LABEL_TYPE)}")
@@ -112,9 +117,10 @@ def check_header(
         raise WireError(
             "invalid_argument", f"{header.label_type} labels do not take the loss {mechanism.loss!r}"
         )
-    if header.bin_encoding != encoding_for(mechanism.bin_codes):
+    codes = max([mechanism.bin_codes, *(g.bin_codes for g in groups)])
+    if header.bin_encoding != encoding_for(codes):
         raise WireError("invalid_argument", "the bin encoding does not match the number of bin codes")
-    return VerifiedHeader(header, mechanism, tuple(owners))
+    return VerifiedHeader(header, mechanism, tuple(owners), groups)
 
 
 def _check_counts(header: pb.ReleaseHeader) -> None:
@@ -164,6 +170,63 @@ def _check_mechanism_sizes(header: pb.ReleaseHeader) -> None:
                 f"without support_bins a message may state at most {OLD_SENDER_MAX_PAIRS} support points "
                 f"× bins (this one: {support} × {bins}); send support_bins",
             )
+
+
+_USER_FIELDS = ("privacy_unit", "contribution_bound", "prior_contribution_bound", "epsilon_bound",
+                "epsilon_example")  # fmt: skip
+PRIOR_SUM_TOLERANCE = 1e-9
+
+
+def _check_groups(header: pb.ReleaseHeader) -> None:
+    """A feature-aware release's groups, checked field by field before any mechanism is derived from
+    them: a priors id exactly when there are groups; at most ``MAX_GROUPS`` groups and
+    ``MAX_GROUP_CELLS`` prior masses in all; each group's prior and support map one entry per support
+    point, within ``MAX_BINS`` bins and no bin intervals (derived; the sender leaves them out); each
+    prior a distribution (finite, non-negative, summing to 1 within ``PRIOR_SUM_TOLERANCE``); the
+    kind, the loss and (user level) the user fields the header's own mechanism states. The ε of each
+    group is checked by ``groups_from_header``, and the rest by ``PublishedMechanism`` itself."""
+    groups, support = header.groups, len(header.prior.support)
+    if not groups:
+        if header.priors_id:
+            raise WireError("invalid_argument", "priors_id is set but the release has no groups")
+        return
+    if not is_uuid(header.priors_id):
+        raise WireError("invalid_argument", "a release with groups names its priors_id (a UUID)")
+    if len(groups) > MAX_GROUPS:
+        raise WireError("invalid_argument", f"the release has more than {MAX_GROUPS} groups")
+    if len(groups) * support > MAX_GROUP_CELLS:
+        raise WireError(
+            "invalid_argument",
+            f"groups × support points must be at most {MAX_GROUP_CELLS} (here {len(groups)} × {support})",
+        )
+    own = header.mechanism
+    if groups and own.kind not in ("rr_on_bins", "rr_top_k"):  # the unbiased randomizer takes no priors
+        raise WireError("invalid_argument", f"a release of kind {own.kind!r} carries no groups")
+    for g, group in enumerate(groups):
+        m = group.mechanism
+        if len(group.prior) != support or len(m.support_bins) != support:
+            raise WireError(
+                "invalid_argument", f"group {g} needs one prior mass and one support bin per support point"
+            )
+        if len(m.bin_values) > MAX_BINS:
+            raise WireError("invalid_argument", f"group {g}'s mechanism has more than {MAX_BINS} bins")
+        if len(m.bin_lower) or len(m.bin_upper):
+            raise WireError("invalid_argument", f"group {g}'s mechanism carries bin intervals (it must not)")
+        prior = np.asarray(group.prior, dtype=np.float64)
+        if not np.all(np.isfinite(prior)) or np.any(prior < 0):
+            raise WireError("invalid_argument", f"group {g}'s prior has a negative or non-finite mass")
+        if abs(float(prior.sum()) - 1.0) > PRIOR_SUM_TOLERANCE:
+            raise WireError("invalid_argument", f"group {g}'s prior does not sum to 1")
+        if (m.kind, m.loss or "squared") != (own.kind, own.loss or "squared"):
+            raise WireError(
+                "invalid_argument", f"group {g}'s kind and loss differ from the release's mechanism"
+            )
+        if is_user_level(header) and any(getattr(m, f) != getattr(own, f) for f in _USER_FIELDS):
+            raise WireError(
+                "invalid_argument", f"group {g}'s user-level fields differ from the release's mechanism"
+            )
+        if not is_user_level(header) and m.privacy_unit not in ("", "example"):
+            raise WireError("invalid_argument", f"group {g}'s privacy unit differs from the release's")
 
 
 def check_fits(header: pb.ReleaseHeader, max_bytes: int) -> None:
@@ -226,10 +289,12 @@ class ChunkStream:
 
 def decode_chunk(
     data: bytes, header: pb.ReleaseHeader, offset: int = 0
-) -> tuple[pa.Array, npt.NDArray[np.int64]]:
-    """Decode one verified chunk into its example IDs and bin indices, checking their shapes and the
-    IDs by the upload rules (UTF-8 text, present, at most 256 bytes, no control characters);
-    ``offset`` is how many examples earlier chunks held (errors name the example's position)."""
+) -> tuple[pa.Array, npt.NDArray[np.int64], npt.NDArray[np.int64] | None]:
+    """Decode one verified chunk into its example IDs, bin indices and (a release with groups) each
+    example's group (``-1``: the header's own mechanism), checking their shapes, each bin against the
+    codes of the mechanism that released it, and the IDs by the upload rules (UTF-8 text, present, at
+    most 256 bytes, no control characters); ``offset`` is how many examples earlier chunks held
+    (errors name the example's position)."""
     chunk = pb.Chunk()
     chunk.ParseFromString(data)
     if not 0 < chunk.examples <= CHUNK_MAX_EXAMPLES:
@@ -254,6 +319,30 @@ def decode_chunk(
     if len(ids) != chunk.examples or bins.size != chunk.examples:
         raise WireError("invalid_argument", f"chunk {chunk.index} is malformed")
     codes = len(header.mechanism.bin_values) + (1 if header.mechanism.privacy_unit == "user" else 0)
-    if bins.size and int(bins.max()) >= codes:
+    groups = _chunk_groups(chunk, header)
+    if groups is not None:
+        # a grouped example's bin counts within its group's bins (it is never capped: no capped code)
+        group_codes = np.array([len(g.mechanism.bin_values) for g in header.groups] + [codes], np.int64)
+        codes_of = group_codes[np.where(groups < 0, len(header.groups), groups)]
+        if bins.size and np.any(bins >= codes_of):
+            raise WireError("invalid_argument", f"chunk {chunk.index} has a bin index out of range")
+    elif bins.size and int(bins.max()) >= codes:
         raise WireError("invalid_argument", f"chunk {chunk.index} has a bin index out of range")
-    return ids, bins
+    return ids, bins, groups
+
+
+def _chunk_groups(chunk: pb.Chunk, header: pb.ReleaseHeader) -> npt.NDArray[np.int64] | None:
+    """A chunk's groups: exactly two bytes per example when the header has groups (each below G, or
+    ``NO_GROUP_CODE``), none otherwise."""
+    if not header.groups:
+        if chunk.groups:
+            raise WireError(
+                "invalid_argument", f"chunk {chunk.index} carries groups the header does not have"
+            )
+        return None
+    if len(chunk.groups) != 2 * chunk.examples:
+        raise WireError("invalid_argument", f"chunk {chunk.index} needs two bytes of group per example")
+    codes = np.frombuffer(chunk.groups, dtype="<u2").astype(np.int64)
+    if np.any((codes >= len(header.groups)) & (codes != NO_GROUP_CODE)):
+        raise WireError("invalid_argument", f"chunk {chunk.index} names a group the header does not have")
+    return np.where(codes == NO_GROUP_CODE, -1, codes)

@@ -10,7 +10,14 @@ from labeldp.common.openapi import REPLAYED, errors
 from labeldp.common.pages import Page, Paging
 from labels_party.api.deps import Caller, Releases
 from labels_party.api.schemas.budget import BudgetRefusal
-from labels_party.api.schemas.releases import AuditOut, PreviewIn, PreviewOut, ReleaseIn, ReleaseOut
+from labels_party.api.schemas.releases import (
+    AuditOut,
+    GroupOut,
+    PreviewIn,
+    PreviewOut,
+    ReleaseIn,
+    ReleaseOut,
+)
 
 # what a release or a preview refuses in its request, before anything is charged
 RELEASE_422 = (
@@ -22,7 +29,9 @@ RELEASE_422 = (
     "`user-delta-too-large`: δ_τ would reach 1; `empty-release`: no labels, or no example to release; "
     "`duplicate-example-id`, `unknown-example-ids`: example_ids repeats one, or names some the dataset "
     "lacks (how many in `unknown`, the first 10 in `example_ids`); `missing-labels`: universe examples "
-    "without a label and no default_label"
+    "without a label and no default_label; `unknown-priors`: prior.priors_id names no stored priors of "
+    "this tenant; `priors-mismatch`: the priors were made for another dataset or support, or name an "
+    "example the release does not list"
 )
 router = APIRouter(prefix="/v1", tags=["releases"])
 
@@ -171,14 +180,36 @@ def audit_release(
 
 
 @router.get(
+    "/releases/{release_id}/groups",
+    response_model=Page[GroupOut],
+    responses=errors(s409="`release-not-complete`"),
+)
+def get_groups(
+    release_id: str, caller: Caller, releases: Releases, paging: Paging, request: Request
+) -> Page[GroupOut]:
+    """A feature-aware release's mechanism per group, in group order (a page) — each optimal for its
+    group's prior, as the message states them — and how many examples each released (none for a
+    release without priors)."""
+    found = releases.groups(caller.tenant_id, release_id)
+    window = found[paging.offset : paging.offset + paging.limit + 1]
+    return Page[GroupOut].of(
+        window, paging, request, lambda g: GroupOut(group=g[0], examples=g[1], mechanism=g[2])
+    )
+
+
+@router.get(
     "/releases/{release_id}/noisy-labels",
     response_class=FileResponse,
     responses={
-        200: {"content": {"application/vnd.apache.parquet": {}}, "description": "example_id, bin"},
+        200: {
+            "content": {"application/vnd.apache.parquet": {}},
+            "description": "example_id, bin (and group for a feature-aware release: -1 for none)",
+        },
         **errors(s409="`release-not-complete`"),
     },
 )
 def get_noisy_labels(release_id: str, caller: Caller, releases: Releases) -> FileResponse:
-    """The stored output (Parquet: example_id, bin) exactly as it will be delivered; reading it is free."""
+    """The stored output (Parquet: example_id, bin; a feature-aware release's also group) exactly as it
+    will be delivered; reading it is free."""
     path = releases.output_path(caller.tenant_id, release_id)
     return FileResponse(path, media_type="application/vnd.apache.parquet", filename=f"{release_id}.parquet")

@@ -51,7 +51,9 @@ router = APIRouter(prefix="/v1", tags=["semi-sensitive models"])
             "`spent` and `left`, δ in `delta_spent` and `delta_budget`); `no-non-sensitive-rows`: "
             "upload them first; `user-map-changed`: the dataset now gives some of the label release's "
             "training examples other users than the release froze (make a new label release); "
-            "`release-without-record`: the label release predates releases recording their users",
+            "`release-without-record`: the label release predates releases recording their users; "
+            "`release-has-groups`: the label release used priors (a mechanism per group; the label "
+            "phase reads one)",
         },
     },
 )

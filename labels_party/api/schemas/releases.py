@@ -7,7 +7,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
 
-from labeldp.common.inputs import ExampleId, Integral, Name
+from labeldp.common.inputs import UUID_PATTERN, ExampleId, Integral, Name
 from labeldp.mechanisms import (
     DEFAULT_MODEL_CAPACITY,
     LossName,
@@ -33,6 +33,20 @@ BIN_TRANSITION = (
     "the bin transition P(released bin j | the label's bin i) is keep_probability on the diagonal and "
     "move_probability off it (RR-Top-k: for the reported classes)"
 )
+
+
+class PriorFromFeaturesParty(BaseModel):
+    """A feature-aware release's prior: stored priors a features party signed for these examples."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    from_: Literal["features-party"] = Field(
+        alias="from", description="features-party: the groups and priors of POST /v1/datasets/{id}/priors"
+    )
+    priors_id: str = Field(
+        pattern=UUID_PATTERN.pattern,
+        description="the stored priors (GET /v1/priors); every example they name must be in the release",
+    )
 
 
 class ReleaseIn(BaseModel):
@@ -118,6 +132,13 @@ class ReleaseIn(BaseModel):
         "a public rule of the loss, ε, the number of examples and the support's size (the same page)",
     )
 
+    prior: PriorFromFeaturesParty | None = Field(
+        None,
+        description="feature-aware (docs/concepts/feature-aware.md): each example the priors give a group "
+        "is randomized by its group's mechanism at the whole ε (user level: at the release's ε₂), "
+        "spending no ε₁ on it; the others take the release's own private prior as without them",
+    )
+
     @model_validator(mode="after")
     def _one_unit(self) -> Self:
         if self.privacy_unit == "example":
@@ -155,7 +176,8 @@ class ReleaseIn(BaseModel):
             self.epsilon_bound,
             self.objective,
             self.model_capacity,
-            self.mechanism,
+            mechanism=self.mechanism,
+            priors_id=None if self.prior is None else self.prior.priors_id,
         )
 
 
@@ -198,6 +220,9 @@ class ReleaseOut(BaseModel):
     move_probability: float | None = Field(
         description="once complete: P(released bin = one particular other bin)"
     )
+    priors_id: str | None = Field(
+        description="feature-aware: the stored priors whose groups it used (their mechanisms: GET …/groups)"
+    )
     error: str | None
     created_at: AwareDatetime
     completed_at: AwareDatetime | None
@@ -229,6 +254,7 @@ class ReleaseOut(BaseModel):
             max_multiplicative_advantage=mechanism.max_multiplicative_advantage if mechanism else None,
             keep_probability=_keep(mechanism),
             move_probability=_move(mechanism),
+            priors_id=r.priors_id,
             error=r.error,
             created_at=r.created_at,
             completed_at=r.completed_at,
@@ -267,6 +293,23 @@ class EpsilonLowerBoundOut(BaseModel):
         return cls(epsilon_low=b.epsilon_low, alpha=b.alpha, examples=b.canaries, rates=b.rates)
 
 
+class GroupAuditOut(BaseModel):
+    group: int = Field(description="the group (-1: the examples the release's own mechanism released)")
+    examples: int
+    worst_case_additive_advantage: float
+    max_multiplicative_advantage: float = Field(description="the implemented ε of the group's mechanism")
+    additive_advantage: float = Field(
+        description="exact, for an attacker knowing the true label histogram of this group's examples"
+    )
+    realized_additive_advantage: float = Field(description="that attacker on this group's actual outputs")
+
+
+class GroupOut(BaseModel):
+    group: int
+    examples: int = Field(description="how many of the release's examples it released")
+    mechanism: PublishedMechanism = Field(description="optimal for the group's prior (mechanism.prior)")
+
+
 class AuditOut(BaseModel):
     """A release's privacy audit with the raw labels: tenant-only, free, never logged."""
 
@@ -287,7 +330,10 @@ class AuditOut(BaseModel):
     )
     epsilon_lower_bound: EpsilonLowerBoundOut | None = Field(
         description="the canary check on this release's examples (null when their labels fall in fewer "
-        "than two bins)"
+        "than two bins); feature-aware: the highest of one check per mechanism, alpha split between them"
+    )
+    groups: list[GroupAuditOut] | None = Field(
+        None, description="feature-aware: the same per mechanism that released examples (groups, and -1)"
     )
 
     @classmethod
@@ -301,6 +347,7 @@ class AuditOut(BaseModel):
             true_distribution=a.true_distribution,
             realized=a.realized,
             epsilon_lower_bound=bound,
+            groups=None if a.groups is None else [GroupAuditOut(**vars(g)) for g in a.groups],
         )
 
 
@@ -346,6 +393,15 @@ class PreviewOut(BaseModel):
     keep_probability: float | None = Field(description=BIN_TRANSITION + " (null for unbiased)")
     move_probability: float | None
     mechanism: PublishedMechanism
+    groups: int | None = Field(
+        None, description="with priors: how many groups they have (mechanism is then the release's own)"
+    )
+    examples_with_group: int | None = Field(
+        None, description="with priors: the examples a group will release"
+    )
+    expected_loss_without_priors: float | None = Field(
+        None, description="with priors: the expected loss of the same release without them (one stage)"
+    )
 
     @classmethod
     def of(cls, p: Preview) -> PreviewOut:
@@ -365,4 +421,7 @@ class PreviewOut(BaseModel):
             keep_probability=_keep(p.mechanism),
             move_probability=_move(p.mechanism),
             mechanism=p.mechanism,
+            groups=p.groups,
+            examples_with_group=p.examples_with_group,
+            expected_loss_without_priors=p.expected_loss_without_priors,
         )

@@ -23,6 +23,10 @@ from labeldp_model.kinds import correction_of
 METADATA_KEY = "labeldp.training_set"
 FORMAT = "labeldp.training-set"
 FORMAT_VERSION = 1
+# a feature-aware release's export: each group's rows were released by the group's own mechanism, so
+# the one ``correction`` holds only for the rows without a group; its rows carry their own unbiased
+# target and weight (``Release.columns``: group, target, weight), and the corrections refuse it
+GROUPED_FORMAT_VERSION = 2
 SIBLING_SUFFIX = ".labeldp.json"  # the description beside an exported file: train.parquet.labeldp.json
 MAX_DESCRIPTION_BYTES = 64 << 20  # a mechanism has at most 10⁶ support points; far below this
 
@@ -40,6 +44,7 @@ class Release:
     correction: BinsCorrection
     columns: Mapping[str, Any] = field(default_factory=dict)
     description: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    group_count: int = 0  # a feature-aware release: train on its target and weight columns
 
     @classmethod
     def from_description(cls, description: Mapping[str, Any]) -> Release:
@@ -48,10 +53,14 @@ class Release:
                 f"not a labeldp export description (format {description.get('format')!r})"
             )
         version = description.get("format_version")
-        if version != FORMAT_VERSION:
+        if version not in (FORMAT_VERSION, GROUPED_FORMAT_VERSION):
             raise ReleaseFormatError(
-                f"format version {version!r}: this labeldp_model reads version {FORMAT_VERSION}; upgrade it"
+                f"format version {version!r}: this labeldp_model reads versions {FORMAT_VERSION} and "
+                f"{GROUPED_FORMAT_VERSION}; upgrade it"
             )
+        group_count = description.get("group_count", 0)
+        if (version == GROUPED_FORMAT_VERSION) != (isinstance(group_count, int) and group_count > 0):
+            raise ReleaseFormatError("a format 2 description states its groups (group_count), and only it")
         mechanism = description.get("mechanism")
         if not isinstance(mechanism, Mapping):
             raise ReleaseFormatError("the description has no mechanism")
@@ -68,6 +77,7 @@ class Release:
             correction=correction,
             columns=dict(columns),
             description=dict(description),
+            group_count=int(group_count),
         )
 
     @classmethod

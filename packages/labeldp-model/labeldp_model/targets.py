@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from labeldp_model.correction import BinsCorrection
-from labeldp_model.errors import ReleasedValuesError
+from labeldp_model.errors import ReleasedValuesError, ReleaseError
 from labeldp_model.release import Release
 
 Array = npt.NDArray[np.float64]
@@ -27,6 +27,14 @@ FLOAT32_ROUNDING = 1e-6  # relative: float32 keeps ~7 digits (its ulp is 1.2e-7 
 
 
 def correction_of(release: Release | BinsCorrection) -> BinsCorrection:
+    """The release's one correction; a feature-aware release's rows were released by their groups' own
+    mechanisms, which it does not describe: refused (train on the export's target and weight columns)."""
+    if isinstance(release, Release) and release.group_count:
+        raise ReleaseError(
+            f"release {release.release_id} is feature-aware ({release.group_count} groups, each with its "
+            f"own mechanism): one correction does not hold for its rows; train on its "
+            f"{release.columns.get('target')!r} column weighted by {release.columns.get('weight')!r}"
+        )
     return release.correction if isinstance(release, Release) else release
 
 

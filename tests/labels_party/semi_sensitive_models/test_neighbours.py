@@ -253,3 +253,84 @@ def _data_dir(p: Party) -> Any:
     from labels_party.storage.data_dir import DataDir
 
     return DataDir(p.data_dir)
+
+
+def test_a_model_is_refused_on_a_feature_aware_release(party: Party) -> None:
+    """A seam of two features: the hybrid's label phase reads one mechanism's transition, and a
+    feature-aware release randomized its examples with one mechanism per group — building on it is
+    refused (409 ``release-has-groups``) before anything is charged. The priors are stored as the
+    labels party stores a features party's checked answer (its own store, files and row)."""
+    from labeldp.v1 import priors_pb2 as ppb
+    from labels_party.budget.ledger_keys import example_keys
+    from labels_party.priors import PriorsStore
+    from labels_party.storage.orm import Priors, Recipient
+
+    n, p = 200, party
+    p.set_delta("1e-2")
+    g = np.random.default_rng(3)
+    ids = [f"e{i}" for i in range(n)]
+    universe = pa.table({"example_id": ids, "user_id": pa.nulls(n, pa.string())})
+    labels = pa.table(
+        {
+            "example_id": ids,
+            "label": g.integers(0, 2, n),
+            "cart_adds": g.integers(0, 11, n),
+            "remarketing": np.where(g.integers(0, 2, n) == 1, "shoes", "none"),
+        }
+    )
+    features = pa.table({"example_id": ids, "hour": g.integers(0, 24, n), "device": np.full(n, "mobile")})
+    ds = dataset(p, labels, universe, features)
+    with p.session() as s:
+        recipient = s.query(Recipient).filter_by(tenant_id=p.tenant_id).one().id
+    header = ppb.PriorsHeader(support=[0.0, 1.0])
+    frame = ppb.PriorsFrame(header=ppb.SignedPriors(header=header.SerializeToString())).SerializeToString()
+    row = Priors(
+        id="00000000-0000-4000-8000-00000000000a",
+        tenant_id=p.tenant_id,
+        dataset_id=ds,
+        recipient_id=recipient,
+        features_priors_id="00000000-0000-4000-8000-00000000000b",
+        request_id="00000000-0000-4000-8000-00000000000c",
+        model_id="00000000-0000-4000-8000-00000000000d",
+        rule="two groups",
+        loss="squared",
+        groups=2,
+        max_groups=2,
+        support_k=2,
+        examples_requested=n,
+        examples_priced=n,
+        message_sha256="0" * 64,
+    )
+    engine = make_engine(p.database_url)
+    try:
+        PriorsStore(session_factory(engine), _data_dir(p)).add(
+            row,
+            pa.array(ids),
+            np.asarray(example_keys(ids), dtype=np.int64),
+            np.arange(n, dtype=np.int64) % 2,
+            np.array([[0.8, 0.2], [0.3, 0.7]]),
+            [frame],
+        )
+    finally:
+        engine.dispose()
+    release = post(
+        p,
+        f"/v1/datasets/{ds}/releases",
+        "grouped",
+        {"epsilon": 1.0, "recipient": "publisher", "prior": {"from": "features-party", "priors_id": row.id}},
+    )
+    assert release["priors_id"] == row.id
+    before = p.client.get("/v1/ledger").json()["items"]
+    body = {
+        "label_release_id": release["id"],
+        "epsilon_dpsgd": 1.0,
+        "delta": 1e-6,
+        "epochs": 1,
+        "batch_size": 50,
+    }
+    refused = p.client.post(
+        f"/v1/datasets/{ds}/semi-sensitive-models", json=body, headers={"Idempotency-Key": "m"}
+    )
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["type"] == "release-has-groups"
+    assert p.client.get("/v1/ledger").json()["items"] == before and p.rows(SemiSensitiveModel) == []

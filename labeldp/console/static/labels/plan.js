@@ -30,6 +30,7 @@ function request(form) {
   }
   if (e.epsilon_prior.value.trim() !== "") body.epsilon_prior = Number(e.epsilon_prior.value);
   if (e.mechanism.value !== "default") body.mechanism = e.mechanism.value;
+  if (e.prior?.value) body.prior = { from: "features-party", priors_id: e.prior.value };
   return body;
 }
 
@@ -64,6 +65,18 @@ function previewView(ds, body, preview, budget) {
         ["max multiplicative advantage (implemented ε)", num(preview.max_multiplicative_advantage)],
       ]),
     ),
+    preview.groups == null
+      ? null
+      : section(
+          "With the publisher's priors",
+          note("Each example with a group is randomized by the mechanism optimal for its group's prior, at the whole ε (no ε₁); the others by the mechanism below, on their own noisy prior."),
+          facts([
+            ["groups", count(preview.groups)],
+            ["examples with a group", `${count(preview.examples_with_group)} of ${count(preview.examples)}`],
+            [`expected ${preview.mechanism.loss} loss with the priors`, num(preview.expected_loss)],
+            ["… without them (one release, same ε)", num(preview.expected_loss_without_priors)],
+          ]),
+        ),
     section(
       "Budget after it",
       body.privacy_unit === "user"
@@ -83,9 +96,10 @@ function previewView(ds, body, preview, budget) {
 
 export async function planPage({ params: [id], signal }) {
   const bounds = (property) => declaredBounds({ schema: "ReleaseIn", property });
-  const [ds, recipients, epsilon, epsilonUser, tau, epsilonPrior] = await Promise.all([
+  const [ds, recipients, priors, epsilon, epsilonUser, tau, epsilonPrior] = await Promise.all([
     get(path("datasets", id), undefined, signal),
     all("/v1/recipients", {}, { signal }),
+    all(`${path("datasets", id)}/priors`, {}, { signal }),
     ...["epsilon", "epsilon_user", "contribution_bound", "epsilon_prior"].map(bounds),
   ]);
   const losses = LOSSES[ds.spec.label_type] ?? ["squared"];
@@ -125,6 +139,13 @@ export async function planPage({ params: [id], signal }) {
         options: recipients.map((r) => [r.name, r.name]),
         help: "a registered features party",
         required: true,
+      }),
+      field({
+        label: "prior",
+        name: "prior",
+        value: "",
+        options: [["", "the release's own noisy prior"], ...priors.map((p) => [p.id, `priors ${p.id.slice(0, 8)}: ${p.groups} groups, ${count(p.examples_priced)} priced`])],
+        help: "feature-aware: priors a features party signed for these examples",
       }),
     ),
     h("button", { type: "submit" }, "Preview (free)"),

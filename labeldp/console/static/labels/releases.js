@@ -157,6 +157,7 @@ export async function releasePage({ params: [id], signal }) {
       user ? ["users", count(release.users)] : null,
       ["ε charged per example", num(release.epsilon)],
       ["ε₁ for the prior", num(release.epsilon_prior)],
+      release.priors_id ? ["feature-aware: priors", code(release.priors_id)] : null,
       ["examples", count(release.examples)],
       ["examples given the default label", count(release.examples_defaulted)],
       user && release.examples_capped !== null ? ["examples over the bound", count(release.examples_capped)] : null,
