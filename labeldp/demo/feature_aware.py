@@ -31,6 +31,7 @@ from labeldp.mechanisms.debias import BinsNoise
 from labeldp.mechanisms.objective import default_objective
 
 STAGE_1 = 0.2
+MAX_LISTED = 100_000  # example IDs a release or a priors request may list
 GROUPS = 32
 STEPS = 7
 
@@ -140,6 +141,11 @@ def run_feature_aware_flow(
         first = stage_1_ids(clicks)
         ids_1 = [i for i in clicks if i in first]
         ids_2 = [i for i in clicks if i not in first]
+        if max(len(ids_1), len(ids_2)) > MAX_LISTED:
+            raise ValueError(
+                f"--feature-aware lists each stage's clicks in its requests (at most {MAX_LISTED:,}); "
+                f"{world.dataset.name} has {len(ids_2):,} in stage 2: use --dataset prices"
+            )
         at = steps.start("stage_1", f"stage 1: releasing {len(ids_1):,} clicks (a keyed hash of the ID) at ε")
         rel_1 = labels.release(
             ds["id"], epsilon, publisher, LOSS, f"demo-{world.run_id}-stage-1", example_ids=ids_1

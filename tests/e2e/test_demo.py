@@ -21,7 +21,7 @@ from sqlalchemy import create_engine, text
 
 from labeldp.demo.world import MISSING_EVERY, TEST_EVERY
 from labeldp.processes import free_port
-from labeldp.samples import diamond_prices, synthetic_users, weeks_worked
+from labeldp.samples import diamond_prices, synthetic_users
 from tests.support import demo_report, postgres
 
 pytestmark = pytest.mark.processes
@@ -273,11 +273,11 @@ def test_the_feature_aware_demo_runs_the_loop_and_reports_both_stages(tmp_path: 
     one model on both, through the two services it starts — every click released once (two charges of
     ε over disjoint clicks), the report's models scored on the held-out clicks."""
     out = tmp_path / "out"
-    done = demo("--feature-aware", "--dataset", "weeks", "--epsilon", "2", "--out", str(out), timeout=1500)
+    done = demo("--feature-aware", "--dataset", "prices", "--epsilon", "2", "--out", str(out), timeout=1500)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads((out / "feature-aware.json").read_text())
     one, two = report["stage_1"], report["stage_2"]
-    clicks = sum(1 for i in range(weeks_worked().table.num_rows) if i % TEST_EVERY != 0)
+    clicks = sum(1 for i in range(diamond_prices().table.num_rows) if i % TEST_EVERY != 0)
     assert one["examples"] + two["examples"] == clicks and 0 < one["examples"] < two["examples"]
     assert one["epsilon"] == two["epsilon"] == 2.0 and two["groups"] >= 1
     charges = {c["release_id"]: c for c in report["charges"]}

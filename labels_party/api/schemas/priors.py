@@ -3,9 +3,11 @@ dataset's examples (feature-aware releases)."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictInt
 
-from labeldp.common.inputs import ExampleId, Name
+from labeldp.common.inputs import ExampleId, Integral, Name
 from labeldp.mechanisms import LossName
 from labeldp.priors import MAX_GROUPS
 from labels_party.priors import DEFAULT_MAX_GROUPS, PriorsDetail, PriorsRequest
@@ -20,7 +22,7 @@ class PriorsIn(BaseModel):
     )
 
     recipient: Name = Field(description="name of a registered recipient (features party) whose key is pinned")
-    max_groups: StrictInt = Field(
+    max_groups: Annotated[StrictInt, Integral] = Field(
         DEFAULT_MAX_GROUPS,
         ge=1,
         le=MAX_GROUPS,
