@@ -44,7 +44,9 @@ from labeldp.mechanisms.unbiased_program import (
 )
 from labeldp.samples import LabelDataset, diamond_prices, weeks_worked
 
-EPSILONS = (0.05, 0.1, 0.3, 0.5, 1.0, 2.0, 4.0, 8.0)
+EPSILONS = tuple(
+    float(e) for e in os.environ.get("LABELDP_BENCH_EPSILONS", "0.05,0.1,0.3,0.5,1,2,4,8").split(",")
+)
 RUNS = int(os.environ.get("LABELDP_BENCH_RUNS", "5"))
 MODELS: tuple[ModelKind, ...] = ("hgb", "linear")
 MECHANISMS = {
