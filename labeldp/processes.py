@@ -24,8 +24,11 @@ def free_port() -> int:
 
 
 def port_is_free(port: int) -> bool:
-    """Whether a service could listen on ``127.0.0.1:port`` now."""
+    """Whether a service could listen on ``127.0.0.1:port`` now. With ``SO_REUSEADDR``, as the
+    services bind: a port whose last connection is still in TIME_WAIT (a demo that just ran) is free
+    to them, and a port another process listens on is not."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:

@@ -50,6 +50,9 @@ class ApiClient:
             headers={"Authorization": f"Bearer {api_key}"},
             timeout=httpx.Timeout(timeout, connect=10.0),
         )
+        # whether the last answer was an idempotent replay (``Idempotent-Replayed: true``: the first
+        # answer to the same key and request, nothing charged again); per client, last call only
+        self.replayed = False
 
     def __enter__(self) -> Self:
         return self
@@ -66,6 +69,7 @@ class ApiClient:
             r = self.http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
             raise ApiError(0, "unreachable", f"{self.http.base_url}{path}: {exc}") from exc
+        self.replayed = r.headers.get("Idempotent-Replayed", "").lower() == "true"
         if r.status_code >= 400:
             raise ApiError.of(r)
         json_answer = r.headers.get("content-type", "").startswith(

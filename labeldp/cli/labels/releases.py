@@ -236,6 +236,7 @@ def release(
             example_ids=read_example_ids(example_ids),
             priors_id=priors,
         )
+        replayed = client.replayed
         delivery = client.deliver(rel["id"]) if deliver else None
     if quiet:
         typer.echo(rel["id"])
@@ -244,6 +245,8 @@ def release(
         f"release {rel['id']}: {rel['examples']:,} examples at ε = {number(rel['epsilon'])} "
         f"(ε₁ = {number(rel['epsilon_prior'], 3)}), idempotency key {key}\n{_outputs(rel)}"
     )
+    if replayed:
+        line += f"\nreplayed: key {key} already made this release; nothing was charged again"
     if rel["privacy_unit"] == "user":
         stated = rel["mechanism"] or {}
         line += (
@@ -253,7 +256,7 @@ def release(
         )
     if rel["priors_id"]:
         line += f"\nfeature-aware on priors {rel['priors_id']}: `labeldp labels releases show {rel['id']}`"
-    answer: dict[str, Any] = {"release": rel}
+    answer: dict[str, Any] = {"release": rel, "replayed": replayed}
     if delivery is not None:
         answer["delivery"] = delivery
         line += f"\ndelivered to {recipient}: {delivery['wire_bytes']:,} bytes, receipt verified"
