@@ -202,7 +202,7 @@ def audit_figure(rr: Advantages, lap: Advantages, lap_epsilon: float, mech: Publ
         color=["tab:blue", "tab:orange"],
         label="worst output (largest over the examples)",
     )
-    right.bar_label(bars, labels=[f"{v:.3g}" for v in worst], padding=3, fontsize=SMALLEST_TYPE)
+    right.bar_label(bars, labels=[f"{v:.3g}" for v in worst], padding=6, fontsize=SMALLEST_TYPE)
     bars = right.barh(
         rows + height / 2,
         typical,
@@ -210,7 +210,7 @@ def audit_figure(rr: Advantages, lap: Advantages, lap_epsilon: float, mech: Publ
         color=["#9ecae9", "#ffbf86"],
         label="averaged over outputs (mean over the examples)",
     )
-    right.bar_label(bars, labels=[f"{v:.3g}" for v in typical], padding=3, fontsize=SMALLEST_TYPE)
+    right.bar_label(bars, labels=[f"{v:.3g}" for v in typical], padding=6, fontsize=SMALLEST_TYPE)
     right.axvline(
         mech.implemented_epsilon,
         color="0.4",
