@@ -5,7 +5,8 @@
 - ``benchmarks/results.md`` from BENCHMARKS.md at the repository's root (its links rewritten for
   the site);
 - ``reference/datasets.md``'s ``<!-- provenance -->`` from ``labeldp/samples/PROVENANCE.md``;
-- ``index.md``, the home page, from README.md (the landing page), its links rewritten for the site.
+- ``index.md``, the home page, from README.md (the landing page), its links rewritten for the site and
+  its drawings (fences with no language) shown without a copy button over their first line.
 """
 
 from __future__ import annotations
@@ -55,8 +56,19 @@ def benchmarks_page() -> str:
     return title + note + rest
 
 
+def drawings_without_copy_button(text: str) -> str:
+    """A fence with no language is a drawing (the README's diagram): read, not copied, so the theme's
+    copy button, which sits over a block's first line, is left off (``.no-copy``)."""
+    lines, fenced = [], False
+    for line in text.split("\n"):
+        drawing = not fenced and line.strip() == "```"
+        lines.append("``` { .text .no-copy }" if drawing else line)
+        fenced ^= line.startswith("```")
+    return "\n".join(lines)
+
+
 def home_page() -> str:
-    text = (ROOT / "README.md").read_text()
+    text = drawings_without_copy_button((ROOT / "README.md").read_text())
     text = re.sub(r"\]\(docs/examples/([\w-]+)\.py\)", r"](examples/\1.md)", text)
     text = text.replace("](docs/)", "](development.md#the-documentation-site)")
     text = text.replace("](BENCHMARKS.md)", "](benchmarks/results.md)").replace("](docs/", "](")

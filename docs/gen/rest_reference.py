@@ -7,6 +7,7 @@ documents themselves (``labels-openapi.json``, ``features-openapi.json``) for ge
 
 from __future__ import annotations
 
+import html
 import json
 import logging
 import re
@@ -39,6 +40,12 @@ def _features_openapi(root: Path) -> Schema:
     from features_party.config import FeaturesSettings
 
     return create_app(FeaturesSettings(data_dir=root / "features")).openapi()
+
+
+def route_cell(method: str, path: str) -> str:
+    """``GET /v1/datasets/{dataset_id}`` as code that may break only after a slash (``<wbr>``), never
+    inside a word: the summary table keeps its summaries readable on a narrow page."""
+    return f"<code>{method.upper()} {html.escape(path).replace('/', '/<wbr>')}</code>"
 
 
 def cell(text: object) -> str:
@@ -207,13 +214,15 @@ def render(doc: Schema, party: str, json_name: str) -> str:
     by_tag: dict[str, list[tuple[str, str, Schema]]] = {}
     for method, path, op in _operations(doc):
         by_tag.setdefault((op.get("tags") or ["other"])[0], []).append((method, path, op))
-    lines += ["## Summary", "", "| operation | route | summary |", "|---|---|---|"]
+    # in a .rest-summary block: the site's CSS keeps operation names whole (docs/assets/stylesheets)
+    lines += ["## Summary", "", '<div class="rest-summary" markdown>', ""]
+    lines += ["| operation | route | summary |", "|---|---|---|"]
     for method, path, op in _operations(doc):
         lines.append(
-            f"| [`{op['operationId']}`](#{operation_anchor(op)}) | `{method.upper()} {path}` | "
+            f"| [`{op['operationId']}`](#{operation_anchor(op)}) | {route_cell(method, path)} | "
             f"{cell(op.get('summary', ''))} |"
         )
-    lines.append("")
+    lines += ["", "</div>", ""]
     for tag, ops in by_tag.items():
         lines += [f"## {tag.capitalize()}", ""]
         for method, path, op in ops:

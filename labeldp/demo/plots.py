@@ -20,21 +20,24 @@ from labeldp.demo.mechanism import laplace_labels, mechanism_rows
 from labeldp.demo.report import Report
 from labeldp.demo.world import World
 from labeldp.mechanisms import PublishedMechanism
+from labeldp.mechanisms.advantage import Advantages
 from labeldp.mechanisms.support import explicit_support
 from labeldp.samples import LabelDataset
 
 EPSILONS = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 DPI = 110
+MAX_WIDTH = 12.0  # inches: a figure a page or a screen shows whole, its type still readable
+SMALLEST_TYPE = 9.0  # points: no text smaller (legends, bar labels included)
 
 
-def _figure(columns: int, size: tuple[float, float]) -> tuple[Any, Any]:
+def _figure(columns: int, size: tuple[float, float], rows: int = 1) -> tuple[Any, Any]:
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=size, layout="constrained")
-    return fig, fig.subplots(1, columns, squeeze=False)[0]
+    return fig, fig.subplots(rows, columns, squeeze=False).ravel()
 
 
 def _readable(axis: Any, ticks: int = 5) -> None:
@@ -59,10 +62,11 @@ def mechanism_figure(
     lap: np.ndarray,
 ) -> Any:
     """Prior and bins, the transition matrix, and the joint of (true, private) labels for RR-on-Bins and
-    Laplace, as in the paper's Figure 2."""
+    Laplace, as in the paper's Figure 2 — two by two, so that the figure fits a page at a readable size
+    (the matrix over k support points is drawn as cells, never one number per cell)."""
     from matplotlib.colors import LogNorm
 
-    fig, axes = _figure(4, (21, 4.8))
+    fig, axes = _figure(2, (11.5, 8.6), rows=2)
     sup = explicit_support(mech.support)
     values = np.asarray(sup.values, dtype=np.float64)
     bin_values = np.asarray(mech.bin_values)
@@ -83,7 +87,7 @@ def mechanism_figure(
     ax.set_title(f"{ds.name}: prior and the {mech.m} optimal bins")
     ax.set_xlabel("label")
     ax.set_ylabel("share of examples")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=SMALLEST_TYPE)
     _readable(ax.xaxis)
 
     ax = axes[1]  # one cell per (support point, output bin): no interpolation between bins
@@ -130,7 +134,7 @@ def loss_curve_figure(ds: LabelDataset, rows: Sequence[dict[str, float]]) -> Any
     ax.set_xlabel("ε")
     ax.set_ylabel("MSE against the true labels")
     ax.set_title(f"{ds.name}: mechanism error versus ε")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=SMALLEST_TYPE)
     return fig
 
 
@@ -150,48 +154,83 @@ def budget_figure(values: dict[str, Any]) -> Any:
         budget.append(current)
         charged.append(total)
     edges = np.arange(len(ledger) + 1) + 0.5  # each entry holds until the next one
-    left.stairs(budget, edges, color="tab:green", lw=2, label="budget per example")
-    left.stairs(charged, edges, color="tab:red", lw=2, label="ε charged by releases (cumulative)")
+    # baseline=None: no drop to 0 at either end (the budget does not vanish after the last entry)
+    left.stairs(budget, edges, baseline=None, color="tab:green", lw=2, label="budget per example")
+    left.stairs(
+        charged, edges, baseline=None, color="tab:red", lw=2, label="ε charged by releases (cumulative)"
+    )
     left.set_xticks(steps, [e["kind"].replace("_", " ") for e in ledger], rotation=30, ha="right")
     left.set_ylim(0, max([*budget, *charged, 1e-9]) * 1.15)
     left.set_ylabel("ε")
     left.set_title("the tenant's ledger, entry by entry")
-    left.legend(loc="lower right", fontsize=8)
+    left.legend(loc="best", fontsize=SMALLEST_TYPE)  # where it covers the fewest line segments
     errors = values["test_rmse"]
     names = ["RR-on-Bins", "Laplace", "non-private", "predict the mean"]
     keys = ["rr_on_bins_private", "laplace_baseline", "non_private", "predict_mean"]
     bars = right.bar(names, [errors[k] for k in keys], color=["tab:blue", "tab:orange", "0.5", "0.8"])
-    right.bar_label(bars, labels=[f"{errors[k]:,.0f}" for k in keys], fontsize=8)
+    right.bar_label(bars, labels=[f"{errors[k]:,.0f}" for k in keys], fontsize=SMALLEST_TYPE)
     right.set_ylabel("test RMSE against the true labels")
     right.set_title(f"what ε = {values['privacy']['epsilon']:g} bought")
     _readable(right.yaxis)
     return fig
 
 
-def audit_figure(report: Report, mech: PublishedMechanism) -> Any:
-    """Per-example advantages of the publisher's attacker: RR-on-Bins against Laplace at the same ε."""
-    assert report.attack is not None and report.laplace_advantages is not None
-    rr, lap = report.attack.exact, report.laplace_advantages
-    lap_eps = report.values["privacy_audit"]["laplace_epsilon"]
-    fig, (left, right) = _figure(2, (11.5, 4.2))
-    for adv, name, color in (
-        (rr, "RR-on-Bins", "tab:blue"),
-        (lap, f"Laplace (ε = {lap_eps:g})", "tab:orange"),
-    ):
+def audit_figure(rr: Advantages, lap: Advantages, lap_epsilon: float, mech: PublishedMechanism) -> Any:
+    """What the publisher's features attacker gains per example: RR-on-Bins against Laplace at the same
+    ε. Left, the additive advantage's distribution over the examples; right, the multiplicative one —
+    the same for nearly every example (the worst output's log-odds shift), so drawn as one bar per
+    mechanism on the ε axis, with what it may never pass: the implemented ε and the ε charged."""
+    fig, (left, right) = _figure(2, (11.5, 4.8))
+    names = ("RR-on-Bins", f"Laplace (ε = {lap_epsilon:g})")
+    for adv, name, color in zip((rr, lap), names, ("tab:blue", "tab:orange"), strict=True):
         x = np.sort(adv.additive)
         left.step(x, np.arange(1, x.size + 1) / x.size, where="post", color=color, label=name)
-        y = np.sort(adv.multiplicative)
-        right.step(y, np.arange(1, y.size + 1) / y.size, where="post", color=color, label=name)
     left.axvline(mech.worst_case_additive_advantage, color="0.4", ls="--", label="worst case, any prior")
     left.set_xlabel("additive advantage (exact, per example)")
     left.set_ylabel("share of examples at or below")
-    left.set_title("how much more often the attacker guesses the label's bin")
-    left.legend(loc="lower right", fontsize=8)
-    right.axvline(mech.implemented_epsilon, color="0.4", ls="--", label="implemented ε")
-    right.set_xlabel("multiplicative advantage (log-odds shift, worst output)")
-    right.set_title("how far one release moves the attacker's odds")
-    right.legend(loc="lower right", fontsize=8)
+    left.set_title("how much more often the features attacker\nguesses the label's bin")
+    left.legend(loc="lower right", fontsize=SMALLEST_TYPE)
+
+    rows = np.arange(len(names))
+    worst = [float(adv.multiplicative.max()) for adv in (rr, lap)]
+    typical = [float(adv.multiplicative_expected.mean()) for adv in (rr, lap)]
+    height = 0.38
+    bars = right.barh(
+        rows - height / 2,
+        worst,
+        height,
+        color=["tab:blue", "tab:orange"],
+        label="worst output (largest over the examples)",
+    )
+    right.bar_label(bars, labels=[f"{v:.3g}" for v in worst], padding=6, fontsize=SMALLEST_TYPE)
+    bars = right.barh(
+        rows + height / 2,
+        typical,
+        height,
+        color=["#9ecae9", "#ffbf86"],
+        label="averaged over outputs (mean over the examples)",
+    )
+    right.bar_label(bars, labels=[f"{v:.3g}" for v in typical], padding=6, fontsize=SMALLEST_TYPE)
+    right.axvline(
+        mech.implemented_epsilon,
+        color="0.4",
+        ls="--",
+        label=f"implemented ε ({mech.implemented_epsilon:.3g})",
+    )
+    right.axvline(mech.epsilon, color="black", ls=":", label=f"ε charged ({mech.epsilon:g})")
+    right.set_yticks(rows, names)
+    right.invert_yaxis()  # RR-on-Bins on top, as in the legend on the left
+    right.set_xlim(0, max(mech.epsilon, *worst) * 1.3)
+    right.set_xlabel("multiplicative advantage (log-odds shift)")
+    right.set_title("how far one release moves the attacker's odds\n(never past ε)")
+    right.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2, fontsize=SMALLEST_TYPE)
     return fig
+
+
+def _audited(report: Report) -> tuple[Advantages, Advantages, float]:
+    assert report.attack is not None and report.laplace_advantages is not None
+    lap_epsilon = float(report.values["privacy_audit"]["laplace_epsilon"])
+    return report.attack.exact, report.laplace_advantages, lap_epsilon
 
 
 def draw(world: World, report: Report, out: Path) -> list[Path]:
@@ -216,5 +255,5 @@ def draw(world: World, report: Report, out: Path) -> list[Path]:
         ),
         save(loss_curve_figure(ds, curve), out / "loss_vs_epsilon.png"),
         save(budget_figure(values), out / "budget.png"),
-        save(audit_figure(report, mech), out / "privacy_audit.png"),
+        save(audit_figure(*_audited(report), mech), out / "privacy_audit.png"),
     ]

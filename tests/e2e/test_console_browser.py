@@ -91,6 +91,47 @@ def api(base: str, key: str) -> httpx.Client:
     return httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60)
 
 
+# What the focused control's ring (its box grown by outline-offset + outline-width) overlaps among its
+# labels and the texts that describe it: a ring drawn over a label's text hides it.
+RING_COVERS = """() => {
+  const control = document.activeElement;
+  const style = getComputedStyle(control);
+  const reach = parseFloat(style.outlineOffset) + parseFloat(style.outlineWidth);
+  const r = control.getBoundingClientRect();
+  const described = (control.getAttribute("aria-describedby") || "").split(" ").filter(Boolean);
+  const texts = [...control.labels, ...described.map((id) => document.getElementById(id)).filter(Boolean)];
+  const covered = texts.filter((el) => {
+    const b = el.getBoundingClientRect();
+    const across = b.left < r.right + reach && b.right > r.left - reach;
+    return across && b.top < r.bottom + reach && b.bottom > r.top - reach;
+  });
+  return { reach, texts: texts.length, covered: covered.map((el) => el.textContent.trim()) };
+}"""
+
+
+def assert_ring_clear(page: Any, control: Any) -> None:
+    """Focused, the control's focus ring covers none of its label's or its help's text."""
+    control.focus()
+    found = page.evaluate(RING_COVERS)
+    assert found["reach"] >= 3 and found["texts"] >= 1, found  # a ring was drawn, and there is a label
+    assert found["covered"] == [], found
+
+
+def spread_figure(page: Any, caption: str) -> dict[str, Any]:
+    """A spend distribution's drawing as numbers: its x tick labels and positions, its bars' centres."""
+    figure = page.locator("figure.chart-figure", has=page.locator("figcaption", has_text=caption))
+    found: dict[str, Any] = figure.evaluate(
+        """(fig) => {
+          const at = (el, name) => Number(el.getAttribute(name));
+          return {
+            ticks: [...fig.querySelectorAll("g.x-ticks text")].map((t) => [t.textContent, at(t, "x")]),
+            bars: [...fig.querySelectorAll("rect.mark")].map((r) => at(r, "x") + at(r, "width") / 2),
+          };
+        }"""
+    )
+    return found
+
+
 def no_serious_violations(page: Any, where: str) -> list[dict[str, Any]]:
     found = axe_violations(page)
     record_axe(where, found)
@@ -105,6 +146,7 @@ def test_sign_in_refuses_a_wrong_key_and_keeps_the_right_one_in_this_tab_only(
     w = open_page(f"{demo.labels_url}/console")  # redirected to /console/
     page = w.page
     page.wait_for_url(re.compile(r"/console/$"))
+    assert_ring_clear(page, page.get_by_label("Tenant API key"))  # its label stays readable
     page.get_by_label("Tenant API key").fill("ldp_not-a-key")
     page.get_by_role("button", name="Sign in").click()
     alert = page.get_by_role("alert")
@@ -206,6 +248,13 @@ def test_the_labels_console_shows_the_demo_from_the_public_api(demo: Demo, open_
     assert float(asked.get_attribute("max") or "nan") == budget_bound
     figures = [f.inner_text() for f in page.locator("figure figcaption").all()]
     assert any("Per-example spend" in f for f in figures) and any("Per-user spend" in f for f in figures)
+    # every example spent ε = 1: round ticks (0, 1, 2, … — never 1.25), the bar centred on the tick at 1
+    spent = spread_figure(page, "Per-example spend")
+    ticks = dict(spent["ticks"])
+    assert list(ticks) == ["0", "1", "2", "3", "4"], spent
+    assert spent["bars"] == [pytest.approx(ticks["1"])], spent
+    for control in (asked, page.get_by_label("ε per user of one more user-level release")):
+        assert_ring_clear(page, control)
     screenshot(page, "labels-dataset")
     no_serious_violations(page, "dataset")
 
@@ -229,7 +278,13 @@ def test_the_labels_console_shows_the_demo_from_the_public_api(demo: Demo, open_
     go(page, demo.labels_url, "ledger", "Ledger")
     entries = page.locator("ol.timeline li")
     assert entries.count() == 2  # the initial budget, the demo's charge
-    assert f"charged ε 1 to {rel['examples']:,} examples" in entries.nth(1).inner_text()
+    charge = entries.nth(1)
+    assert f"charged ε 1 to {rel['examples']:,} examples" in charge.inner_text()
+    # the charge's dataset by its name, linked; its ID only in the link's tooltip
+    assert f"of dataset {ds['name']}" in charge.inner_text() and ds["id"] not in charge.inner_text()
+    named = charge.get_by_role("link", name=ds["name"])
+    assert named.get_attribute("title") == f"dataset {ds['id']}"
+    assert named.get_attribute("href") == f"#/datasets/{ds['id']}"
     screenshot(page, "labels-ledger")
     no_serious_violations(page, "ledger")
 

@@ -1,7 +1,9 @@
 """The demo's figures, rendered and inspected: cells drawn as cells (a transition matrix has no gradient
 between bins), a colour bar for every heat map, the "predict the mean" reference on the loss curve, the
-ledger's history in the budget figure, and no two tick labels of any axis overlapping — on both
-shipped regression datasets (real-valued prices, integer weeks)."""
+ledger's history in the budget figure (held to the edge, never dropping to 0), the audit's
+multiplicative advantage as values on the ε axis, no two tick labels of any axis overlapping, and
+every figure at most 12 inches wide with no type under 9 points — on both shipped regression datasets
+(real-valued prices, integer weeks)."""
 
 from __future__ import annotations
 
@@ -14,8 +16,17 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import QuadMesh
 
 from labeldp.demo.mechanism import laplace_labels
-from labeldp.demo.plots import budget_figure, loss_curve_figure, mechanism_figure
+from labeldp.demo.plots import (
+    MAX_WIDTH,
+    SMALLEST_TYPE,
+    audit_figure,
+    budget_figure,
+    loss_curve_figure,
+    mechanism_figure,
+)
 from labeldp.mechanisms import optimize_rr_on_bins
+from labeldp.mechanisms.advantage import advantages, channel_advantages, targets_of
+from labeldp.mechanisms.baselines import laplace_channel
 from labeldp.samples import LabelDataset, diamond_prices, weeks_worked
 from tests.support.seeded import SeededRandom
 
@@ -43,6 +54,35 @@ def assert_ticks_apart(fig: Any) -> None:
                 assert overlap <= 0.5, (ax.get_title(), [t.get_text() for t in axis.get_ticklabels()])
 
 
+def assert_readable(fig: Any) -> None:
+    """A page or a screen shows the figure whole (at most MAX_WIDTH inches) and every piece of text in
+    it — titles, ticks, legends, bar labels — at SMALLEST_TYPE points or more."""
+    from matplotlib.text import Text
+
+    render(fig)
+    width, _ = fig.get_size_inches()
+    assert width <= MAX_WIDTH, width
+    small = [
+        (t.get_text(), t.get_fontsize())
+        for t in fig.findobj(Text)
+        if t.get_visible() and t.get_text().strip() and t.get_fontsize() < SMALLEST_TYPE
+    ]
+    assert small == []
+
+
+def test_the_readability_check_notices_a_wide_figure_and_small_type() -> None:
+    from matplotlib.figure import Figure
+
+    wide = Figure(figsize=(21, 4.8))
+    wide.subplots()
+    with pytest.raises(AssertionError):
+        assert_readable(wide)
+    small = Figure(figsize=(6, 4))
+    small.subplots().legend(handles=[], title="x", fontsize=8, title_fontsize=8)
+    with pytest.raises(AssertionError):
+        assert_readable(small)
+
+
 def release(ds: LabelDataset, epsilon: float) -> tuple[np.ndarray, np.ndarray, Any, np.ndarray]:
     y = ds.labels[:20_000]
     prior = ds.support.counts(y) / y.size
@@ -67,6 +107,7 @@ def test_mechanism_figure_draws_cells_with_colour_bars_and_readable_ticks(loader
     assert np.allclose(matrix.sum(axis=0), 1.0)  # each true label's column is a distribution
     assert heat_maps[1].norm.vmin == 1 and heat_maps[1].norm is heat_maps[2].norm  # one log scale
     assert_ticks_apart(fig)
+    assert_readable(fig)
 
 
 def test_the_overlap_check_notices_crowded_ticks() -> None:
@@ -90,6 +131,7 @@ def test_loss_curve_shows_what_predicting_the_mean_costs() -> None:
     reference = [line for line in ax.get_lines() if line.get_label() == "predict the mean"]
     assert len(reference) == 1 and reference[0].get_ydata()[0] == pytest.approx(np.var(ds.labels))
     assert_ticks_apart(fig)
+    assert_readable(fig)
 
 
 def test_budget_figure_shows_the_ledger_history() -> None:
@@ -113,6 +155,39 @@ def test_budget_figure_shows_the_ledger_history() -> None:
     left, right = fig.axes
     budget, charged = (patch.get_data().values for patch in left.patches)
     assert list(budget) == [3.0, 3.0, 5.0, 5.0] and list(charged) == [0.0, 1.0, 1.0, 1.5]
+    for patch, values_drawn in zip(left.patches, ([3.0, 5.0], [0.0, 1.0, 1.5]), strict=True):
+        # the line holds its last value to the edge: no drop to 0 as if the budget vanished
+        drawn = patch.get_path().vertices[:, 1]
+        assert set(drawn) == set(values_drawn), drawn
+        assert drawn[-1] == values_drawn[-1]
     assert [t.get_text() for t in left.get_xticklabels()] == ["budget set", "charge", "budget set", "charge"]
     assert [t.get_text() for t in right.texts] == ["3,030", "4,675", "543", "3,988"]
     assert_ticks_apart(fig)
+    assert_readable(fig)
+
+
+def test_audit_figure_puts_the_multiplicative_advantage_on_the_epsilon_axis() -> None:
+    """Per example the multiplicative advantage is (nearly) one value — the worst output's log-odds
+    shift — so its distribution would be a vertical line; the right panel draws each mechanism's
+    largest and average value as bars on an axis from 0 that shows the implemented ε and the ε charged,
+    which no bar passes."""
+    ds = diamond_prices()
+    _, prior, published, _ = release(ds, 1.0)
+    priors = np.random.default_rng(3).dirichlet(np.full(prior.size, 0.3), size=300)
+    rr = advantages(published, priors)
+    channel, _ = laplace_channel(published.support, ds.lo, ds.hi, 1.0)
+    lap = channel_advantages(priors, channel, targets_of(published), published.support)
+    fig = audit_figure(rr, lap, 1.0, published)
+    left, right = fig.axes
+    assert len(left.get_lines()) == 3  # two distributions and the worst case over priors
+    widths = sorted(round(p.get_width(), 9) for p in right.patches)
+    expected = [adv.multiplicative.max() for adv in (rr, lap)]
+    expected += [adv.multiplicative_expected.mean() for adv in (rr, lap)]
+    assert widths == sorted(round(float(v), 9) for v in expected)
+    limits = sorted(line.get_xdata()[0] for line in right.get_lines())
+    assert limits == pytest.approx(sorted([published.implemented_epsilon, published.epsilon]))
+    lo, hi = right.get_xlim()
+    assert lo == 0 and max(widths) <= published.implemented_epsilon + 1e-9 < hi
+    assert [t.get_text() for t in right.get_yticklabels()] == ["RR-on-Bins", "Laplace (ε = 1)"]
+    assert_ticks_apart(fig)
+    assert_readable(fig)

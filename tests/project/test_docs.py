@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import tomllib
+from html import escape as html_escape
 from pathlib import Path
 
 import pytest
@@ -98,6 +99,57 @@ def test_the_rest_reference_has_every_operation(site: Path, party: str) -> None:
     assert not missing, missing
     missing_schemas = [name for name in doc["components"]["schemas"] if name not in page]
     assert not missing_schemas, missing_schemas
+
+
+def site_css(site: Path, page: str) -> str:
+    """The stylesheets a page links from the site itself (the theme's and mkdocs.yml's extra_css)."""
+    html = (site / page).read_text()
+    hrefs = re.findall(r'<link\b[^>]*rel="stylesheet"[^>]*href="([^"]+\.css)"', html)
+    hrefs += re.findall(r'<link\b[^>]*href="([^"]+\.css)"[^>]*rel="stylesheet"', html)
+    files = [(site / page).parent.joinpath(h.split("?")[0]).resolve() for h in hrefs]
+    return "\n".join(f.read_text() for f in files if f.is_file())
+
+
+def css_rule(css: str, selector: str) -> str:
+    found = re.search(re.escape(selector) + r"\s*\{([^}]*)\}", css)
+    assert found, selector
+    return found[1]
+
+
+@pytest.mark.parametrize("party", ["labels", "features"])
+def test_the_rest_summary_never_breaks_an_operation_name(site: Path, party: str) -> None:
+    """The summary table's operation names stay whole (the table scrolls instead) and a route breaks
+    only after a slash: the table is in a .rest-summary block, the site's CSS keeps the first column
+    from wrapping, and the only break hints in a route are the <wbr> after its slashes."""
+    page = f"reference/rest/{party}.html"
+    html = (site / page).read_text()
+    block = re.search(r'<div class="rest-summary">(.*?)</div>', html, flags=re.S)
+    assert block and "<table>" in block[1]
+    doc = json.loads((site / "reference" / "rest" / f"{party}-openapi.json").read_text())
+    for path, item in doc["paths"].items():
+        for method, op in item.items():
+            if "operationId" not in op:
+                continue
+            assert f"<code>{op['operationId']}</code>" in block[1], op["operationId"]
+            route = html_escape(path).replace("/", "/<wbr>")
+            assert f"<code>{method.upper()} {route}</code>" in block[1], path
+    css = site_css(site, page)
+    operation = css_rule(css, ".rest-summary td:first-child code")
+    assert "white-space: nowrap" in operation and "overflow-wrap: normal" in operation
+    assert "word-break: normal" in css_rule(css, ".rest-summary td:nth-child(2) code")
+
+
+def test_the_home_page_diagram_is_whole_and_has_no_copy_button(site: Path) -> None:
+    """The README's drawing fits the site's content column (and GitHub's) without scrolling, and no
+    copy button sits over its first line: the fence with no language is marked .no-copy."""
+    readme = (ROOT / "README.md").read_text()
+    drawing = re.search(r"^```\n(.*?)^```$", readme, flags=re.S | re.M)
+    assert drawing and "gRPC" in drawing[1]
+    widest = max(len(line.rstrip()) for line in drawing[1].splitlines())
+    assert widest <= 72, widest
+    html = (site / "index.html").read_text()
+    block = re.search(r'<div class="([^"]*)"><pre><span></span><code>(.*?)</code></pre>', html, flags=re.S)
+    assert block and "no-copy" in block[1].split() and "gRPC" in block[2]
 
 
 def test_the_grpc_reference_has_every_rpc_and_message(site: Path) -> None:

@@ -46,20 +46,30 @@ function dataTable(caption, headers, rows) {
   );
 }
 
-function niceMax(value) {
-  if (!(value > 0)) return 1;
-  const power = 10 ** Math.floor(Math.log10(value));
-  for (const step of [1, 2, 2.5, 5, 10]) {
-    if (step * power >= value) return step * power;
+/**
+ * An axis from 0 that covers `value` in at most `most` equal steps of 1, 2 or 5 × 10ⁿ, so every tick is
+ * a round number (0, 1, 2, 3 — never 1.25) and a value such as ε = 1 falls on a tick.
+ */
+export function niceScale(value, most = 5) {
+  const target = value > 0 && Number.isFinite(value) ? value : 1;
+  let power = 10 ** Math.floor(Math.log10(target / most));
+  for (;;) {
+    for (const unit of [1, 2, 5]) {
+      const step = unit * power;
+      const n = Math.max(1, Math.ceil(target / step - 1e-9));
+      if (n <= most) {
+        const ticks = Array.from({ length: n + 1 }, (_, i) => Number((i * step).toPrecision(12)));
+        return { top: ticks[n], ticks };
+      }
+    }
+    power *= 10;
   }
-  return 10 * power;
 }
 
-function yAxis(left, top, height, max, label, format = num) {
-  const ticks = [0, max / 2, max];
+function yAxis(left, top, height, scale, label, format = num) {
   return [
-    ticks.map((t) => {
-      const y = top + height - (t / max) * height;
+    scale.ticks.map((t) => {
+      const y = top + height - (t / scale.top) * height;
       return [
         s("line", { x1: left - 4, x2: WIDTH - 12, y1: y, y2: y, class: t ? "grid" : "axis" }),
         s("text", { x: left - 6, y: y + 4, "text-anchor": "end", class: "tick" }, format(t, 3)),
@@ -81,7 +91,8 @@ export function columns({ caption, description, points, bands = [], xLabel, yLab
   const plotH = height - top - 46;
   const n = points.length;
   const step = plotW / Math.max(n, 1);
-  const max = niceMax(Math.max(...points.map((p) => p.value), 0));
+  const scale = niceScale(Math.max(...points.map((p) => p.value), 0));
+  const max = scale.top;
   const gap = n > 60 ? 0 : step * 0.18;
   const drawing = [
     bands.map((band, i) => {
@@ -94,7 +105,7 @@ export function columns({ caption, description, points, bands = [], xLabel, yLab
           : null,
       ];
     }),
-    yAxis(left, top, plotH, max, yLabel),
+    yAxis(left, top, plotH, scale, yLabel),
     points.map((p, i) => {
       const barH = (p.value / max) * plotH;
       return s(
@@ -176,27 +187,33 @@ export function spread({ caption, description, buckets, marks, xLabel, yLabel })
   const top = 30;
   const plotW = WIDTH - left - 24;
   const plotH = height - top - 46;
-  const xmax = niceMax(Math.max(...buckets.map((b) => b.to), ...marks.map((m) => m.at), 1e-9) * 1.04);
-  const max = niceMax(Math.max(...buckets.map((b) => b.count), 0));
+  const xScale = niceScale(Math.max(...buckets.map((b) => b.to), ...marks.map((m) => m.at), 1e-9) * 1.04, 6);
+  const xmax = xScale.top;
+  const yScale = niceScale(Math.max(...buckets.map((b) => b.count), 0));
+  const max = yScale.top;
   const x = (value) => left + (value / xmax) * plotW;
   const drawing = [
-    yAxis(left, top, plotH, max, yLabel, (v) => num(v, 3)),
+    yAxis(left, top, plotH, yScale, yLabel, (v) => num(v, 3)),
     buckets.map((b) => {
       const barH = (b.count / max) * plotH;
+      // a bucket narrower than 6 px (all at one value: every example spent ε = 1) is drawn 6 px wide,
+      // centred on its value, so the bar sits on that value's tick
       const w = Math.max(x(b.to) - x(b.from), 6);
+      const middle = (x(b.from) + x(b.to)) / 2;
       return s(
         "rect",
-        { x: x(b.from) - (x(b.to) === x(b.from) ? 3 : 0), y: top + plotH - barH, width: w, height: barH, class: "mark tone-a" },
-        s("title", {}, `${num(b.from)}–${num(b.to)}: ${num(b.count)}`),
+        { x: middle - w / 2, y: top + plotH - barH, width: w, height: barH, class: "mark tone-a" },
+        s("title", {}, b.from === b.to ? `${num(b.from)}: ${num(b.count)}` : `${num(b.from)}–${num(b.to)}: ${num(b.count)}`),
       );
     }),
     marks.map((m, i) => [
       s("line", { x1: x(m.at), x2: x(m.at), y1: top - 4, y2: top + plotH, class: `limit limit-${i}` }),
-      s("text", { x: x(m.at), y: top - 10 - (i % 2) * 0, "text-anchor": i ? "end" : "start", class: "limit-label", dx: i ? -4 : 4 }, m.label),
+      s("text", { x: x(m.at), y: top - 10, "text-anchor": i ? "end" : "start", class: "limit-label", dx: i ? -4 : 4 }, m.label),
     ]),
-    [0, xmax / 4, xmax / 2, (3 * xmax) / 4, xmax].map((t) =>
+    s("g", { class: "x-ticks" }, xScale.ticks.map((t) => [
+      s("line", { x1: x(t), x2: x(t), y1: top + plotH, y2: top + plotH + 4, class: "axis" }),
       s("text", { x: x(t), y: top + plotH + 16, "text-anchor": "middle", class: "tick" }, num(t, 3)),
-    ),
+    ])),
     s("text", { x: left + plotW / 2, y: height - 6, "text-anchor": "middle", class: "axis-label" }, xLabel),
   ];
   return figure({
@@ -223,10 +240,11 @@ export function timeline({ caption, description, entries }) {
   const t0 = Math.min(...times);
   const t1 = Math.max(...times);
   const span = t1 - t0 || 1;
-  const max = niceMax(Math.max(...entries.map((e) => e.value), 0));
+  const scale = niceScale(Math.max(...entries.map((e) => e.value), 0));
+  const max = scale.top;
   const x = (t) => (t1 === t0 ? left + plotW / 2 : left + ((t - t0) / span) * plotW);
   const drawing = [
-    yAxis(left, top, plotH, max, "ε"),
+    yAxis(left, top, plotH, scale, "ε"),
     entries.map((e, i) => {
       const cx = x(e.t.getTime()) + (t1 === t0 ? (i - (entries.length - 1) / 2) * 14 : 0);
       const cy = top + plotH - (e.value / max) * plotH;
@@ -260,11 +278,12 @@ export function ladder({ caption, description, marks }) {
   const left = 24;
   const plotW = WIDTH - left - 24;
   const axisY = 40;
-  const xmax = niceMax(Math.max(...marks.map((m) => m.value), 1e-9));
+  const scale = niceScale(Math.max(...marks.map((m) => m.value), 1e-9));
+  const xmax = scale.top;
   const x = (v) => left + (v / xmax) * plotW;
   const drawing = [
     s("line", { x1: left, x2: left + plotW, y1: axisY, y2: axisY, class: "axis" }),
-    [0, xmax / 2, xmax].map((t) => [
+    scale.ticks.map((t) => [
       s("line", { x1: x(t), x2: x(t), y1: axisY - 4, y2: axisY + 4, class: "axis" }),
       s("text", { x: x(t), y: axisY - 10, "text-anchor": "middle", class: "tick" }, num(t, 3)),
     ]),

@@ -1,4 +1,6 @@
 // The ledger as a timeline (GET /v1/ledger): every charge and budget change of the tenant, append-only.
+// A charge names its release; the release's dataset is shown by name (GET /v1/releases, GET /v1/datasets),
+// its ID in the link's tooltip.
 
 import { all } from "../common/api.js";
 import { h } from "../common/dom.js";
@@ -19,8 +21,28 @@ function describe(entry) {
   return `${entry.kind.replaceAll("_", " ")}: ε ${num(entry.epsilon)}`;
 }
 
+/** "— release 9286ce9b of demo-prices" for a charge; its note unless it only names that dataset's ID. */
+function origin(entry, releases, names) {
+  const release = entry.release_id ? releases.get(entry.release_id) : undefined;
+  const dataset = release?.dataset_id;
+  const named = dataset !== undefined && names.has(dataset);
+  return [
+    entry.release_id ? [" — release ", idLink(`#/releases/${encodeURIComponent(entry.release_id)}`, entry.release_id)] : null,
+    named
+      ? [" of dataset ", h("a", { href: `#/datasets/${encodeURIComponent(dataset)}`, title: `dataset ${dataset}` }, names.get(dataset))]
+      : null,
+    entry.note && !(named && entry.note === `dataset ${dataset}`) ? h("span", { class: "note" }, ` (${entry.note})`) : null,
+  ];
+}
+
 export async function ledgerPage({ signal }) {
-  const entries = await all("/v1/ledger", {}, { signal });
+  const [entries, releaseList, datasets] = await Promise.all([
+    all("/v1/ledger", {}, { signal }),
+    all("/v1/releases", {}, { signal }),
+    all("/v1/datasets", {}, { signal }),
+  ]);
+  const releases = new Map(releaseList.map((r) => [r.id, r]));
+  const names = new Map(datasets.map((d) => [d.id, d.name]));
   const charges = entries.filter((e) => e.kind === "charge");
   return [
     title("Ledger"),
@@ -49,8 +71,7 @@ export async function ledgerPage({ signal }) {
                 { class: e.kind === "charge" ? "kind-charge" : "kind-budget" },
                 h("time", { datetime: e.created_at }, when(e.created_at)),
                 h("span", {}, describe(e)),
-                e.release_id ? [" — release ", idLink(`#/releases/${encodeURIComponent(e.release_id)}`, e.release_id)] : null,
-                e.note ? h("span", { class: "note" }, ` (${e.note})`) : null,
+                origin(e, releases, names),
               ),
             ),
           )
