@@ -126,7 +126,13 @@ def one_run(ds: LabelDataset, split: Split, eps: float, seed: int) -> dict[str, 
     mu2 = noise1.affine_correct(model1.predict(X[s2]))
     priced = price_values(mu2, sigma, support, GROUPS)
     rel2 = release_grouped_labels(
-        np.clip(y[s2], ds.lo, ds.hi), priced.groups, priced.priors, support, eps, "squared"
+        np.clip(y[s2], ds.lo, ds.hi),
+        priced.groups,
+        priced.priors,
+        support,
+        eps,
+        "squared",
+        objective=OBJECTIVE,
     )
     groups = rel2.published_groups()
     b1 = np.asarray(rel1.bin_indices)

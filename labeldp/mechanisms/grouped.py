@@ -97,7 +97,9 @@ def release_grouped_labels(
 ) -> GroupedRelease:
     """Randomize every label once: with its group's mechanism at ``epsilon`` (``groups[i]`` in
     ``0..G−1``), or ``NO_GROUP`` examples as one ordinary release of their own (``epsilon_prior`` its
-    ε₁; ``objective`` its objective). Charging is the caller's job, before this call."""
+    ε₁). ``objective``: the release's, for every mechanism — each group's is optimized at the ε it
+    derives from all the release's examples (one model trains on them together). Charging is the
+    caller's job, before this call."""
     eps = check_epsilon(epsilon)
     sup = as_support(support)
     loss_spec = resolve_loss(loss)
@@ -113,7 +115,8 @@ def release_grouped_labels(
         fallback_mechanism = fallback.mechanism
     else:
         fallback_mechanism = optimal_mechanism(sup, np.full(sup.k, 1.0 / sup.k), eps, loss_spec.name)
-    mechanisms = _randomize_groups(y, g, priors, sup, eps, loss_spec.name, bins)
+    at = Objective.of(objective, loss_spec.name).epsilon_for(eps, y.size)
+    mechanisms = _randomize_groups(y, g, priors, sup, eps, loss_spec.name, bins, at)
     normalized = priors / priors.sum(axis=1, keepdims=True)
     return GroupedRelease(g, bins, mechanisms, normalized, fallback, fallback_mechanism, eps)
 
@@ -161,7 +164,9 @@ def release_grouped_user_labels(
     plain = kept & (g == NO_GROUP)
     bins[plain] = mechanism.randomize(y[plain], rng=stream)
     eps2 = planned.budget.epsilon_randomize
-    mechanisms = _randomize_groups(y, g, priors, sup, eps2, resolve_loss(loss).name, bins)
+    loss_name = resolve_loss(loss).name
+    at = Objective.of(objective, loss_name).epsilon_for(eps2, int(kept.sum()))
+    mechanisms = _randomize_groups(y, g, priors, sup, eps2, loss_name, bins, at)
     normalized = priors / priors.sum(axis=1, keepdims=True)
     fallback = planned.release(bins)
     return GroupedRelease(
@@ -189,10 +194,13 @@ def _randomize_groups(
     epsilon: float,
     loss: str,
     bins: IntArray,
+    optimize_at: float | None,
 ) -> list[Mechanism]:
-    """Each group's optimal mechanism at ``epsilon``; its members' ``bins`` drawn with it (a fresh
-    CSPRNG stream per group). Group ``NO_GROUP`` is left as it is."""
-    mechanisms = [optimal_mechanism(support, p, epsilon, loss) for p in priors]
+    """Each group's optimal mechanism at ``epsilon`` (optimized at ``optimize_at``: the release's
+    objective, as its own mechanism is — the model trains on every group's examples together); its
+    members' ``bins`` drawn with it (a fresh CSPRNG stream per group). Group ``NO_GROUP`` is left as
+    it is."""
+    mechanisms = [optimal_mechanism(support, p, epsilon, loss, optimize_at=optimize_at) for p in priors]
     order = np.argsort(g, kind="stable")
     starts = np.searchsorted(g[order], np.arange(priors.shape[0] + 1))
     for j, mechanism in enumerate(mechanisms):

@@ -262,18 +262,20 @@ class ReleaseService:
             ) from exc
 
     def _grouped_preview(self, ds: Dataset, request: ReleaseRequest, priors: StoredPriors) -> Preview:
-        """A feature-aware preview: each group's mechanism (optimal for the group's prior, as the
-        release will compute it) and the release's own for the examples without a group, their
-        expected loss per example under the labels each actually holds — beside the one-stage
-        release of the same examples at the same ε (the exact histogram as its prior)."""
+        """A feature-aware preview: each group's mechanism (optimal for the group's prior under the
+        release's objective, as the release will compute it) and the release's own for the examples
+        without a group, their expected loss per example under the labels each actually holds —
+        beside the one-stage release of the same examples at the same ε (the exact histogram as its
+        prior)."""
         plan = plan_release(ds, self.data_dir, request, priors=priors)
         assert plan.groups is not None
         labels, support, loss = plan.in_memory.labels, plan.support, plan.loss
         eps = plan.epsilon_randomize if plan.user is not None else plan.epsilon
         total, groups = 0.0, plan.groups.groups
+        group_at = plan.objective.epsilon_for(eps, plan.objective_examples)
         for g in np.unique(groups[groups >= 0]):
             counts = support.counts(labels[groups == g]).astype(np.float64)
-            mechanism = optimal_mechanism(support, plan.groups.priors[g], eps, loss)
+            mechanism = optimal_mechanism(support, plan.groups.priors[g], eps, loss, optimize_at=group_at)
             total += counts.sum() * mechanism.expected_loss(support.values, counts)
         exact = support.counts(labels).astype(np.float64)
         fallback = groups < 0

@@ -15,6 +15,7 @@ from labeldp.mechanisms import (
     optimal_mechanism,
     release_grouped_labels,
 )
+from labeldp.mechanisms.objective import model_objective_epsilon
 from tests.support.stats import ALPHA, chi_square_ok
 
 SUPPORT = integer_grid(0, 20)
@@ -34,13 +35,19 @@ def labels_and_groups(n: int) -> tuple[np.ndarray, np.ndarray]:
     return labels, groups
 
 
-@pytest.mark.parametrize("eps", [0.5, 2.0])
-def test_each_group_is_released_by_the_mechanism_optimal_for_its_prior(eps: float) -> None:
+@pytest.mark.parametrize(("eps", "objective"), [(0.5, "label"), (2.0, "label"), (0.5, "model"), (2.0, None)])
+def test_each_group_is_released_by_the_mechanism_optimal_for_its_prior(
+    eps: float, objective: str | None
+) -> None:
+    """Under the release's objective (None: the loss's default, the model objective): each group's
+    bins are optimized at the ε that objective derives from every example of the release."""
     labels, groups = labels_and_groups(300_000)
-    out = release_grouped_labels(labels, groups, priors(), SUPPORT, eps, "squared")
+    out = release_grouped_labels(labels, groups, priors(), SUPPORT, eps, "squared", objective=objective)  # type: ignore[arg-type]
     published = out.published_groups()
+    optimize_at = None if objective == "label" else model_objective_epsilon(eps, labels.size)
+    assert optimize_at is None or optimize_at > eps  # the model objective's bins are not the label's
     for g, p in enumerate(priors()):
-        expected = optimal_mechanism(SUPPORT, p, eps, "squared")
+        expected = optimal_mechanism(SUPPORT, p, eps, "squared", optimize_at=optimize_at)
         assert np.array_equal(out.group_mechanisms[g].support_bins, expected.support_bins)
         assert np.allclose(out.group_mechanisms[g].bin_values, expected.bin_values)
         assert published[g].epsilon_prior == 0.0 and published[g].epsilon_randomize == eps
@@ -133,7 +140,9 @@ def test_a_user_level_release_keeps_its_bounding_and_split_and_randomizes_groups
         published = out.published_groups()[g]
         assert published.privacy_unit == "user" and published.epsilon_randomize == eps2
         assert published.epsilon_prior == out.user.epsilon_prior > 0
-        expected = optimal_mechanism(SUPPORT, p, eps2, "squared")
+        # the squared loss's default objective (model), at the ε it derives from the kept examples
+        at_model = model_objective_epsilon(eps2, int(kept.sum()))
+        expected = optimal_mechanism(SUPPORT, p, eps2, "squared", optimize_at=at_model)
         at = kept & (groups == g) & (labels == centre)
         observed = np.bincount(out.bin_indices[at], minlength=expected.m)
         ok, ratio = chi_square_ok(observed, expected.transition_matrix()[centre], alpha=ALPHA)

@@ -51,7 +51,7 @@ def test_target_error_is_the_exact_sum_over_the_transition(epsilon: float) -> No
 
 def released(n: int, epsilon: float = 1.0) -> tuple[GroupedNoise, np.ndarray, np.ndarray, np.ndarray]:
     """``n`` labels on 0..20 in three groups (low, middle, high) and a quarter without a group,
-    released by ``release_grouped_labels`` (the CSPRNG: no seed); the row noise as the receiver
+    released by ``release_grouped_labels`` under the label objective (the CSPRNG: no seed); the row noise as the receiver
     derives it, each row's group, its released bin and its binned true label ``Φ_g(y)`` under its own
     mechanism."""
     support = integer_grid(0, 20)
@@ -60,7 +60,7 @@ def released(n: int, epsilon: float = 1.0) -> tuple[GroupedNoise, np.ndarray, np
     centre = np.array([3.0, 10.0, 17.0])
     y = np.clip(np.round(centre[np.maximum(groups, 0)] + rng.normal(0, 2, n)), 0, 20).astype(np.int64)
     priors = np.exp(-0.5 * ((support.values[None, :] - centre[:, None]) / 2.5) ** 2)
-    release = release_grouped_labels(y, groups, priors, support, epsilon, "squared")
+    release = release_grouped_labels(y, groups, priors, support, epsilon, "squared", objective="label")
     mechanisms = (*release.published_groups(), release.published())
     noise = GroupedNoise.of_published(mechanisms[-1], mechanisms[:-1])
     at = np.where(groups < 0, noise.count, groups)
@@ -99,8 +99,6 @@ def test_weights_are_inverse_errors_with_mean_one() -> None:
             ratio = w[at == j][0] / w[at == i][0]
             assert ratio == pytest.approx(noise.errors[i] / noise.errors[j], rel=1e-12)
     assert np.all(noise.errors > 0)
-    # the release's own mechanism (ε₁ spent on its prior, a flat prior) is the noisiest here
-    assert noise.errors[-1] == noise.errors.max()
     with pytest.raises(ParameterError):
         noise.weights(np.array([noise.count]))  # a group the release does not have
 
@@ -114,5 +112,7 @@ def test_per_row_loss_estimates_the_loss_against_binned_labels() -> None:
         actual = ell(f, truth)
         z = (estimate.mean() - actual.mean()) / (estimate.std(ddof=1) / np.sqrt(n))
         assert abs(z) < Z, (estimate.mean(), actual.mean())
-    # the perfect prediction looks bad against the noisy values: the randomization's variance
-    assert ell(truth, noise.noisy_values(bins, groups)).mean() > 1.0
+    # the perfect prediction looks bad against the noisy values (the randomization's variance), far
+    # beyond the unbiased estimate's own error, which the z-test above found centred on 0 for it
+    naive = ell(truth, noise.noisy_values(bins, groups)).mean()
+    assert naive > 100 * estimate.std(ddof=1) / np.sqrt(n), naive
