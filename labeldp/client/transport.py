@@ -65,6 +65,7 @@ class ApiClient:
     def call(self, method: str, path: str, *, raw: bool = False, **kwargs: Any) -> Any:
         """The answer parsed (JSON) or as bytes; ``raw`` keeps even JSON as its exact bytes (a signed
         message: the signature covers the bytes). Each method below states the answer's type."""
+        self.replayed = False  # until this call's answer says otherwise (not a previous call's)
         try:
             r = self.http.request(method, path, **kwargs)
         except httpx.TransportError as exc:

@@ -109,13 +109,17 @@ def release_grouped_labels(
     bins = np.empty(y.size, dtype=np.int64)
     fallback_at = g == NO_GROUP
     fallback: LabelRelease | None = None
+    at = Objective.of(objective, loss_spec.name).epsilon_for(eps, y.size)  # one model learns from all
     if fallback_at.any():
-        fallback = release_labels(y[fallback_at], sup, eps, loss, epsilon_prior, objective=objective)
+        fallback = release_labels(
+            y[fallback_at], sup, eps, loss, epsilon_prior, objective=objective, objective_examples=y.size
+        )
         bins[fallback_at] = fallback.bin_indices
         fallback_mechanism = fallback.mechanism
     else:
-        fallback_mechanism = optimal_mechanism(sup, np.full(sup.k, 1.0 / sup.k), eps, loss_spec.name)
-    at = Objective.of(objective, loss_spec.name).epsilon_for(eps, y.size)
+        fallback_mechanism = optimal_mechanism(
+            sup, np.full(sup.k, 1.0 / sup.k), eps, loss_spec.name, optimize_at=at
+        )
     mechanisms = _randomize_groups(y, g, priors, sup, eps, loss_spec.name, bins, at)
     normalized = priors / priors.sum(axis=1, keepdims=True)
     return GroupedRelease(g, bins, mechanisms, normalized, fallback, fallback_mechanism, eps)

@@ -92,6 +92,7 @@ def release_labels(
     objective: Objective | ObjectiveName | None = None,
     mechanism: MechanismKind | None = None,
     rng: SecureRandom | None = None,
+    objective_examples: int | None = None,
 ) -> LabelRelease:
     """Privatize ``labels`` with total budget ``epsilon`` (Algorithm 3).
 
@@ -106,7 +107,9 @@ def release_labels(
     bins follow from public quantities and the noisy prior either way, so the release stays
     (ε₁ + ε₂)-DP. ``mechanism``: ``rr_on_bins``, ``rr_top_k`` or ``unbiased`` (the least-variance
     unbiased randomizer, squared and Poisson loss), by default ``default_mechanism``'s choice (public
-    quantities only); the objective applies to the RR kinds.
+    quantities only); the objective applies to the RR kinds. ``objective_examples``: how many
+    labels the model objective's model learns from (public), by default these ``labels``' count — a
+    feature-aware release's examples without a group name all of the release's.
     """
     eps = check_epsilon(epsilon)
     sup = as_support(support)
@@ -123,7 +126,9 @@ def release_labels(
     at = (
         None
         if kind == "unbiased"
-        else Objective.of(objective, loss_spec.name).epsilon_for(eps_randomize, y.size)
+        else Objective.of(objective, loss_spec.name).epsilon_for(
+            eps_randomize, y.size if objective_examples is None else objective_examples
+        )
     )
     stream = rng or SecureRandom()
     prior = private_prior(y, sup, eps_prior, rng=stream)

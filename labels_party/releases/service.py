@@ -263,7 +263,8 @@ class ReleaseService:
 
     def _grouped_preview(self, ds: Dataset, request: ReleaseRequest, priors: StoredPriors) -> Preview:
         """A feature-aware preview: each group's mechanism (optimal for the group's prior under the
-        release's objective, as the release will compute it) and the release's own for the examples
+        release's objective, as the release will compute it — for a user-level release with ``auto``
+        or ``private`` τ, as if τ = 1, like its own mechanism's) and the release's own for the examples
         without a group, their expected loss per example under the labels each actually holds —
         beside the one-stage release of the same examples at the same ε (the exact histogram as its
         prior)."""

@@ -99,7 +99,12 @@ def test_upload_release_deliver_and_train_from_the_cli(tmp_path: Path, files: di
         )  # fmt: skip
         assert code == 0 and release["id"] in out
         assert "replayed: key k1 already made this release; nothing was charged again" in out
-        assert answer["replayed"] is False  # the first answer was not a replay
+        assert answer["replayed"] is False  # the first answer was not a replay ...
+        code, out, _ = run(
+            "labels", "release", "--dataset", "prices", "--epsilon", "1", "--recipient", "publisher",
+            "--idempotency-key", "k1", "--json", *L,
+        )  # fmt: skip
+        assert code == 0 and json.loads(out)["replayed"] is True  # ... the third is
         # budget 2, spent 1: ε = 1.5 more is refused with the server's code, exit 1
         code, out, err = run(
             "labels", "release", "--dataset", "prices", "--epsilon", "1.5", "--recipient", "publisher",

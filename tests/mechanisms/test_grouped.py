@@ -66,6 +66,10 @@ def test_each_group_is_released_by_the_mechanism_optimal_for_its_prior(
     assert fb.epsilon_prior > 0 and fb.epsilon_prior + fb.epsilon_randomize <= eps
     assert np.array_equal(out.bin_indices[groups == NO_GROUP], fb.bin_indices)
     assert out.published() == fb.published()
+    # ... whose model objective counts every example of the release, as the groups' does
+    assert all(m.objective_epsilon == optimize_at for m in published)
+    if optimize_at is not None:
+        assert out.published().objective_epsilon == model_objective_epsilon(fb.epsilon_randomize, labels.size)
 
 
 def test_every_group_mechanism_is_epsilon_dp_for_any_prior() -> None:

@@ -51,9 +51,9 @@ def test_target_error_is_the_exact_sum_over_the_transition(epsilon: float) -> No
 
 def released(n: int, epsilon: float = 1.0) -> tuple[GroupedNoise, np.ndarray, np.ndarray, np.ndarray]:
     """``n`` labels on 0..20 in three groups (low, middle, high) and a quarter without a group,
-    released by ``release_grouped_labels`` under the label objective (the CSPRNG: no seed); the row noise as the receiver
-    derives it, each row's group, its released bin and its binned true label ``Φ_g(y)`` under its own
-    mechanism."""
+    released by ``release_grouped_labels`` under the label objective (the CSPRNG: no seed); the row
+    noise as the receiver derives it, each row's group, its released bin and its binned true label
+    ``Φ_g(y)`` under its own mechanism."""
     support = integer_grid(0, 20)
     rng = np.random.default_rng(7)  # test data only: the labels and groups, not the noise
     groups = rng.integers(-1, 3, n)
@@ -107,12 +107,13 @@ def test_per_row_loss_estimates_the_loss_against_binned_labels() -> None:
     n = 300_000
     noise, bins, groups, truth = released(n, epsilon=2.0)
     ell = resolve_loss("squared")
-    for f in (np.full(n, 9.0), truth.copy()):  # a fixed prediction, and the perfect one
+    for f in (np.full(n, 9.0), truth.copy()):  # a fixed prediction, and the perfect one (last)
         estimate = noise.unbiased_loss(f, bins, groups, ell)
         actual = ell(f, truth)
         z = (estimate.mean() - actual.mean()) / (estimate.std(ddof=1) / np.sqrt(n))
         assert abs(z) < Z, (estimate.mean(), actual.mean())
     # the perfect prediction looks bad against the noisy values (the randomization's variance), far
-    # beyond the unbiased estimate's own error, which the z-test above found centred on 0 for it
+    # beyond the standard error of its unbiased estimate, which the z-test above found centred on 0
+    perfect = noise.unbiased_loss(truth, bins, groups, ell)
     naive = ell(truth, noise.noisy_values(bins, groups)).mean()
-    assert naive > 100 * estimate.std(ddof=1) / np.sqrt(n), naive
+    assert naive > 100 * perfect.std(ddof=1) / np.sqrt(n), naive
