@@ -28,6 +28,7 @@ from labeldp.common.wire.sender import ReleaseMessage
 from labeldp.mechanisms import (
     BinsNoise,
     GroupedNoise,
+    ObjectiveName,
     integer_grid,
     release_grouped_labels,
     release_labels,
@@ -65,8 +66,12 @@ def group_priors() -> np.ndarray:
     return out / out.sum(axis=1, keepdims=True)
 
 
-def grouped_release(y: np.ndarray, groups: np.ndarray) -> GroupedRelease:
-    return release_grouped_labels(y, groups, group_priors(), integer_grid(0, K - 1), EPSILON, "squared")
+def grouped_release(
+    y: np.ndarray, groups: np.ndarray, objective: ObjectiveName | None = None
+) -> GroupedRelease:
+    return release_grouped_labels(
+        y, groups, group_priors(), integer_grid(0, K - 1), EPSILON, "squared", objective=objective
+    )
 
 
 def features(ids: list[str], x: np.ndarray) -> pa.Table:
@@ -76,7 +81,11 @@ def features(ids: list[str], x: np.ndarray) -> pa.Table:
 
 def test_fit_debiases_each_row_by_its_own_mechanism() -> None:
     ids, x, y, groups = synthetic()
-    grouped = grouped_release(y, groups)
+    # the label objective: its two narrow bins per group keep the per-row estimator's noise at about
+    # 0.24 over 4,000 examples, so the tolerance below is about 4 of its standard errors. The default
+    # (model) objective's three wide bins per group make it about 0.8 (measured: 6 of 15 releases
+    # outside the same tolerance), too wide to tell a biased estimator from an unbiased one
+    grouped = grouped_release(y, groups, objective="label")
     mechanisms = (*grouped.published_groups(), grouped.published())
     noise = GroupedNoise.of_published(mechanisms[-1], mechanisms[:-1])
     table = pa.table(
@@ -102,6 +111,7 @@ def test_fit_debiases_each_row_by_its_own_mechanism() -> None:
         actual = float(np.mean((predictions - binned[valid]) ** 2))
         estimate = trained.metrics["validation_loss_vs_binned_true_labels_unbiased"]
         # the per-row estimator is unbiased; its noise over 4,000 examples is well under a third
+        # (a false alarm about once in 10,000 runs)
         assert abs(estimate - actual) < 0.35 * actual + 0.2, (debias, estimate, actual)
     # 'affine' cannot correct a model of a mixture after the fact: it trains on the same targets
     assert trained.model[-1].__class__.__name__ == "Ridge"
