@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import threadpoolctl
 from sqlalchemy import Engine
 
 from labels_party.config import LabelsSettings
@@ -14,6 +15,15 @@ from labels_party.storage.db import make_engine, migrate, sqlite_url
 from tests.support import postgres
 from tests.support.labels_api import Api
 from tests.support.servers import labels_server_thread
+
+# One thread per OpenMP/BLAS pool in every test worker and in every process it starts (services,
+# examples, Dask workers): xdist runs a worker per core already, and a pool per core inside each makes
+# their spin waits fight (a 2,000-row gradient-boosting fit: 11.5 s instead of 0.23 s with the other
+# core busy). The variables reach the pools loaded from here on and the child processes; threadpoolctl
+# the pools already loaded.
+for _pool in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_pool, "1")
+threadpoolctl.threadpool_limits(int(os.environ["OMP_NUM_THREADS"]))
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
 
 from labeldp.mechanisms._types import ArrayLike, FloatArray, IntArray
 from labeldp.mechanisms.randomized_response import randomized_response
@@ -185,6 +184,8 @@ def laplace_channel(
     if not 1 <= cells <= 1 << 16:
         raise ParameterError("cells must be in 1..65536", "cells")
     edges = np.linspace(lo_f, hi_f, cells + 1)
+    from scipy import stats  # imported here: scipy.stats costs a service's start about a second
+
     cdf = stats.laplace.cdf(edges[None, :], loc=y[:, None], scale=(hi_f - lo_f) / eps)
     cdf[:, 0], cdf[:, -1] = 0.0, 1.0  # everything below lo lands in the first cell, above hi in the last
     return np.diff(cdf, axis=1), (edges[1:] + edges[:-1]) / 2

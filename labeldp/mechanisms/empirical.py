@@ -9,7 +9,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from labeldp.mechanisms._types import ArrayLike, FloatArray, IntArray
 from labeldp.mechanisms.advantage import BoolArray, bin_of_target, target_prior, targets_of
@@ -118,6 +117,8 @@ def wilson(successes: int, n: int, alpha: float) -> tuple[float, float]:
     """Two-sided Wilson score interval at level ``1 − alpha``."""
     if n == 0:
         return 0.0, 1.0
+    from scipy import stats  # imported here: scipy.stats costs a service's start about a second
+
     ci = stats.binomtest(int(successes), int(n)).proportion_ci(1 - alpha, method="wilson")
     return float(ci.low), float(ci.high)
 
@@ -212,6 +213,8 @@ def _unbiased_epsilon_lower_bound(
 def _clopper_pearson(successes: int, n: int, alpha_each_side: float) -> tuple[float, float]:
     """One-sided Clopper–Pearson ("exact") bounds, each holding with probability ``1 − alpha_each_side``."""
     level = 1 - alpha_each_side
+    from scipy import stats  # imported here: scipy.stats costs a service's start about a second
+
     low = stats.binomtest(successes, n, alternative="greater").proportion_ci(level, method="exact").low
     high = stats.binomtest(successes, n, alternative="less").proportion_ci(level, method="exact").high
     return float(low), float(high)
