@@ -31,6 +31,7 @@ from labeldp.common.lifelines import exit_with
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 SUPERVISOR_ENV = "LABELDP_SUPERVISOR_PID"
+THREAD_POOL_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 ORPHAN_GRACE_S = 30.0
 log = logging.getLogger("labeldp.serving")
 
@@ -52,12 +53,23 @@ def serve(factory: str, host: str, port: int, workers: int, prepare: Callable[[]
         return
     prepare()
     os.environ[SUPERVISOR_ENV] = str(os.getpid())  # inherited by the workers uvicorn spawns
+    share_cores(workers)
     metrics_dir = _fresh_metrics_dir()
     try:
         uvicorn.run(factory, factory=True, workers=workers, **options)  # type: ignore[arg-type]
     finally:
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def share_cores(workers: int) -> None:
+    """Give each of ``workers`` processes its share of the cores for its native thread pools (OpenMP:
+    gradient boosting, PyTorch; BLAS), unless the operator set them. Each worker trains one job at a
+    time, and workers that each start a pool per core fight in their spin waits: a 2,000-row
+    gradient-boosting fit took 11.5 s instead of 0.23 s beside one other busy process on 2 cores."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    for name in THREAD_POOL_ENV:
+        os.environ.setdefault(name, str(max(1, cores // workers)))  # inherited by the workers
 
 
 def _fresh_metrics_dir() -> Path | None:

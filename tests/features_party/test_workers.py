@@ -28,6 +28,7 @@ import pytest
 from features_party.storage.db import make_engine, session_factory
 from features_party.storage.orm import TrainingJob
 from labeldp.common.identity import Identity, public_key_pem
+from labeldp.common.serving import THREAD_POOL_ENV
 from labeldp.common.wire.sender import ReleaseMessage, build_frames
 from labeldp.processes import FeaturesProcess, free_port
 from labeldp.v1 import delivery_pb2_grpc as pb_grpc
@@ -62,11 +63,22 @@ def test_two_workers_are_one_features_party(tmp_path: Path) -> None:
         "LABELDP_FEATURES_LOG_LEVEL": "warning",
     }
     server = FeaturesProcess(env)
+    for name in THREAD_POOL_ENV:  # as an operator who set none (the test run sets one each)
+        server.env.pop(name, None)
     key = tenant(server.env, tmp_path)
     server.start()
     engine = make_engine(f"sqlite:///{data / 'features.db'}")
     try:
         first, second = wait_for_workers(server.pid or 0, 2)
+        # each worker's native thread pools get its share of the cores, not every core each
+        share = str(max(1, len(os.sched_getaffinity(0)) // 2))
+        for worker in (first, second):
+            environ = dict(
+                v.split(b"=", 1)
+                for v in Path(f"/proc/{worker}/environ").read_bytes().split(b"\0")
+                if b"=" in v
+            )
+            assert all(environ[name.encode()] == share.encode() for name in THREAD_POOL_ENV), environ
         c = fresh(server.base_url, key)
         sender = Identity.generate()
         c.post(
