@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,21 +38,43 @@ def postgres_server() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh, migrated database: a SQLite file, or a new database in the session's cluster."""
-    if request.param == "sqlite":
-        url = sqlite_url(tmp_path)
-        engine = make_engine(url)
-        migrate(engine)
-        engine.dispose()
-        yield url
-        return
-    server = request.getfixturevalue("postgres_server")
-    url = postgres.create_database(server)
+@pytest.fixture(scope="session")
+def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite database migrated to head once per test worker: each test gets a copy of it."""
+    folder = tmp_path_factory.mktemp("migrated")
+    engine = make_engine(sqlite_url(folder))
+    migrate(engine)
+    engine.dispose()
+    return folder / "labels.db"
+
+
+@pytest.fixture(scope="session")
+def migrated_postgres(postgres_server: str) -> str:
+    """A PostgreSQL database migrated to head once per test worker, the template each test's copies
+    (no connection to it stays open: ``CREATE DATABASE … TEMPLATE`` needs none)."""
+    url = postgres.create_database(postgres_server, "migrated")
     engine = make_engine(url)
     migrate(engine)
     engine.dispose()
+    return url.rsplit("/", 1)[1]
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh database at the schema's head: a SQLite file, or a new database in the session's
+    cluster — each a copy of one migrated per test worker (the same schema as migrating each, without
+    running every migration for every test; tests/labels_party/test_migrations.py runs them)."""
+    if request.param == "sqlite":
+        url = sqlite_url(tmp_path)
+        with (
+            contextlib.closing(sqlite3.connect(request.getfixturevalue("migrated_sqlite"))) as source,
+            contextlib.closing(sqlite3.connect(tmp_path / "labels.db")) as copy,
+        ):
+            source.backup(copy)
+        yield url
+        return
+    server = request.getfixturevalue("postgres_server")
+    url = postgres.create_database(server, template=request.getfixturevalue("migrated_postgres"))
     yield url
     postgres.drop_database(server, url)
 

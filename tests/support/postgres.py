@@ -83,8 +83,9 @@ def cluster() -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def create_database(server_url: str, prefix: str = "t") -> str:
-    """A new, empty database in the cluster; returns its URL."""
+def create_database(server_url: str, prefix: str = "t", template: str | None = None) -> str:
+    """A new database in the cluster, empty or a copy of the database named ``template``; returns its
+    URL."""
     from sqlalchemy import create_engine, text
 
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"
@@ -92,7 +93,7 @@ def create_database(server_url: str, prefix: str = "t") -> str:
         server_url.replace("postgresql://", "postgresql+psycopg://"), isolation_level="AUTOCOMMIT"
     )
     with admin.connect() as conn:
-        conn.execute(text(f"CREATE DATABASE {name}"))
+        conn.execute(text(f"CREATE DATABASE {name}" + (f" TEMPLATE {template}" if template else "")))
     admin.dispose()
     return server_url.rsplit("/", 1)[0] + "/" + name
 
