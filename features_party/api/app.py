@@ -76,7 +76,7 @@ def create_app(settings: FeaturesSettings | None = None) -> FastAPI:
     )
 
     def collect_versions() -> None:
-        svc.tables.collect_versions(svc.training.versions_in_use(), settings.superseded_grace_seconds)
+        svc.tables.collect_versions(svc.training.versions_in_use, settings.superseded_grace_seconds)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

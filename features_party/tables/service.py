@@ -12,7 +12,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -138,26 +138,32 @@ class FeatureTables:
         """On the configured Dask cluster for large inputs, in this process otherwise (``joins``)."""
         return joins.report(Path(release.path), self.path(table), self.scheduler)
 
-    def collect_versions(self, in_use: Collection[tuple[str, int]], grace_s: float) -> int:
+    def collect_versions(self, in_use: Callable[[], Collection[tuple[str, int]]], grace_s: float) -> int:
         """Delete the version files no reader can still need: not a table's current version, not one a
-        queued or running job reads (``in_use``: (table id, version)), and superseded — by the next
+        queued or running job reads (``in_use()``: (table id, version)), and superseded — by the next
         version written, or for a file no committed row names, since it was written — more than
-        ``grace_s`` ago. Returns how many files were deleted."""
+        ``grace_s`` ago. Returns how many files were deleted.
+
+        ``in_use`` is asked after the current versions and the files are read: a job committed before
+        its version was superseded is then always seen (asked first, a job and an upload committed in
+        between lost their version at a grace of 0; the grace covers a job still committing)."""
         root = self.data_dir.tables
         if not root.is_dir():
             return 0
         with self.sessions() as session:
             found = session.execute(select(FeatureTable.id, FeatureTable.version)).all()
         current = {table_id: version for table_id, version in found}
+        folders = [(f, self.data_dir.table_versions(f)) for f in root.iterdir() if f.is_dir()]
+        needed = in_use()
         now, removed = time.time(), 0
-        for folder in root.iterdir():
-            if not folder.is_dir():
-                continue
-            versions = self.data_dir.table_versions(folder)
-            written = {v: p.stat().st_mtime for v, p in versions.items()}
+        for folder, versions in folders:
+            written: dict[int, float] = {}
+            for v, p in versions.items():
+                with contextlib.suppress(FileNotFoundError):  # another worker's collection took it
+                    written[v] = p.stat().st_mtime
             latest = current.get(folder.name)
             for version, path in sorted(versions.items()):
-                if version == latest or (folder.name, version) in in_use:
+                if version == latest or (folder.name, version) in needed or version not in written:
                     continue
                 newer = [t for v, t in written.items() if v > version]
                 stale = latest is not None and version < latest and bool(newer)
