@@ -20,10 +20,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from labeldp.common.wire.records import read_records
+from labeldp.mechanisms import PublishedMechanism, resolve_loss
+from labeldp.samples import weeks_worked
 from labeldp.v1 import delivery_pb2 as pb
 from labels_party.storage.data_dir import DataDir
 from tests.support.labels_api import problem
-from tests.support.priors import RELEASED, WITH_FEATURES, Parties, _csv, two_parties
+from tests.support.priors import RELEASED, SUPPORT, WITH_FEATURES, Parties, _csv, two_parties
 
 
 @pytest.fixture(scope="module")
@@ -173,6 +175,41 @@ def test_the_preview_shows_what_the_priors_buy_and_charges_nothing(parties: Part
     # the model's priors are informative about weeks worked: the grouped release loses less
     assert body["expected_loss"] < body["expected_loss_without_priors"]
     assert parties.labels.get("/v1/ledger").json()["items"] == before
+
+
+def test_the_preview_states_the_loss_of_the_group_mechanisms_the_release_then_publishes(
+    parties: Parties,
+) -> None:
+    """The preview optimizes each group's mechanism itself (labels_party/releases/service.py) and the
+    release in labeldp.mechanisms.grouped: the preview's expected loss per example must be exactly the
+    one of the group mechanisms the release publishes, each under the labels its group holds, computed
+    here from the published thresholds. A preview that optimized at another ε or objective than the
+    release — their one seam — fails."""
+    ids = parties.ids[STAGE_2]
+    labels = weeks_worked().labels[: len(parties.ids)][STAGE_2]
+    priors = priced(parties, parties.dataset_id, ids)
+    request = {"example_ids": ids, "prior": {"from": "features-party", "priors_id": priors["id"]}}
+    shown = parties.labels.post(
+        f"/v1/datasets/{parties.dataset_id}/releases:preview",
+        json={"epsilon": 1.0, "recipient": "publisher", **request},
+    )
+    assert shown.status_code == 200, shown.text
+    made = release(parties, parties.dataset_id, "preview-then-release", **request)
+    assert made.status_code == 201, made.text
+    table = output(parties, made.json()["id"])
+    group_of = dict(
+        zip(table.column("example_id").to_pylist(), table.column("group").to_pylist(), strict=True)
+    )
+    groups = np.asarray([group_of[i] for i in ids], dtype=np.int64)
+    total = 0.0
+    for g in parties.labels.get(f"/v1/releases/{made.json()['id']}/groups").json()["items"]:
+        mechanism = PublishedMechanism.model_validate(g["mechanism"])
+        counts = np.bincount(labels[groups == g["group"]].astype(np.int64), minlength=len(SUPPORT))
+        ell = resolve_loss(mechanism.loss)
+        losses = ell(np.asarray(mechanism.bin_values)[None, :], np.asarray(SUPPORT)[:, None])
+        rows = mechanism.transition_matrix()
+        total += float(counts @ np.einsum("ij,ij->i", rows, np.where(rows > 0, losses, 0.0)))
+    assert shown.json()["expected_loss"] == pytest.approx(total / len(ids), rel=1e-9)
 
 
 def test_priors_that_do_not_fit_the_release_are_refused_before_anything_is_charged(parties: Parties) -> None:
