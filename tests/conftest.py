@@ -12,6 +12,7 @@ import pytest
 import threadpoolctl
 from sqlalchemy import Engine
 
+from labeldp.common.serving import THREAD_POOL_ENV
 from labels_party.config import LabelsSettings
 from labels_party.storage.db import make_engine, migrate, sqlite_url
 from tests.support import postgres
@@ -23,7 +24,7 @@ from tests.support.servers import labels_server_thread
 # their spin waits fight (a 2,000-row gradient-boosting fit: 11.5 s instead of 0.23 s with the other
 # core busy). The variables reach the pools loaded from here on and the child processes; threadpoolctl
 # the pools already loaded.
-for _pool in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+for _pool in THREAD_POOL_ENV:  # as serve --workers shares the cores out (labeldp/common/serving.py)
     os.environ.setdefault(_pool, "1")
 threadpoolctl.threadpool_limits(int(os.environ["OMP_NUM_THREADS"]))
 
