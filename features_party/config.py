@@ -92,7 +92,8 @@ class FeaturesSettings(BaseSettings):
         3600.0,
         ge=0,
         description="a feature table's superseded version is deleted once superseded this long (and "
-        "no queued or running training job reads it)",
+        "no queued or running training job reads it); a version file no committed upload names, once "
+        "older than this and 5 minutes",
     )
     log_level: str = Field("info", description="debug, info, warning or error")
     dask_scheduler: str | None = Field(

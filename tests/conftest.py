@@ -12,21 +12,14 @@ import pytest
 import threadpoolctl
 from sqlalchemy import Engine
 
-from labeldp.common.serving import THREAD_POOL_ENV
 from labels_party.config import LabelsSettings
 from labels_party.storage.db import make_engine, migrate, sqlite_url
 from tests.support import postgres
 from tests.support.labels_api import Api
 from tests.support.servers import labels_server_thread
 
-# One thread per OpenMP/BLAS pool in every test worker and in every process it starts (services,
-# examples, Dask workers): xdist runs a worker per core already, and a pool per core inside each makes
-# their spin waits fight (a 2,000-row gradient-boosting fit: 11.5 s instead of 0.23 s with the other
-# core busy). The variables reach the pools loaded from here on and the child processes; threadpoolctl
-# the pools already loaded.
-for _pool in THREAD_POOL_ENV:  # as serve --workers shares the cores out (labeldp/common/serving.py)
-    os.environ.setdefault(_pool, "1")
-threadpoolctl.threadpool_limits(int(os.environ["OMP_NUM_THREADS"]))
+if os.environ.get("OMP_NUM_THREADS") == "1":  # as tests/__init__.py set it, unless you chose otherwise
+    threadpoolctl.threadpool_limits(1)  # any pool a plugin loaded before (OpenMP's: in this thread)
 
 
 @pytest.fixture(scope="session")

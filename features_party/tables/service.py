@@ -40,6 +40,9 @@ def find_table(session: Session, tenant_id: str, name: str) -> FeatureTable | No
 
 
 log = logging.getLogger("labeldp.features")
+# a version file (or a new table's folder) no committed row names is left this long at least, whatever the
+# grace: an upload writes its file inside the transaction that then commits the row naming it
+UNCOMMITTED_S = 300.0
 
 
 class FeatureTables:
@@ -141,39 +144,50 @@ class FeatureTables:
     def collect_versions(self, in_use: Callable[[], Collection[tuple[str, int]]], grace_s: float) -> int:
         """Delete the version files no reader can still need: not a table's current version, not one a
         queued or running job reads (``in_use()``: (table id, version)), and superseded — by the next
-        version written, or for a file no committed row names, since it was written — more than
-        ``grace_s`` ago. Returns how many files were deleted.
+        version written — more than ``grace_s`` ago; a file no committed row names (an upload that
+        crashed between its file and its row) once it is older than ``grace_s`` and ``UNCOMMITTED_S``
+        (an upload writes its file inside the transaction that commits its row: younger, it may be
+        about to commit). Returns how many files were deleted.
 
         ``in_use`` is asked after the current versions and the files are read: a job committed before
         its version was superseded is then always seen (asked first, a job and an upload committed in
-        between lost their version at a grace of 0; the grace covers a job still committing)."""
+        between lost their version at a grace of 0; the grace covers a job still committing). Files
+        and folders another worker's collection removes meanwhile are skipped."""
         root = self.data_dir.tables
         if not root.is_dir():
             return 0
         with self.sessions() as session:
             found = session.execute(select(FeatureTable.id, FeatureTable.version)).all()
         current = {table_id: version for table_id, version in found}
-        folders = [(f, self.data_dir.table_versions(f)) for f in root.iterdir() if f.is_dir()]
+        folders = []
+        for folder in root.iterdir():
+            with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+                folders.append((folder, self.data_dir.table_versions(folder)))
         needed = in_use()
         now, removed = time.time(), 0
         for folder, versions in folders:
             written: dict[int, float] = {}
             for v, p in versions.items():
-                with contextlib.suppress(FileNotFoundError):  # another worker's collection took it
+                with contextlib.suppress(FileNotFoundError):
                     written[v] = p.stat().st_mtime
             latest = current.get(folder.name)
             for version, path in sorted(versions.items()):
                 if version == latest or (folder.name, version) in needed or version not in written:
                     continue
                 newer = [t for v, t in written.items() if v > version]
-                stale = latest is not None and version < latest and bool(newer)
-                since = min(newer) if stale else written[version]
-                if now - since > grace_s:
+                if latest is not None and version < latest and newer:  # superseded
+                    old_enough = now - min(newer) > grace_s
+                else:  # no committed row names it
+                    old_enough = now - written[version] > max(grace_s, UNCOMMITTED_S)
+                if old_enough:
                     path.unlink(missing_ok=True)
                     removed += 1
-            if latest is None and not any(folder.iterdir()) and now - folder.stat().st_mtime > grace_s:
-                with contextlib.suppress(OSError):  # unless a new upload is writing into it
-                    folder.rmdir()  # a first upload that never committed
+            if latest is None:
+                with contextlib.suppress(OSError):  # gone already, or a new upload is writing into it
+                    if not any(folder.iterdir()) and now - folder.stat().st_mtime > max(
+                        grace_s, UNCOMMITTED_S
+                    ):
+                        folder.rmdir()  # a first upload that never committed
         if removed:
             log.info("removed superseded feature-table versions", extra={"examples": removed})
         return removed

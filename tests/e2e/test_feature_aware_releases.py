@@ -194,6 +194,7 @@ def test_the_preview_states_the_loss_of_the_group_mechanisms_the_release_then_pu
         json={"epsilon": 1.0, "recipient": "publisher", **request},
     )
     assert shown.status_code == 200, shown.text
+    assert shown.json()["examples_with_group"] == len(ids)  # every example by its group's mechanism
     made = release(parties, parties.dataset_id, "preview-then-release", **request)
     assert made.status_code == 201, made.text
     table = output(parties, made.json()["id"])

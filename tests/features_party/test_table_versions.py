@@ -1,9 +1,11 @@
 """Superseded feature-table versions over a running service: deleted once superseded for the grace
 period, never while a queued or running training job reads them, and never the current one; a
-version file a crashed upload left without its row goes the same way."""
+version file a crashed upload left without its row goes once older than ``UNCOMMITTED_S`` (a younger
+one may be an upload about to commit its row), whatever the grace."""
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Callable
@@ -17,6 +19,7 @@ from sqlalchemy import update
 from features_party.config import FeaturesSettings
 from features_party.storage import db
 from features_party.storage.orm import FeatureTable, TrainingJob
+from features_party.tables.service import UNCOMMITTED_S
 from labeldp.common.db import utcnow
 from labeldp.common.instance import Instance
 from tests.support.servers import features_server_thread, features_tenant_key
@@ -79,17 +82,22 @@ def test_superseded_versions_go_after_the_grace_period_unless_a_job_reads_them(t
         upload(c, 20)
         upload(c, 30)
         orphan.write_bytes((folder / "v3.parquet").read_bytes())
+        long_ago = time.time() - UNCOMMITTED_S - 60
+        os.utime(orphan, (long_ago, long_ago))
+        # a file no row names yet, written just now: an upload about to commit, kept whatever the grace
+        (folder / "v10.parquet").write_bytes((folder / "v3.parquet").read_bytes())
 
         def versions() -> set[str]:
             return {p.name for p in folder.glob("v*.parquet")}
 
-        assert eventually(lambda: versions() == {"v1.parquet", "v3.parquet"}), versions()
+        assert eventually(lambda: versions() == {"v1.parquet", "v3.parquet", "v10.parquet"}), versions()
         assert c.get("/v1/feature-tables/t").json()["rows"] == 30
         with sessions.begin() as s:
             s.execute(update(TrainingJob).where(TrainingJob.id == job).values(status="failed"))
-        assert eventually(lambda: versions() == {"v3.parquet"}), versions()
+        assert eventually(lambda: versions() == {"v3.parquet", "v10.parquet"}), versions()
         time.sleep(0.6)
-        assert versions() == {"v3.parquet"} and c.get("/v1/feature-tables/t").json()["version"] == 3
+        assert versions() == {"v3.parquet", "v10.parquet"}
+        assert c.get("/v1/feature-tables/t").json()["version"] == 3
         engine.dispose()
 
 
