@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -14,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from benchmarks.common import peak_rss_mib, run_isolated, write
+from labeldp.common.serving import THREAD_POOL_ENV
 from labeldp.mechanisms.debias import BinsNoise
 
 
@@ -70,17 +73,52 @@ def train_case(n: int, n_features: int) -> None:
     print(json.dumps({"seconds": seconds, "peak_mib": peak_rss_mib(), "metrics": trained.metrics}))
 
 
+def side_by_side(n: int, n_features: int, threads: int) -> list[dict[str, object]]:
+    """Two training jobs at once, each in its own process with ``threads`` OpenMP/BLAS threads: what
+    ``serve --workers 2`` does when both workers train (labeldp/common/serving.py gives each
+    cores // workers unless the operator chose)."""
+    env = {**os.environ, **{name: str(threads) for name in THREAD_POOL_ENV}}
+    command = [
+        os.environ.get("PYTHON", "python"),
+        "-m",
+        "benchmarks.bench_features",
+        "train",
+        str(n),
+        str(n_features),
+    ]
+    jobs = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    return [dict(json.loads((job.communicate()[0] or "").strip().splitlines()[-1])) for job in jobs]
+
+
 def main() -> None:
     join = run_isolated("benchmarks.bench_features", "join", "10000000")
     train = run_isolated("benchmarks.bench_features", "train", "1000000", "20")
+    cores = len(os.sched_getaffinity(0))
+    every_core = side_by_side(200_000, 20, cores)
+    shared = side_by_side(200_000, 20, max(1, cores // 2))
     rows = [
         ("join report, 10M release IDs × 10M feature IDs (8M in both)", join, "≤ 20", "≤ 4096"),
         ("training HGB (squared, affine), 1M joined rows × 20 features (2 categorical)", train, "≤ 60", ""),
     ]
     lines = ["| case | seconds | target | peak RSS MiB | target |", "|---|---|---|---|---|"]
     lines += [f"| {name} | {r['seconds']:.1f} | {t} | {r['peak_mib']:.0f} | {m} |" for name, r, t, m in rows]
+    lines += [
+        "",
+        "| two training jobs at once (200k rows × 20 features each) | threads per job | seconds (each) |",
+        "|---|---|---|",
+        f"| a pool per core in each (no share) | {cores} | "
+        + ", ".join(f"{float(str(r['seconds'])):.1f}" for r in every_core)
+        + " |",
+        f"| cores ÷ 2 each (`serve --workers 2`'s share) | {max(1, cores // 2)} | "
+        + ", ".join(f"{float(str(r['seconds'])):.1f}" for r in shared)
+        + " |",
+    ]
     md = "\n".join(lines)
-    write("features", md, {"join": join, "train": train})
+    write(
+        "features",
+        md,
+        {"join": join, "train": train, "two_jobs_every_core": every_core, "two_jobs_shared": shared},
+    )
 
 
 if __name__ == "__main__":
