@@ -37,7 +37,7 @@ test: lint typecheck imports unit
 ## make check: the inner loop — the same lint, types and contracts, and the tests that start no Docker,
 ## Dask cluster, separate service process, PostgreSQL or browser, and are not marked slow, spread over
 ## every core (pytest-xdist), the lint, types and contracts beside them (each one's output in one piece;
-## 9 min 49 s on 2 cores for 858 tests on 2026-11-27; make test: 32 min 28 s for 1,157)
+## timed in BENCHMARKS.md, "The test suite": about 10 minutes on 2 cores; make test about 31)
 check: $(DEV)
 	@$(MAKE) --no-print-directory -j4 --output-sync=target lint typecheck imports fast
 

@@ -184,7 +184,7 @@ def laplace_channel(
     if not 1 <= cells <= 1 << 16:
         raise ParameterError("cells must be in 1..65536", "cells")
     edges = np.linspace(lo_f, hi_f, cells + 1)
-    from scipy import stats  # imported here: scipy.stats costs a service's start about a second
+    from scipy import stats  # here, not at the top: it adds about 0.4 s to every service start
 
     cdf = stats.laplace.cdf(edges[None, :], loc=y[:, None], scale=(hi_f - lo_f) / eps)
     cdf[:, 0], cdf[:, -1] = 0.0, 1.0  # everything below lo lands in the first cell, above hi in the last

@@ -117,7 +117,7 @@ def wilson(successes: int, n: int, alpha: float) -> tuple[float, float]:
     """Two-sided Wilson score interval at level ``1 − alpha``."""
     if n == 0:
         return 0.0, 1.0
-    from scipy import stats  # imported here: scipy.stats costs a service's start about a second
+    from scipy import stats  # here, not at the top: it adds about 0.4 s to every service start
 
     ci = stats.binomtest(int(successes), int(n)).proportion_ci(1 - alpha, method="wilson")
     return float(ci.low), float(ci.high)
@@ -213,7 +213,7 @@ def _unbiased_epsilon_lower_bound(
 def _clopper_pearson(successes: int, n: int, alpha_each_side: float) -> tuple[float, float]:
     """One-sided Clopper–Pearson ("exact") bounds, each holding with probability ``1 − alpha_each_side``."""
     level = 1 - alpha_each_side
-    from scipy import stats  # imported here: scipy.stats costs a service's start about a second
+    from scipy import stats  # here, not at the top: it adds about 0.4 s to every service start
 
     low = stats.binomtest(successes, n, alternative="greater").proportion_ci(level, method="exact").low
     high = stats.binomtest(successes, n, alternative="less").proportion_ci(level, method="exact").high
