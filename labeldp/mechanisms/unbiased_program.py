@@ -45,14 +45,18 @@ from labeldp.mechanisms.unbiased_weights import (
 from labeldp.mechanisms.validation import ParameterError, finite_vector
 
 # The output grid: GRID_POINTS evenly spaced points on [lo − R, hi + R] plus the support itself, with
-# R = REACH·(hi − lo)·max(2/(e^ε − 1), 1.5/√(e^ε − 1)); docs/math.md §15 and BENCHMARKS.md
+# R = reach·(hi − lo)·max(2/g, 2/√g, REACH_FLOOR), g = e^ε − 1; docs/math.md §15 and BENCHMARKS.md
 # ("Unbiased randomizer: how fine the output grid must be") measure both choices.
 GRID_POINTS = 512
+# The reach never falls below this share of the range: at large ε a skewed prior's optimum still puts a
+# little mass about half a range out (the diamond prices at ε = 8: 0.56 above, 0.23 below; measured in
+# BENCHMARKS.md), and each widening below is a whole new program.
+REACH_FLOOR = 0.75
 _COARSE_POINTS = 2048  # the interior-point warm start's grid (a subset of the output grid)
 _MAX_ROUNDS = 60  # column-generation rounds (a handful is typical from the warm start)
 _PRICE_TOL = 1e-12  # a column enters when its reduced cost is below −_PRICE_TOL·(1 + |objective|)
 _CERTIFIED_GAP = 1e-10  # the interior point's answer stands when its certificate is this tight
-_HIGHS = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10}
+_HIGHS = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10, "presolve": False}
 
 
 # Every support point's variance counts at least this much: the program optimizes for the noisy prior
@@ -131,7 +135,7 @@ class UnbiasedSolution:
 def grid_reach(lo: float, hi: float, epsilon: float, reach: float = 1.0) -> float:
     """How far beyond ``[lo, hi]`` the output grid extends (on each side)."""
     g = math.expm1(epsilon)
-    return reach * (hi - lo) * max(2.0 / g, 1.5 / math.sqrt(g))
+    return reach * (hi - lo) * max(2.0 / g, 2.0 / math.sqrt(g), REACH_FLOOR)
 
 
 def output_grid(
