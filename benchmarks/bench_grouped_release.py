@@ -34,7 +34,7 @@ def case(n: int, groups: int) -> dict[str, float]:
     mids = (np.arange(groups) + 0.5) / groups
     priors = np.exp(-0.5 * ((x[None, :] - mids[:, None]) / 0.05) ** 2) + 1e-9
     start = time.perf_counter()
-    release_labels(labels, support, EPSILON, "squared")
+    release_labels(labels, support, EPSILON, "squared", mechanism="rr_on_bins")  # the RR baseline
     one_stage = time.perf_counter() - start
     start = time.perf_counter()
     out = release_grouped_labels(labels, g, priors, support, EPSILON, "squared")

@@ -95,7 +95,7 @@ class Data:
 def describe(y: np.ndarray, data: Data, epsilon: float) -> tuple[Release, BinsNoise, np.ndarray]:
     """One release of the training prices: its description as an export carries it, its noise model
     (what the service's training reads) and its bin per row."""
-    rel = release_labels(y, data.support, epsilon, "squared")
+    rel = release_labels(y, data.support, epsilon, "squared", mechanism="rr_on_bins")
     published = rel.mechanism.describe(
         prior=rel.prior, epsilon_prior=rel.epsilon_prior, epsilon_total=epsilon
     )

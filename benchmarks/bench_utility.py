@@ -14,6 +14,7 @@ from labeldp.mechanisms import (
     discrete_staircase,
     exponential_mechanism,
     laplace,
+    mechanism_kind,
     optimize_rr_on_bins,
     release_labels,
     staircase,
@@ -61,7 +62,7 @@ def table(
     privatizers = baselines(ds) if with_baselines else {}
     if loss != "squared":  # does optimizing for the training loss matter? compare with the squared-loss bins
         privatizers["RR-on-Bins for squared loss (private prior)"] = lambda y, e: (
-            release_labels(y, sup, e, "squared").noisy_labels
+            release_labels(y, sup, e, "squared", mechanism="rr_on_bins").noisy_labels
         )
     names += list(privatizers)
     lines = ["| ε | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
@@ -70,7 +71,7 @@ def table(
         known = optimize_rr_on_bins(sup, true_prior, eps, loss)
         results: dict[str, list[float]] = {n: [] for n in names}
         for _ in range(RUNS):
-            rel = release_labels(y, sup, eps, loss)
+            rel = release_labels(y, sup, eps, loss, mechanism=mechanism_kind(loss))
             results[names[0]].append(metric(rel.noisy_labels, y))
             results[names[1]].append(metric(known.values_of(known.randomize(y)), y))
             for name, fn in privatizers.items():

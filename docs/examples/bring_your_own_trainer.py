@@ -81,13 +81,20 @@ publisher.upload_table("diamonds", work / "features.csv")
 # /v1/releases/{id}/training-set` over REST) writes the joined rows as Parquet — the feature columns,
 # `released_bin`, `released_value` — and the release's description beside the file, which
 # `Release.load` reads: the mechanism as signed, and the exact keep and move probabilities of its
-# randomized response.
+# randomized response. (A release by the unbiased randomizer — the service's default for these prices
+# from ε₂ = 0.2 — states the identity correction instead: its `released_value` is the label's unbiased
+# target already, and the loop below trains on it as it is.)
 
 # %%
 exported: dict[float, tuple[str, Path, Release]] = {}
 for epsilon in (1.0, 4.0):
-    answer = advertiser.release(
-        dataset["id"], epsilon, me["party_id"], "squared", idempotency_key=f"byo-{epsilon}"
+    answer = advertiser.release(  # RR-on-Bins named: its correction is what this page trains through
+        dataset["id"],
+        epsilon,
+        me["party_id"],
+        "squared",
+        idempotency_key=f"byo-{epsilon}",
+        mechanism="rr_on_bins",
     )
     advertiser.deliver(answer["id"])
     path = work / f"train-eps{epsilon:g}.parquet"

@@ -122,10 +122,12 @@ assert abs(kept - noise.keep) < 0.02
 
 # %% [markdown]
 # `release_labels` does all of the above in one call, and `published()` is what travels to the
-# publisher with the noisy labels: the bins, their values, the ε split and the noisy prior.
+# publisher with the noisy labels: the bins, their values, the ε split and the noisy prior. Named here:
+# without `mechanism`, a release of these prices at this ε gets the default — the unbiased randomizer,
+# which trains the publisher's model better from ε₂ = 0.2 (docs/concepts/mechanism.md).
 
 # %%
-release = release_labels(labels, support, epsilon, "squared")
+release = release_labels(labels, support, epsilon, "squared", mechanism="rr_on_bins")
 published = release.published()
 print(published.kind, published.epsilon_prior, published.epsilon_randomize, published.bin_values)
 

@@ -28,7 +28,6 @@ from labeldp.demo.parties import Connection
 from labeldp.demo.world import World
 from labeldp.mechanisms import release_labels
 from labeldp.mechanisms.debias import BinsNoise
-from labeldp.mechanisms.objective import default_objective
 
 STAGE_1 = 0.2
 MAX_LISTED = 100_000  # example IDs a release or a priors request may list
@@ -147,8 +146,14 @@ def run_feature_aware_flow(
                 f"{world.dataset.name} has {len(ids_2):,} in stage 2: use --dataset prices"
             )
         at = steps.start("stage_1", f"stage 1: releasing {len(ids_1):,} clicks (a keyed hash of the ID) at ε")
-        rel_1 = labels.release(
-            ds["id"], epsilon, publisher, LOSS, f"demo-{world.run_id}-stage-1", example_ids=ids_1
+        rel_1 = labels.release(  # RR-on-Bins, as measured for the loop (BENCHMARKS.md)
+            ds["id"],
+            epsilon,
+            publisher,
+            LOSS,
+            f"demo-{world.run_id}-stage-1",
+            example_ids=ids_1,
+            mechanism="rr_on_bins",
         )
         labels.deliver(rel_1["id"])
         steps.say(f"{len(rel_1['bins'] or [])} bins, ε₁ = {rel_1['epsilon_prior']:.3f}; delivered")
@@ -194,9 +199,9 @@ def run_feature_aware_flow(
         trained_on = world.train & world.has_features
         schema = features.table(table)["schema"]
         non_private = _local_model(world, schema, trained_on, world.y[trained_on], world.test)
-        # the release the service would make of these clicks at ε (its default objective)
+        # the one-stage RR-on-Bins release of these clicks at ε (the default objective for its ε₂)
         one = release_labels(
-            world.y[trained_on], world.dataset.support, epsilon, LOSS, objective=default_objective(LOSS)
+            world.y[trained_on], world.dataset.support, epsilon, LOSS, mechanism="rr_on_bins"
         )
         noise = BinsNoise.of(one.mechanism.bin_values, one.mechanism.epsilon)
         one_stage = noise.affine_correct(

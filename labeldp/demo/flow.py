@@ -145,6 +145,9 @@ def run_flow(
                 idempotency_key=f"demo-{world.run_id}",
                 privacy_unit="user" if user_level else "example",
                 contribution_bound=contribution_bound,
+                # named: the report shows RR-on-Bins's bins, plots and audit; the service's default
+                # here is the unbiased randomizer (docs/concepts/mechanism.md), whose outputs are no bins
+                mechanism="rr_on_bins",
             )
             bins = rel["bins"] or []
             mech = PublishedMechanism.model_validate(rel["mechanism"])

@@ -70,6 +70,12 @@ class BinsNoise:
 
     @classmethod
     def of_published(cls, mechanism: PublishedMechanism) -> BinsNoise:
+        if mechanism.kind == "unbiased":  # outputs, not bins: ``release_noise`` picks ``UnbiasedNoise``
+            raise ParameterError(
+                "the unbiased randomizer is not randomized response over bins: it has no keep and move "
+                "probabilities (read it with release_noise or UnbiasedNoise.of_published)",
+                "mechanism",
+            )
         noise = cls.of(mechanism.bin_values, mechanism.epsilon_randomize)
         outside = float(sum(p for p, b in zip(mechanism.prior, mechanism.support_bins, strict=True) if b < 0))
         return cls(noise.bin_values, noise.epsilon, noise.keep, noise.move, outside)

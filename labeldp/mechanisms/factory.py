@@ -19,13 +19,14 @@ from labeldp.mechanisms._types import ArrayLike
 from labeldp.mechanisms.classification import RRTopK, optimize_rr_top_k
 from labeldp.mechanisms.losses import REGRESSION_LOSSES, LossName, resolve_loss
 from labeldp.mechanisms.mechanism import Mechanism, MechanismKind
+from labeldp.mechanisms.objective import LEARNING_AWARE_FROM_EPSILON
 from labeldp.mechanisms.optimize import optimize_rr_on_bins
 from labeldp.mechanisms.published import PublishedMechanism
 from labeldp.mechanisms.rr_on_bins import RROnBins
 from labeldp.mechanisms.support import Support, explicit_support
-from labeldp.mechanisms.unbiased import UnbiasedRandomizer, check_unbiased_loss
+from labeldp.mechanisms.unbiased import UNBIASED_LOSSES, UnbiasedRandomizer, check_unbiased_loss
 from labeldp.mechanisms.unbiased_program import optimize_unbiased
-from labeldp.mechanisms.unbiased_weights import check_unbiased_epsilon
+from labeldp.mechanisms.unbiased_weights import MAX_UNBIASED_EPSILON, check_unbiased_epsilon
 from labeldp.mechanisms.validation import ParameterError
 
 MECHANISM_KINDS: tuple[MechanismKind, ...] = get_args(MechanismKind)
@@ -59,11 +60,31 @@ def mechanism_kind(loss: str, mechanism: MechanismKind | None = None) -> Mechani
     return check_mechanism(loss, mechanism)
 
 
+# The measured default (docs/concepts/mechanism.md; BENCHMARKS.md, "The unbiased randomizer against
+# RR-on-Bins"): the unbiased randomizer for the mean-seeking losses from LEARNING_AWARE_FROM_EPSILON up,
+# on supports small enough for its program to be quick; RR-on-Bins otherwise (below that ε: under the
+# label objective, ``objective.default_objective``).
+UNBIASED_DEFAULT_MAX_SUPPORT = 201  # the prices grid: 3-7 s per program (BENCHMARKS.md); 401: over 60 s
+# On two points RR with the trainer's affine correction already is the least-variance unbiased
+# randomizer (q(1 − q)/(2q − 1)², tests/mechanisms/test_unbiased.py), and binary releases keep the
+# keep/move form the semi-sensitive hybrid's label phase and the audits read.
+UNBIASED_DEFAULT_MIN_SUPPORT = 3
+
+
 def default_mechanism(loss: str, epsilon: float, examples: int, support_size: int) -> MechanismKind:
     """The kind a release uses unless its request names one: a public rule of the loss, the ε its
     labels are randomized with, the number of released examples and the support's size (nothing read
-    from the labels). docs/concepts/mechanism.md states the rule and the measurement behind it."""
-    del epsilon, examples, support_size  # the rule's inputs; see docs/concepts/mechanism.md
+    from the labels). docs/concepts/mechanism.md states the rule and the measurement behind it.
+
+    Below the threshold RR-on-Bins's few bins beat the unbiased randomizer's variance (a model cannot
+    average it away); a large support makes the unbiased program slow (its time grows about as k^2.5)."""
+    del examples  # measured on 43k-163k examples; the rule does not vary with n
+    if (
+        loss in UNBIASED_LOSSES
+        and UNBIASED_DEFAULT_MIN_SUPPORT <= support_size <= UNBIASED_DEFAULT_MAX_SUPPORT
+        and LEARNING_AWARE_FROM_EPSILON <= epsilon <= MAX_UNBIASED_EPSILON
+    ):
+        return "unbiased"
     return mechanism_kind(loss)
 
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from labeldp.mechanisms._types import ArrayLike, FloatArray, IntArray
 from labeldp.mechanisms.epsilon import UserBudget
-from labeldp.mechanisms.factory import optimal_mechanism
+from labeldp.mechanisms.factory import mechanism_kind, optimal_mechanism
 from labeldp.mechanisms.losses import LossName, resolve_loss
 from labeldp.mechanisms.mechanism import Mechanism
 from labeldp.mechanisms.objective import Objective, ObjectiveName
@@ -109,10 +109,17 @@ def release_grouped_labels(
     bins = np.empty(y.size, dtype=np.int64)
     fallback_at = g == NO_GROUP
     fallback: LabelRelease | None = None
-    at = Objective.of(objective, loss_spec.name).epsilon_for(eps, y.size)  # one model learns from all
+    at = Objective.of(objective, loss_spec.name, eps).epsilon_for(eps, y.size)  # one model learns from all
     if fallback_at.any():
-        fallback = release_labels(
-            y[fallback_at], sup, eps, loss, epsilon_prior, objective=objective, objective_examples=y.size
+        fallback = release_labels(  # the loss's RR kind, as every group's (no unbiased fallback)
+            y[fallback_at],
+            sup,
+            eps,
+            loss,
+            epsilon_prior,
+            objective=objective,
+            objective_examples=y.size,
+            mechanism=mechanism_kind(loss_spec.name),
         )
         bins[fallback_at] = fallback.bin_indices
         fallback_mechanism = fallback.mechanism
@@ -169,7 +176,7 @@ def release_grouped_user_labels(
     bins[plain] = mechanism.randomize(y[plain], rng=stream)
     eps2 = planned.budget.epsilon_randomize
     loss_name = resolve_loss(loss).name
-    at = Objective.of(objective, loss_name).epsilon_for(eps2, int(kept.sum()))
+    at = Objective.of(objective, loss_name, eps2).epsilon_for(eps2, int(kept.sum()))
     mechanisms = _randomize_groups(y, g, priors, sup, eps2, loss_name, bins, at)
     normalized = priors / priors.sum(axis=1, keepdims=True)
     fallback = planned.release(bins)

@@ -26,14 +26,23 @@ OBJECTIVES: tuple[ObjectiveName, ...] = get_args(ObjectiveName)
 # The default for each loss: model where the generalization benchmark shows that it never loses to the
 # label objective or a baseline (squared loss; BENCHMARKS.md, "Generalization"), label elsewhere.
 DEFAULT_OBJECTIVES: dict[str, ObjectiveName] = {"squared": "model"}
+# Below this ε (the one the labels are randomized with, ε₂) the defaults are not learning-aware: a model
+# cannot average away the unbiased randomizer's variance, and the label objective's few wide bins train
+# the best model for every loss measured (BENCHMARKS.md, "The unbiased randomizer against RR-on-Bins":
+# weeks at ε = 0.1, 479 against 565 for the model objective; prices tied). From it up the default
+# mechanism is the unbiased randomizer where it runs (``factory.default_mechanism``).
+LEARNING_AWARE_FROM_EPSILON = 0.2  # the grid's cells: ε₂ ≤ 0.082 at ε = 0.1, ≥ 0.23 at ε = 0.3
 # Examples' worth of parameters a model fits: n_eff = n / capacity. Fitted once on public synthetic
 # data for the features party's gradient boosting (benchmarks/bench_generalization.py, "capacity").
 DEFAULT_MODEL_CAPACITY = 1000.0
 MAX_MODEL_CAPACITY = 1e12
 
 
-def default_objective(loss: str) -> ObjectiveName:
-    """The objective a release of ``loss`` uses unless its request names one."""
+def default_objective(loss: str, epsilon: float | None = None) -> ObjectiveName:
+    """The objective a release of ``loss`` whose labels are randomized at ``epsilon`` uses unless its
+    request names one (a public rule; ``None``: ε not yet known, the loss's own default)."""
+    if epsilon is not None and epsilon < LEARNING_AWARE_FROM_EPSILON:
+        return "label"
     return DEFAULT_OBJECTIVES.get(loss, "label")
 
 
@@ -96,11 +105,14 @@ class Objective:
         object.__setattr__(self, "model_capacity", check_model_capacity(self.model_capacity))
 
     @classmethod
-    def of(cls, objective: Objective | ObjectiveName | None, loss: str) -> Objective:
-        """``objective`` as asked, or the default for ``loss`` when it is ``None``."""
+    def of(
+        cls, objective: Objective | ObjectiveName | None, loss: str, epsilon: float | None = None
+    ) -> Objective:
+        """``objective`` as asked, or when it is ``None`` the default for ``loss`` and the ε the labels
+        are randomized at (``default_objective``)."""
         if isinstance(objective, Objective):
             return objective
-        return cls(default_objective(loss) if objective is None else objective)
+        return cls(default_objective(loss, epsilon) if objective is None else objective)
 
     def epsilon_for(self, epsilon: float, examples: int) -> float | None:
         """The ε the bins are optimized at for ``examples`` labels randomized at ``epsilon``."""

@@ -107,9 +107,10 @@ def release_labels(
     bins follow from public quantities and the noisy prior either way, so the release stays
     (ε₁ + ε₂)-DP. ``mechanism``: ``rr_on_bins``, ``rr_top_k`` or ``unbiased`` (the least-variance
     unbiased randomizer, squared and Poisson loss), by default ``default_mechanism``'s choice (public
-    quantities only); the objective applies to the RR kinds. ``objective_examples``: how many
-    labels the model objective's model learns from (public), by default these ``labels``' count — a
-    feature-aware release's examples without a group name all of the release's.
+    quantities only) — or the loss's RR kind when ``objective`` is named, since it applies to those.
+    ``objective_examples``: how many labels the model objective's model learns from (public), by
+    default these ``labels``' count — a feature-aware release's examples without a group name all of
+    the release's.
     """
     eps = check_epsilon(epsilon)
     sup = as_support(support)
@@ -118,15 +119,17 @@ def release_labels(
     eps_prior, eps_randomize = prior_split(eps, y.size, sup.k, epsilon_prior)
     if not isinstance(loss, str):  # a callable loss: RR-on-Bins optimized for it
         kind: MechanismKind = mechanism_kind(loss_spec.name, mechanism or "rr_on_bins")
-    elif mechanism is None:
+    elif mechanism is None and objective is None:
         kind = default_mechanism(loss_spec.name, eps_randomize, y.size, sup.k)
+    elif mechanism is None:  # an objective belongs to the RR kinds: asking for one asks for them
+        kind = mechanism_kind(loss_spec.name)
     else:
         kind = mechanism_kind(loss_spec.name, mechanism)
     check_mechanism_epsilon(kind, eps_randomize)
     at = (
         None
         if kind == "unbiased"
-        else Objective.of(objective, loss_spec.name).epsilon_for(
+        else Objective.of(objective, loss_spec.name, eps_randomize).epsilon_for(
             eps_randomize, y.size if objective_examples is None else objective_examples
         )
     )
@@ -265,7 +268,9 @@ def plan_user_release(
         tau = choose_contribution_bound(counts, sup, prior, float_at_most(left), loss).bound
     budget = split.for_bound(tau)
     kept = ranks < tau
-    at = Objective.of(objective, loss_spec.name).epsilon_for(budget.epsilon_randomize, int(kept.sum()))
+    at = Objective.of(objective, loss_spec.name, budget.epsilon_randomize).epsilon_for(
+        budget.epsilon_randomize, int(kept.sum())
+    )
     mechanism = optimal_mechanism(sup, prior, budget.epsilon_randomize, loss, optimize_at=at)
     return UserRelease(y, mechanism, prior, kept, budget)
 

@@ -156,7 +156,7 @@ def release_partitions(
     if n == 0:
         raise ParameterError("the partitions hold no labels", "parts")
     eps_prior, eps_randomize = prior_split(eps, n, support.k, epsilon_prior)
-    at = Objective.of(objective, loss_spec.name).epsilon_for(eps_randomize, n)
+    at = Objective.of(objective, loss_spec.name, eps_randomize).epsilon_for(eps_randomize, n)
     prior = normalize_counts(noisy_histogram(counts, eps_prior))  # the first draw: after the charge
     mechanism = optimize_rr_on_bins(support, prior, eps_randomize, loss_spec, optimize_at=at)
     out_dir.mkdir(parents=True, exist_ok=True)

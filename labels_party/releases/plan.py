@@ -119,11 +119,16 @@ class ReleaseRequest:
             fields["prior"] = {"from": "features-party", "priors_id": self.priors_id}
         return Fingerprint(fields, legacy=self.digest(dataset_id))
 
-    def resolved_objective(self, loss: str) -> Objective:
-        """The objective asked for (or the loss's default), validated (a ``DomainError`` before
-        anything is charged)."""
+    def resolved_objective(self, loss: str, epsilon_randomize: float | None = None) -> Objective:
+        """The objective asked for (or the default for the loss and ε₂, ``default_objective``; an
+        Idempotency-Key's fingerprint, which must not read the data ε₂ follows from, resolves it
+        without), validated (a ``DomainError`` before anything is charged)."""
         try:
-            name = check_objective(self.objective or default_objective(loss))
+            if self.objective is not None:
+                name = check_objective(self.objective)
+            else:  # a capacity asks for the loss's own default (model for squared), whatever ε₂
+                at = None if self.model_capacity is not None else epsilon_randomize
+                name = default_objective(loss, at)
             if self.model_capacity is not None and name != "model":
                 raise DomainError("invalid-request", "model_capacity belongs to the objective model")
             return Objective(
@@ -256,20 +261,32 @@ def split_for_users(request: ReleaseRequest, examples: ExampleSet, k: int) -> tu
 
 
 def resolved_mechanism(
-    request: ReleaseRequest, loss: str, support: Support, n: int, eps_randomize: float
+    request: ReleaseRequest,
+    loss: str,
+    support: Support,
+    n: int,
+    eps_randomize: float,
+    *,
+    rr_only: bool = False,
 ) -> MechanismKind:
     """The kind asked for, or the default (a public rule of the loss, ε₂, n and k), checked against
     everything it needs — all before the charge: the unbiased randomizer serves example-level
     releases of the squared and Poisson losses, on supports of 2 to ``MAX_UNBIASED_SUPPORT`` points,
     with ε₂ in its program's numerically safe range. Each refusal names the request field it is
-    about in ``parameter`` (a form shows it there, the CLI names its option)."""
+    about in ``parameter`` (a form shows it there, the CLI names its option). ``rr_only``: the release
+    runs where only the RR kinds do (on priors, on a cluster), so the default is the loss's RR kind."""
 
     def refused(detail: str, parameter: str = "mechanism") -> DomainError:
         return DomainError("invalid-request", detail, parameter=parameter)
 
     try:
         if request.mechanism is None:
-            if request.privacy_unit == "user":
+            if (
+                request.privacy_unit == "user"
+                or rr_only
+                or request.objective is not None
+                or request.model_capacity is not None
+            ):  # what only the RR kinds take: the default never refuses a request
                 return mechanism_kind(loss)
             kind = default_mechanism(loss, eps_randomize, n, support.k)
         else:
@@ -316,7 +333,7 @@ def plan_release(
     release, always in this process): the split's ε₁ is then over the examples without a group."""
     spec = DatasetSpec.model_validate(ds.spec)
     loss = spec.loss(request.loss)
-    objective = request.resolved_objective(loss)
+    request.resolved_objective(loss)  # a named objective is checked before anything is read
     support = spec.support_for(loss)
     files = DatasetFiles(data_dir, ds.id)
     examples: ExampleSet | StoredExamples | None = None
@@ -343,6 +360,7 @@ def plan_release(
         eps_prior = users.split.epsilon_prior
         eps_randomize = users.split.for_bound(users.split.bound or 1).epsilon_randomize
         kind = resolved_mechanism(request, loss, support, examples.n, eps_randomize)
+        objective = request.resolved_objective(loss, eps_randomize)
         return Plan(
             ds.id,
             spec,
@@ -368,7 +386,9 @@ def plan_release(
     else:
         n = examples.n if groups is None else groups.fallback
         micro, epsilon, eps_prior, eps_randomize = split(request, n, support.k)
-    kind = resolved_mechanism(request, loss, support, examples.n, eps_randomize)
+    rr_only = groups is not None or not isinstance(examples, ExampleSet)
+    kind = resolved_mechanism(request, loss, support, examples.n, eps_randomize, rr_only=rr_only)
+    objective = request.resolved_objective(loss, eps_randomize)
     if kind == "unbiased" and groups is not None:
         raise DomainError(
             "invalid-request",

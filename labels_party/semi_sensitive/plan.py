@@ -255,6 +255,13 @@ def plan_model(
                 "a semi-sensitive model builds on a release with one mechanism: make one without priors",
                 status=409,
             )
+        if frozen.mechanism.kind == "unbiased":  # outputs, not bins: no keep/move to train through
+            raise DomainError(
+                "release-is-unbiased",
+                f"release {release.id} used the unbiased randomizer; the label phase reads a release's "
+                "keep and move probabilities: make the label release with mechanism rr_on_bins",
+                status=409,
+            )
         kept = frozen.kept  # user-level: only the kept examples (≤ τ per user) train
         mechanism, contribution_bound = frozen.mechanism, frozen.contribution_bound
         ids, bins = frozen.ids.filter(pa.array(kept)), frozen.bins[kept]

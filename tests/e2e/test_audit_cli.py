@@ -133,16 +133,23 @@ def test_the_preview_prints_expected_error_and_attack_bounds_and_charges_nothing
     body = "example_id,label\n" + "".join(f"e{i},{(i * i) % 10}\n" for i in range(5000))
     c.put(f"/v1/datasets/{ds}/labels", content=body, headers={"Content-Type": "text/csv"}).raise_for_status()
     common = ["--url", api.base, "--api-key", key, "--dataset", "weeks"]
-    code, out, err = run("labels", "preview", *common, "--epsilon", "2", "--json")
-    assert code == 0, err
-    preview = json.loads(out)
-    published = PublishedMechanism.model_validate(preview["mechanism"])
-    assert sampler_of(published).expected_loss(published.support, preview["mechanism"]["prior"]) >= 0
-    code, out, err = run("labels", "preview", *common, "--epsilon", "2")
-    assert code == 0, err
-    assert f"{number(preview['expected_loss'], 6)} (root: {number(preview['expected_loss'] ** 0.5)})" in out
-    assert f"bins ({preview['m']}): {numbers(preview['bin_values'])}" in out
-    assert f"{published.worst_case_additive_advantage:.3f}" in out
+    for mechanism in ("rr_on_bins", "unbiased"):  # the latter: the default here
+        named = ["--mechanism", mechanism] if mechanism == "rr_on_bins" else []
+        code, out, err = run("labels", "preview", *common, "--epsilon", "2", *named, "--json")
+        assert code == 0, err
+        preview = json.loads(out)
+        published = PublishedMechanism.model_validate(preview["mechanism"])
+        assert published.kind == mechanism
+        assert sampler_of(published).expected_loss(published.support, preview["mechanism"]["prior"]) >= 0
+        code, out, err = run("labels", "preview", *common, "--epsilon", "2", *named)
+        assert code == 0, err
+        expected = preview["expected_loss"]
+        assert f"{number(expected, 6)} (root: {number(expected**0.5)})" in out
+        if mechanism == "rr_on_bins":
+            assert f"bins ({preview['m']}): {numbers(preview['bin_values'])}" in out
+        else:
+            assert "unbiased: ε = 2" in out and f"{preview['m']} outputs from " in out
+        assert f"{published.worst_case_additive_advantage:.3f}" in out
     assert charges(c) == []  # previews are free
     code, _, err = run("labels", "preview", *common, "--epsilon", "-1")
     assert code == 2 and "invalid" in err and "--epsilon" in err  # the caller's mistake

@@ -94,7 +94,7 @@ def test_release_travels_from_labels_party_to_features_party_over_mtls(tmp_path:
         ).raise_for_status()
         rel = a.post(
             f"/v1/datasets/{ds}/releases",
-            json={"epsilon": 1.0, "loss": "poisson", "recipient": "publisher"},
+            json={"epsilon": 1.0, "loss": "poisson", "recipient": "publisher", "mechanism": "rr_on_bins"},
             headers={"Idempotency-Key": "first"},
         ).json()
         delivered = a.post(f"/v1/releases/{rel['id']}/deliveries")

@@ -229,7 +229,7 @@ def test_a_feature_aware_release_is_debiased_row_by_row_on_the_cluster(
     theirs = local.metrics["validation_loss_vs_binned_true_labels_unbiased"]
     assert ours < 1.15 * theirs + 0.3, (ours, theirs)
     assert not isinstance(trained.model.named_steps["model"], AffineDebiasedRegressor)
-    plain = release_labels(y, integer_grid(0, K - 1), EPSILON, "squared")
+    plain = release_labels(y, integer_grid(0, K - 1), EPSILON, "squared", mechanism="rr_on_bins")
     plain_file = tmp_path / "plain.parquet"
     pq.write_table(
         pa.table({**rows, "bin": pa.array(plain.bin_indices, pa.uint16())}), plain_file, row_group_size=6000

@@ -261,11 +261,16 @@ def test_one_model_trains_on_both_stages_each_row_by_its_own_mechanism(tmp_path:
     first = np.arange(len(ids)) % 5 == 0  # stage 1: a fifth, chosen by position (no label read)
     ids_1 = [i for i, f in zip(ids, first, strict=True) if f]
     ids_2 = [i for i, f in zip(ids, first, strict=True) if not f]
-    stage_1 = release_labels(y[first], integer_grid(0, K - 1), EPSILON, "squared")
+    stage_1 = release_labels(y[first], integer_grid(0, K - 1), EPSILON, "squared", mechanism="rr_on_bins")
     plain = replace(release(ids_1, mechanism=stage_1.published()), bins=stage_1.bin_indices)
     grouped = grouped_message(ids_2, grouped_release(y[~first], groups[~first]))
-    other_support = release_labels(np.minimum(y, 10), integer_grid(0, 10), EPSILON, "squared")
+    other_support = release_labels(
+        np.minimum(y, 10), integer_grid(0, 10), EPSILON, "squared", mechanism="rr_on_bins"
+    )
     narrow = replace(release(ids, mechanism=other_support.published()), bins=other_support.bin_indices)
+    by_default = release_labels(y[first], integer_grid(0, K - 1), EPSILON, "squared")  # the unbiased one
+    assert by_default.published().kind == "unbiased"
+    unbiased = replace(release(ids_1, mechanism=by_default.published()), bins=by_default.bin_indices)
     valid = validation_mask(pa.array(ids), 0.2)
     held = [i for i, v in zip(ids, valid, strict=True) if v]
     with features_server_thread(settings) as base:
@@ -274,8 +279,10 @@ def test_one_model_trains_on_both_stages_each_row_by_its_own_mechanism(tmp_path:
         pin_sender(c, sender)
         pin_sender(other, sender)
         mine, theirs = (client.get("/v1/identity").json()["tenant_id"] for client in (c, other))
-        plain, grouped, narrow = (replace(m, recipient_tenant=mine) for m in (plain, grouped, narrow))
-        for message in (plain, grouped, narrow):
+        plain, grouped, narrow, unbiased = (
+            replace(m, recipient_tenant=mine) for m in (plain, grouped, narrow, unbiased)
+        )
+        for message in (plain, grouped, narrow, unbiased):
             deliver(c, message, sender)
         foreign = replace(release(ids[:50]), recipient_tenant=theirs)
         deliver(other, foreign, sender)
@@ -291,9 +298,11 @@ def test_one_model_trains_on_both_stages_each_row_by_its_own_mechanism(tmp_path:
             ([grouped.release_id, grouped.release_id], 422, "invalid-request"),
             ([narrow.release_id], 422, "incompatible-releases"),
             ([foreign.release_id], 404, "not-found"),
+            ([unbiased.release_id], 422, "unsupported-release"),  # the default's stage 1: says so
         ):
             r = train(plain.release_id, also)
             assert (r.status_code, r.json().get("type")) == (status, code), r.text
+        assert "mechanism rr_on_bins" in r.json()["detail"]
         assert c.get("/v1/models").json()["items"] == jobs_before
 
         errors: dict[str, float] = {}

@@ -27,7 +27,7 @@ def test_release_records_state_the_worst_case_and_the_audit_matches_independent_
     ds = dataset(c, "weeks", label_type="count", lo=0, hi=9)
     truth = {f"e{i}": min(9, (i * i) % 13) for i in range(30_000)}  # skewed over 0..9
     assert upload(c, ds, csv(list(truth.items()))).status_code == 200
-    r = release(c, ds, "audit", epsilon=2.0)
+    r = release(c, ds, "audit", epsilon=2.0, mechanism="rr_on_bins")  # a bins release: keep and move
     assert r.status_code == 201, r.text
     body = r.json()
     mech = PublishedMechanism.model_validate(body["mechanism"])
@@ -122,7 +122,10 @@ def test_a_preview_states_the_bounds_the_release_would(api: Api) -> None:
     c = with_recipient(api.tenant("acme", "10"))
     ds = dataset(c, "weeks", label_type="count", lo=0, hi=9)
     assert upload(c, ds, csv([(f"e{i}", (i * 7) % 10) for i in range(5_000)])).status_code == 200
-    p = c.post(f"/v1/datasets/{ds}/releases:preview", json={"epsilon": 1.5, "recipient": "publisher"}).json()
+    p = c.post(
+        f"/v1/datasets/{ds}/releases:preview",
+        json={"epsilon": 1.5, "recipient": "publisher", "mechanism": "rr_on_bins"},
+    ).json()
     mech = PublishedMechanism.model_validate(p["mechanism"])
     assert p["worst_case_additive_advantage"] == mech.worst_case_additive_advantage
     assert p["max_multiplicative_advantage"] == mech.implemented_epsilon
@@ -140,11 +143,12 @@ def test_the_audit_reads_the_labels_the_release_randomized_not_todays(api: Api) 
     c = with_recipient(api.tenant("acme", "10"))
     ds = dataset(c, "weeks", label_type="count", lo=0, hi=9)
     assert upload(c, ds, csv([(f"e{i}", (i * 7) % 10) for i in range(3_000)])).status_code == 200
-    rid = release(c, ds, "before", epsilon=2.0).json()["id"]
+    rr = {"mechanism": "rr_on_bins"}  # bins: one bin holds every label after the re-upload
+    rid = release(c, ds, "before", epsilon=2.0, **rr).json()["id"]
     audit = c.get(f"/v1/releases/{rid}/audit").json()
     assert upload(c, ds, csv([(f"e{i}", 9) for i in range(3_000)])).status_code == 200
     assert c.get(f"/v1/releases/{rid}/audit").json() == audit
-    later = release(c, ds, "after", epsilon=2.0).json()["id"]
+    later = release(c, ds, "after", epsilon=2.0, **rr).json()["id"]
     flat = c.get(f"/v1/releases/{later}/audit").json()
     assert flat["epsilon_lower_bound"] is None  # every label in one bin now
     assert audit["epsilon_lower_bound"] is not None

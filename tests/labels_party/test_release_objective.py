@@ -9,6 +9,7 @@ import math
 import httpx
 
 from labeldp.mechanisms import DEFAULT_MODEL_CAPACITY
+from labeldp.mechanisms.objective import LEARNING_AWARE_FROM_EPSILON
 from tests.support.labels_api import Api, charges, csv, dataset, problem, release, upload, with_recipient
 
 
@@ -70,28 +71,39 @@ def test_bad_objectives_are_refused_and_charge_nothing(api: Api) -> None:
     assert charges(c) == [] and c.get(f"/v1/datasets/{ds}/releases").json()["items"] == []
 
 
-def test_the_default_objective_follows_the_loss(api: Api) -> None:
-    """No objective in the request: model for the squared loss (which may then state its capacity),
-    label for the others — what ``default_objective`` says and docs/math.md §12 measures."""
+def test_the_default_follows_the_loss_and_the_epsilon(api: Api) -> None:
+    """No mechanism and no objective in the request: the unbiased randomizer for the squared and
+    Poisson losses from ε₂ = 0.2 up (on this 53-point support), RR-on-Bins under the label objective
+    below; a named objective or capacity asks for RR-on-Bins, a capacity alone for the model
+    objective whatever ε₂ — the public rule docs/concepts/mechanism.md states (nothing read from the
+    labels: the same n and support at two ε)."""
     c = with_recipient(api.tenant("acme", "10.0"))
     ds = dataset(c)
     n = 4_000
     assert upload_weeks(c, ds, n)
     squared = release(c, ds, "squared", epsilon=2.0)
-    capacity = release(c, ds, "capacity", epsilon=2.0, model_capacity=10.0)
     poisson = release(c, ds, "poisson", epsilon=2.0, loss="poisson")
-    for r in (squared, capacity, poisson):
+    small = release(c, ds, "small", epsilon=0.2)
+    small_poisson = release(c, ds, "small-poisson", epsilon=0.2, loss="poisson")
+    named = release(c, ds, "named", epsilon=2.0, objective="model")
+    capacity = release(c, ds, "capacity", epsilon=0.2, model_capacity=10.0)
+    for r in (squared, poisson, small, small_poisson, named, capacity):
         assert r.status_code == 201, r.text
-    for r, cap in ((squared, DEFAULT_MODEL_CAPACITY), (capacity, 10.0)):
+    for r in (squared, poisson):
         mech = r.json()["mechanism"]
-        assert mech["objective"] == "model"
+        assert mech["kind"] == "unbiased" and mech["epsilon_randomize"] >= LEARNING_AWARE_FROM_EPSILON
+    for r in (small, small_poisson):
+        mech = r.json()["mechanism"]
+        assert mech["kind"] == "rr_on_bins" and mech["epsilon_randomize"] < LEARNING_AWARE_FROM_EPSILON
+        assert mech["objective"] == "label" and mech["objective_epsilon"] is None
+    for r, cap in ((named, DEFAULT_MODEL_CAPACITY), (capacity, 10.0)):
+        mech = r.json()["mechanism"]
+        assert mech["kind"] == "rr_on_bins" and mech["objective"] == "model"
         assert math.isclose(
             mech["objective_epsilon"],
             expected_objective_epsilon(mech["epsilon_randomize"], n, cap),
             rel_tol=1e-12,
         )
-    assert poisson.json()["mechanism"]["objective"] == "label"
-    assert poisson.json()["mechanism"]["objective_epsilon"] is None
 
 
 def upload_weeks(c: httpx.Client, ds: str, n: int) -> bool:

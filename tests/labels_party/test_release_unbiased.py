@@ -36,7 +36,10 @@ def test_an_unbiased_release_and_its_preview(api: Api) -> None:
     )
     assert p["expected_loss"] == pytest.approx(variance, rel=1e-9)
     assert p["unbiased_expected_variance"] == p["expected_loss"]
-    rr = c.post(f"/v1/datasets/{ds}/releases:preview", json={"epsilon": 2.0, "recipient": "publisher"}).json()
+    rr = c.post(
+        f"/v1/datasets/{ds}/releases:preview",
+        json={"epsilon": 2.0, "recipient": "publisher", "mechanism": "rr_on_bins"},
+    ).json()
     assert p["rr_on_bins_expected_loss"] == pytest.approx(rr["expected_loss"], rel=1e-9)
     assert rr["unbiased_expected_variance"] is None  # an RR preview does not run the unbiased program
     assert charges(c) == []  # previews are free

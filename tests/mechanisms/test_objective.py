@@ -21,7 +21,12 @@ from labeldp.mechanisms import (
     sampler_of,
 )
 from labeldp.mechanisms.debias import BinsNoise
-from labeldp.mechanisms.objective import effective_examples, model_objective_epsilon, objective_epsilon
+from labeldp.mechanisms.objective import (
+    LEARNING_AWARE_FROM_EPSILON,
+    effective_examples,
+    model_objective_epsilon,
+    objective_epsilon,
+)
 from tests.mechanisms.test_optimize_exact import LOSS_NAMES, random_prior, relative_gap, shift
 from tests.mechanisms.test_published_mechanism import over_the_wire
 from tests.support import oracles
@@ -158,11 +163,23 @@ def test_published_objective_round_trips_and_validates() -> None:
             PublishedMechanism(**{**fields, **changes})
     label = release_labels(np.repeat(y, 50), y, 2.0, objective="label", rng=SeededRandom(1)).published()
     assert label.objective == "label" and label.objective_epsilon is None
-    # no objective named: the loss's default (model for squared, label for Poisson)
-    by_default = release_labels(np.repeat(y, 50), y, 2.0, rng=SeededRandom(1)).published()
+    # RR-on-Bins named, no objective: the loss's default at ε₂ (model for squared, label for Poisson;
+    # label for both below LEARNING_AWARE_FROM_EPSILON)
+    by_default = release_labels(
+        np.repeat(y, 50), y, 2.0, mechanism="rr_on_bins", rng=SeededRandom(1)
+    ).published()
     assert (by_default.objective, by_default.objective_epsilon) == ("model", published.objective_epsilon)
-    poisson = release_labels(np.repeat(y, 50), y, 2.0, "poisson", rng=SeededRandom(1)).published()
+    poisson = release_labels(
+        np.repeat(y, 50), y, 2.0, "poisson", mechanism="rr_on_bins", rng=SeededRandom(1)
+    ).published()
     assert poisson.objective == "label" and poisson.objective_epsilon is None
+    small = release_labels(np.repeat(y, 50), y, 0.15, mechanism="rr_on_bins", rng=SeededRandom(1))
+    assert small.epsilon_randomize < LEARNING_AWARE_FROM_EPSILON <= 0.2
+    assert small.published().objective == "label"
+    # neither named: the unbiased randomizer from ε₂ = LEARNING_AWARE_FROM_EPSILON up, RR below it
+    assert release_labels(np.repeat(y, 50), y, 2.0, rng=SeededRandom(1)).published().kind == "unbiased"
+    below = release_labels(np.repeat(y, 50), y, 0.15, rng=SeededRandom(1)).published()
+    assert (below.kind, below.objective) == ("rr_on_bins", "label")
 
 
 @pytest.mark.parametrize("kind", ["rr_on_bins", "rr_top_k"])

@@ -96,6 +96,20 @@ def test_the_optimum_stops_moving_as_the_grid_gets_finer() -> None:
         assert abs(wide - fine.variance) <= 1e-3 * fine.variance
 
 
+@pytest.mark.parametrize("eps", [0.3, 1.0, 4.0])
+def test_on_two_points_the_optimum_is_debiased_randomized_response(eps: float) -> None:
+    """Why the default keeps RR-on-Bins on binary supports (``UNBIASED_DEFAULT_MIN_SUPPORT``): RR
+    keeping a label with q = e^ε/(1 + e^ε), debiased affinely, is an unbiased randomizer of variance
+    q(1 − q)/(2q − 1)² for both labels (written out here), and the program finds nothing better — for
+    a balanced prior and a skewed one — within its grid's 10⁻³."""
+    q = math.exp(eps) / (1 + math.exp(eps))
+    debiased_rr = q * (1 - q) / (2 * q - 1) ** 2
+    for prior in ([0.5, 0.5], [0.9, 0.1]):
+        mech = optimize_unbiased(np.array([0.0, 1.0]), np.array(prior), eps)
+        variances = mech.weights.variances(np.array([0.0, 1.0]))
+        assert np.all(np.abs(variances / debiased_rr - 1) < 1e-3), (prior, variances, debiased_rr)
+
+
 def test_the_sampler_draws_its_exact_rows() -> None:
     """Chi-square at the fixed false-alarm rate of tests/support/stats.py, per support point."""
     support = integer_grid(0, 7)

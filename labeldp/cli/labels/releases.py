@@ -150,8 +150,9 @@ def preview(
         f"(ε₁ = {number(p['epsilon_prior'], 3)}) over "
         f"{p['examples']:,} examples\n{outputs}\n"
         f"{what} per label under {source}: {number(error, 6)}{rms}{side}\n"
-        f"an attacker guessing a label's bin gains at most {published.worst_case_additive_advantage:.3f} "
-        f"(any prior); one released bin moves its odds by at most e^{published.implemented_epsilon:.3f}"
+        f"an attacker guessing a label's {'value' if unbiased else 'bin'} gains at most "
+        f"{published.worst_case_additive_advantage:.3f} (any prior); one released "
+        f"{'output' if unbiased else 'bin'} moves its odds by at most e^{published.implemented_epsilon:.3f}"
         + _with_priors(p, loss),
     )
 

@@ -53,7 +53,8 @@ router = APIRouter(prefix="/v1", tags=["semi-sensitive models"])
             "training examples other users than the release froze (make a new label release); "
             "`release-without-record`: the label release predates releases recording their users; "
             "`release-has-groups`: the label release used priors (a mechanism per group; the label "
-            "phase reads one)",
+            "phase reads one); `release-is-unbiased`: the label release used the unbiased randomizer "
+            "(the label phase reads RR's keep and move probabilities)",
         },
     },
 )

@@ -114,7 +114,8 @@ class ReleaseIn(BaseModel):
         None,
         description="what the bins minimize: label, each released label's expected loss (the paper's "
         "objective), or model, the error of a model trained on the release's n labels (docs/math.md "
-        "§12); default: model for the squared loss, label for the others",
+        "§12); naming one asks for RR-on-Bins; default: model for the squared loss when ε₂ ≥ 0.2, label "
+        "otherwise (docs/concepts/mechanism.md)",
     )
     model_capacity: StrictFloat | None = Field(
         None,
@@ -129,7 +130,8 @@ class ReleaseIn(BaseModel):
         description="rr_on_bins (regression: randomized response over optimal bins), rr_top_k (classes) or "
         "unbiased (squared and Poisson loss, example-level: the least-variance randomizer whose output has "
         "the label as its mean; its outputs reach beyond the support; docs/concepts/mechanism.md); default: "
-        "a public rule of the loss, ε, the number of examples and the support's size (the same page)",
+        "a public rule of the loss, ε₂ and the support's size (the same page): unbiased for the squared and "
+        "Poisson losses from ε₂ = 0.2 on 3 to 201 support points, the loss's RR kind otherwise",
     )
 
     prior: PriorFromFeaturesParty | None = Field(

@@ -334,3 +334,38 @@ def test_a_model_is_refused_on_a_feature_aware_release(party: Party) -> None:
     assert refused.status_code == 409, refused.text
     assert refused.json()["type"] == "release-has-groups"
     assert p.client.get("/v1/ledger").json()["items"] == before and p.rows(SemiSensitiveModel) == []
+
+
+def test_a_model_is_refused_on_an_unbiased_release(party: Party) -> None:
+    """A seam of two features: the hybrid's label phase trains through a release's keep and move
+    probabilities, and the unbiased randomizer's outputs (here on the two labels: four outputs, two of
+    them outside [0, 1]) have none — building on it is refused (409 ``release-is-unbiased``) before
+    anything is charged, and an RR-on-Bins release of the same labels is accepted."""
+    party.set_delta("1e-3")
+    universe, labels, features = clicks()
+    ds = dataset(party, labels, universe, features)
+    unbiased = post(
+        party,
+        f"/v1/datasets/{ds}/releases",
+        "u",
+        {"epsilon": 2.0, "recipient": "publisher", "mechanism": "unbiased"},
+    )
+    assert unbiased["mechanism"]["kind"] == "unbiased"
+    before = party.client.get("/v1/ledger").json()["items"]
+    body = {"label_release_id": unbiased["id"], "epsilon_dpsgd": 1.0, **SCHEDULE}
+    refused = party.client.post(
+        f"/v1/datasets/{ds}/semi-sensitive-models", json=body, headers={"Idempotency-Key": "m"}
+    )
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["type"] == "release-is-unbiased"
+    assert party.client.get("/v1/ledger").json()["items"] == before
+    assert party.rows(SemiSensitiveModel) == []
+    rr = post(party, f"/v1/datasets/{ds}/releases", "rr", {"epsilon": 2.0, "recipient": "publisher"})
+    assert rr["mechanism"]["kind"] == "rr_on_bins"  # the default on two points
+    model = post(
+        party,
+        f"/v1/datasets/{ds}/semi-sensitive-models",
+        "m2",
+        {"label_release_id": rr["id"], "epsilon_dpsgd": 1.0, **SCHEDULE},
+    )
+    assert model["label_release_id"] == rr["id"]
