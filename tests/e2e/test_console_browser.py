@@ -346,7 +346,8 @@ def test_plan_preview_then_create_and_deliver_a_release(demo: Demo, open_page: A
     page.get_by_role("heading", level=2, name="Create").wait_for()
     text = page.locator("main").inner_text()
     assert "left for it after one more release at ε = 0.5\n1.5" in text  # budget 3, spent 1
-    assert "worst-case additive advantage" in text and "expected squared error" in text
+    assert "worst-case additive advantage" in text
+    assert "expected variance (squared error)" in text and "\noutputs\n" in text  # the default: unbiased
     screenshot(page, "labels-plan")
     no_serious_violations(page, "plan")
     with api(demo.labels_url, demo.labels_key) as c:
