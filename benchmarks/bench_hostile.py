@@ -222,7 +222,7 @@ def delivery_under_attack(examples: int, rounds: int) -> dict[str, Any]:
             for n in range(2 * rounds + 1):  # the first warms both parties up (not counted)
                 made = a.post(
                     f"/v1/datasets/{ds}/releases",
-                    json={"epsilon": 1.0, "recipient": "publisher"},
+                    json={"epsilon": 1.0, "recipient": "publisher", "mechanism": "rr_on_bins"},
                     headers={"Idempotency-Key": f"r{n}"},
                 )
                 made.raise_for_status()

@@ -221,11 +221,11 @@ def labels_run(kind: str, code: Path | None) -> list[dict[str, Any]]:
                     ).raise_for_status()
                     c.post(
                         f"/v1/datasets/{small}/releases:preview",
-                        json={"epsilon": 0.01, "recipient": "publisher"},
+                        json={"epsilon": 0.01, "recipient": "publisher", "mechanism": "rr_on_bins"},
                     ).raise_for_status()
                     c.post(
                         f"/v1/datasets/{small}/releases",
-                        json={"epsilon": 0.001, "recipient": "publisher"},
+                        json={"epsilon": 0.001, "recipient": "publisher", "mechanism": "rr_on_bins"},
                         headers={"Idempotency-Key": f"w{next(counter)}"},
                     ).raise_for_status()
 
@@ -331,7 +331,7 @@ def budget_run(sizes: list[int], code: Path | None) -> list[dict[str, Any]]:
                 cold = ask()  # nothing kept yet: computed from every covered example
                 c.post(
                     f"/v1/datasets/{ds}/releases",
-                    json={"epsilon": 0.5, "recipient": "publisher"},
+                    json={"epsilon": 0.5, "recipient": "publisher", "mechanism": "rr_on_bins"},
                     headers={"Idempotency-Key": f"b{n}"},
                 ).raise_for_status()
                 after = ask()  # the charge changed the spend: refreshed in the background meanwhile?

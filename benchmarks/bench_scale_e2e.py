@@ -109,7 +109,7 @@ def one_size(n: int) -> list[dict[str, Any]]:
                 start = time.perf_counter()
                 r = c.post(
                     f"/v1/datasets/{ds}/releases",
-                    json={"epsilon": 2.0, "recipient": "publisher"},
+                    json={"epsilon": 2.0, "recipient": "publisher", "mechanism": "rr_on_bins"},
                     headers={"Idempotency-Key": f"bench-{engine.replace(' ', '-')}"},
                 )
                 row["seconds"] = time.perf_counter() - start

@@ -109,7 +109,8 @@ def release_grouped_labels(
     bins = np.empty(y.size, dtype=np.int64)
     fallback_at = g == NO_GROUP
     fallback: LabelRelease | None = None
-    at = Objective.of(objective, loss_spec.name, eps).epsilon_for(eps, y.size)  # one model learns from all
+    resolved = Objective.of(objective, loss_spec.name, eps)  # one, at the groups' (whole) ε, for all
+    at = resolved.epsilon_for(eps, y.size)  # one model learns from all
     if fallback_at.any():
         fallback = release_labels(  # the loss's RR kind, as every group's (no unbiased fallback)
             y[fallback_at],
@@ -117,7 +118,7 @@ def release_grouped_labels(
             eps,
             loss,
             epsilon_prior,
-            objective=objective,
+            objective=resolved,
             objective_examples=y.size,
             mechanism=mechanism_kind(loss_spec.name),
         )
@@ -176,7 +177,7 @@ def release_grouped_user_labels(
     bins[plain] = mechanism.randomize(y[plain], rng=stream)
     eps2 = planned.budget.epsilon_randomize
     loss_name = resolve_loss(loss).name
-    at = Objective.of(objective, loss_name, eps2).epsilon_for(eps2, int(kept.sum()))
+    at = Objective.of(objective, loss_name).epsilon_for(eps2, int(kept.sum()))  # user level: the loss's
     mechanisms = _randomize_groups(y, g, priors, sup, eps2, loss_name, bins, at)
     normalized = priors / priors.sum(axis=1, keepdims=True)
     fallback = planned.release(bins)

@@ -268,9 +268,8 @@ def plan_user_release(
         tau = choose_contribution_bound(counts, sup, prior, float_at_most(left), loss).bound
     budget = split.for_bound(tau)
     kept = ranks < tau
-    at = Objective.of(objective, loss_spec.name, budget.epsilon_randomize).epsilon_for(
-        budget.epsilon_randomize, int(kept.sum())
-    )
+    # the loss's own default objective (ε₂ follows from τ, which may be chosen only now)
+    at = Objective.of(objective, loss_spec.name).epsilon_for(budget.epsilon_randomize, int(kept.sum()))
     mechanism = optimal_mechanism(sup, prior, budget.epsilon_randomize, loss, optimize_at=at)
     return UserRelease(y, mechanism, prior, kept, budget)
 

@@ -8,7 +8,10 @@ of IDs is kept as its digest, so a stored request stays small.
 
 Jobs made before requests were resolved keep only the digest of the request as sent (``legacy``):
 their retries still replay when they send the same body, and a differing one is refused without
-names, which those rows cannot give.
+names, which those rows cannot give. Jobs made under the previous resolution (version 2: a release's
+objective left out was stored as the loss's default, before that default came to depend on ε₂) are
+matched by that resolution's digest (``previous``); a new job's digest carries the new version, so it
+never equals an old resolution's.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from typing import Any
 
 from labeldp.common.errors import DomainError
 
-VERSION = 2  # of the digest: a resolved request never hashes like a request as sent
+VERSION = 3  # of the digest: a resolved request never hashes like a request as sent, nor like version 2
+PREVIOUS_VERSION = 2
 
 
 def digest_of(values: object) -> str:
@@ -34,13 +38,14 @@ class Fingerprint:
 
     fields: dict[str, Any]
     legacy: str | None = None
+    previous: str | None = None  # the digest under version 2's resolution (``previous_digest``)
 
     @property
     def digest(self) -> str:
         return digest_of({"v": VERSION, **self.fields})
 
     def matches(self, request_hash: str) -> bool:
-        return request_hash in (self.digest, self.legacy)
+        return request_hash in (self.digest, self.legacy, self.previous)
 
     def differing(self, stored: dict[str, Any] | None) -> list[str]:
         """The fields whose resolved values differ from ``stored`` (none known: [])."""
@@ -57,6 +62,11 @@ class Fingerprint:
             f"this Idempotency-Key was used for a different request{named}; nothing was charged for this one",
             fields=fields,
         )
+
+
+def previous_digest(fields: dict[str, Any]) -> str:
+    """A request's digest as version 2 resolved it (``fields``: that resolution)."""
+    return digest_of({"v": PREVIOUS_VERSION, **fields})
 
 
 def ids_digest(example_ids: list[str] | None) -> str | None:

@@ -43,7 +43,7 @@ from labeldp.mechanisms.factory import (
 from labeldp.mechanisms.objective import check_objective, default_objective
 from labeldp.mechanisms.unbiased_weights import MAX_UNBIASED_SUPPORT
 from labels_party.budget.epsilon import MICRO, to_micro
-from labels_party.budget.idempotency import Fingerprint, ids_digest
+from labels_party.budget.idempotency import Fingerprint, ids_digest, previous_digest
 from labels_party.budget.ledger import UserCharge
 from labels_party.datasets.spec import DatasetSpec
 from labels_party.datasets.store import DatasetFiles
@@ -89,11 +89,14 @@ class ReleaseRequest:
 
     def fingerprint(self, dataset_id: str, spec: DatasetSpec) -> Fingerprint:
         """The request as its Idempotency-Key is held to it (``budget/idempotency.py``): resolved
-        against the dataset's declaration — the loss, the objective and its capacity as they default,
-        numbers as floats — by the API's field names. ε₁ and ε_τ stay as sent: ε₁'s default follows
-        from the data, which a retry must not have to read."""
+        against the dataset's declaration — the loss, a named objective's capacity as it defaults,
+        numbers as floats — by the API's field names. ε₁, ε_τ, the mechanism and an objective left
+        out stay as sent: their defaults follow from ε₂, hence from the data, which a retry must not
+        have to read (an omitted objective and a named one are different requests: the first may be
+        the unbiased randomizer, or the label objective below ε₂ = 0.2)."""
         loss = spec.loss(self.loss)
         objective = self.resolved_objective(loss)
+        named = self.objective is not None or self.model_capacity is not None
         user = self.privacy_unit == "user"
 
         def number(value: float | None) -> float | None:
@@ -107,8 +110,8 @@ class ReleaseRequest:
             "recipient": self.recipient,
             "epsilon_prior": number(self.epsilon_prior),
             "example_ids": ids_digest(self.example_ids),
-            "objective": objective.name,
-            "model_capacity": objective.model_capacity if objective.name == "model" else None,
+            "objective": objective.name if named else None,
+            "model_capacity": objective.model_capacity if named and objective.name == "model" else None,
         }
         if self.mechanism is not None:  # as sent (its default follows from n); absent: keys from before
             fields["mechanism"] = self.mechanism
@@ -117,7 +120,13 @@ class ReleaseRequest:
             fields["epsilon_bound"] = number(self.epsilon_bound)
         if self.priors_id is not None:  # (absent otherwise: keys stored before priors still match)
             fields["prior"] = {"from": "features-party", "priors_id": self.priors_id}
-        return Fingerprint(fields, legacy=self.digest(dataset_id))
+        # version 2 resolved an omitted objective to the loss's ε-free default
+        before = {
+            **fields,
+            "objective": objective.name,
+            "model_capacity": objective.model_capacity if objective.name == "model" else None,
+        }
+        return Fingerprint(fields, legacy=self.digest(dataset_id), previous=previous_digest(before))
 
     def resolved_objective(self, loss: str, epsilon_randomize: float | None = None) -> Objective:
         """The objective asked for (or the default for the loss and ε₂, ``default_objective``; an
@@ -325,12 +334,15 @@ def plan_release(
     *,
     partition_rows: int | None = None,
     priors: StoredPriors | None = None,
+    on_cluster: bool = False,
 ) -> Plan:
     """The plan of a release of ``ds`` (a row the caller read; the files are read here, outside any
     transaction). ``partition_rows``: a cluster will release it, so an example-level regression
     release of every labelled example leaves them in storage (``StoredExamples``) in partitions of
     about that many. ``priors``: the stored priors ``request.priors_id`` names (a feature-aware
-    release, always in this process): the split's ε₁ is then over the examples without a group."""
+    release, always in this process): the split's ε₁ is then over the examples without a group.
+    ``on_cluster``: plan what a cluster would release without partitioning (a preview), so the
+    preview resolves the same default as the release (the cluster runs the RR kinds only)."""
     spec = DatasetSpec.model_validate(ds.spec)
     loss = spec.loss(request.loss)
     request.resolved_objective(loss)  # a named objective is checked before anything is read
@@ -339,14 +351,15 @@ def plan_release(
     examples: ExampleSet | StoredExamples | None = None
     if (request.priors_id is None) != (priors is None):
         raise RuntimeError("a feature-aware plan needs the priors its request names")  # a bug
-    if (
-        partition_rows
+    partitioned = (
+        bool(partition_rows or on_cluster)
         and priors is None
         and request.privacy_unit == "example"
         and loss != "zero_one"
         and request.example_ids is None
-        and request.mechanism != "unbiased"  # (its default choice is made before partitioning, below)
-    ):
+        and request.mechanism != "unbiased"  # (named: released in this process)
+    )
+    if partitioned and partition_rows:
         examples = stored_examples(files, ds, partition_rows)
     if examples is None:
         examples = example_set(files, ds, spec, request.example_ids)
@@ -360,7 +373,7 @@ def plan_release(
         eps_prior = users.split.epsilon_prior
         eps_randomize = users.split.for_bound(users.split.bound or 1).epsilon_randomize
         kind = resolved_mechanism(request, loss, support, examples.n, eps_randomize)
-        objective = request.resolved_objective(loss, eps_randomize)
+        objective = request.resolved_objective(loss)  # the loss's own: ε₂ follows from τ (maybe auto)
         return Plan(
             ds.id,
             spec,
@@ -386,9 +399,10 @@ def plan_release(
     else:
         n = examples.n if groups is None else groups.fallback
         micro, epsilon, eps_prior, eps_randomize = split(request, n, support.k)
-    rr_only = groups is not None or not isinstance(examples, ExampleSet)
+    rr_only = groups is not None or partitioned  # the default on priors and on a cluster: RR
     kind = resolved_mechanism(request, loss, support, examples.n, eps_randomize, rr_only=rr_only)
-    objective = request.resolved_objective(loss, eps_randomize)
+    # a feature-aware release: one objective, at the ε its groups randomize with (the whole ε)
+    objective = request.resolved_objective(loss, epsilon if groups is not None else eps_randomize)
     if kind == "unbiased" and groups is not None:
         raise DomainError(
             "invalid-request",

@@ -36,7 +36,7 @@ from labeldp.common.db import owned
 from labeldp.common.errors import DomainError
 from labeldp.common.instance import Instance
 from labeldp.common.pages import PageRequest
-from labeldp.mechanisms import PublishedMechanism, optimal_mechanism
+from labeldp.mechanisms import PublishedMechanism, mechanism_kind, optimal_mechanism
 from labeldp.scale.release import PARTITION_ROWS
 from labels_party.budget.charged_work import ChargedWork
 from labels_party.budget.epsilon import MICRO
@@ -204,7 +204,7 @@ class ReleaseService:
             if prior_release_id is not None or public_prior is not None:
                 raise DomainError("invalid-request", "a preview with priors takes its prior from them")
             return self._grouped_preview(ds, request, self._priors(tenant_id, request.priors_id))
-        plan = plan_release(ds, self.data_dir, request)
+        plan = plan_release(ds, self.data_dir, request, on_cluster=self.cluster.scheduler is not None)
         source: PriorSource = "labels"
         if prior_release_id is not None:
             prior, source = self._released_prior(tenant_id, dataset_id, prior_release_id, plan), "release"
@@ -294,7 +294,10 @@ class ReleaseService:
         published = own.describe(
             prior=own_prior, epsilon_prior=eps_prior, epsilon_total=plan.epsilon, user=user
         )
-        one_stage = self.preview(ds.tenant_id, ds.id, replace(request, priors_id=None))
+        # beside one RR release of the same examples (the default without priors could be the unbiased
+        # randomizer, whose variance is not the loss the groups' RR-on-Bins are measured by)
+        rr = request.mechanism or mechanism_kind(loss)
+        one_stage = self.preview(ds.tenant_id, ds.id, replace(request, priors_id=None, mechanism=rr))
         return Preview(
             plan.epsilon,
             eps_prior,

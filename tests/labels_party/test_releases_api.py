@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import text
 
 from labeldp.mechanisms import DEFAULT_MODEL_CAPACITY
+from labels_party.budget.idempotency import previous_digest
 from labels_party.releases.plan import ReleaseRequest
 from labels_party.storage.db import make_engine
 from tests.support.labels_api import (
@@ -82,24 +83,30 @@ def test_idempotency_key_is_required_and_replays_charge_nothing(api: Api) -> Non
     assert first.headers["Idempotent-Replayed"] == "false" and again.headers["Idempotent-Replayed"] == "true"
     # ... also when the retry states what the first left to its default (or the reverse): the request
     # is compared resolved, and an integer ε is the same number as its float
-    defaults = {"loss": "squared", "objective": "model", "model_capacity": DEFAULT_MODEL_CAPACITY}
-    stated = release(c, ds, "same", privacy_unit="example", **defaults)
+    stated = release(c, ds, "same", privacy_unit="example", loss="squared")
     assert stated.status_code == 200 and stated.content == first.content, stated.text
+    # an objective left out follows from ε₂ (the unbiased randomizer, or the label objective below
+    # 0.2): naming the model objective asks for another release
+    named = {"objective": "model", "model_capacity": DEFAULT_MODEL_CAPACITY}
+    assert problem(release(c, ds, "same", **named), 422, "idempotency-key-reused")["fields"] == [
+        "model_capacity",
+        "objective",
+    ]
     whole = release(c, ds, "whole", epsilon=1)
     assert whole.status_code == 201, whole.text
     assert release(c, ds, "whole", epsilon=1.0, loss="squared").content == whole.content
     reused = problem(release(c, ds, "same", epsilon=0.25, loss="absolute"), 422, "idempotency-key-reused")
-    # the names of what differs, never the values; the absolute loss defaults to the label objective
-    assert reused["fields"] == ["epsilon", "loss", "model_capacity", "objective"]
+    # the names of what differs, never the values
+    assert reused["fields"] == ["epsilon", "loss"]
     assert reused["detail"] == (
-        "this Idempotency-Key was used for a different request (it differed in epsilon, loss, "
-        "model_capacity, objective); nothing was charged for this one"
+        "this Idempotency-Key was used for a different request (it differed in epsilon, loss); "
+        "nothing was charged for this one"
     )
     assert "0.25" not in reused["detail"] and "absolute" not in reused["detail"]
     other = problem(
         release(c, ds, "same", example_ids=["a"], objective="label"), 422, "idempotency-key-reused"
     )
-    assert other["fields"] == ["example_ids", "model_capacity", "objective"]
+    assert other["fields"] == ["example_ids", "objective"]
     assert len(charges(c)) == 2
 
 
@@ -121,6 +128,41 @@ def test_a_release_made_before_requests_were_resolved_replays_by_its_digest(api:
     assert release(c, ds, "old", loss="squared").content == first.content
     reused = problem(release(c, ds, "old", loss="poisson"), 422, "idempotency-key-reused")
     assert reused["fields"] == [] and len(charges(c)) == 1
+
+
+def test_a_release_keyed_under_the_previous_resolution_still_replays(api: Api) -> None:
+    """Version 2 of the resolved request stored an omitted objective as the loss's default (model for
+    the squared loss): such a key's retry leaving the objective out still replays; a new key's
+    request with the objective left out never matches one that names it (version 3)."""
+    c = with_recipient(api.tenant("acme", "10"))
+    ds = dataset(c)
+    upload(c, ds, csv([("a", 1), ("b", 2)]))
+    first = release(c, ds, "v2", loss="squared")
+    stored = {**first_request(api, first.json()["id"]), "objective": "model"}
+    stored["model_capacity"] = DEFAULT_MODEL_CAPACITY
+    engine = make_engine(api.database_url)
+    with engine.begin() as conn:
+        conn.execute(
+            text("UPDATE releases SET request_hash = :h WHERE id = :id"),
+            {"h": previous_digest(stored), "id": first.json()["id"]},
+        )
+    engine.dispose()
+    assert release(c, ds, "v2", loss="squared").content == first.content
+    fresh = release(c, ds, "v3", loss="squared")
+    assert fresh.status_code == 201, fresh.text
+    problem(release(c, ds, "v3", objective="model"), 422, "idempotency-key-reused")
+    assert len(charges(c)) == 2
+
+
+def first_request(api: Api, release_id: str) -> dict[str, object]:
+    """The resolved request a release's key is held to, as stored."""
+    engine = make_engine(api.database_url)
+    with engine.begin() as conn:
+        raw = conn.execute(
+            text("SELECT request FROM releases WHERE id = :id"), {"id": release_id}
+        ).scalar_one()
+    engine.dispose()
+    return dict(json.loads(raw) if isinstance(raw, str) else raw)
 
 
 def test_exhausted_budget_is_409_and_reuploading_ids_does_not_reset_it(api: Api) -> None:

@@ -80,10 +80,17 @@ def test_a_release_runs_on_the_cluster_and_follows_the_published_mechanism(
     for api in api_with(tmp_path, database_url, scheduler.address):
         c = with_recipient(api.tenant("acme", "10"))
         ds, truth = labelled(c)
+        body = {"epsilon": 6.0, "epsilon_prior": 2.0, "recipient": "publisher"}
+        preview = c.post(f"/v1/datasets/{ds}/releases:preview", json=body)
+        assert preview.status_code == 200, preview.text
         r = release(c, ds, "dask", epsilon=6.0, epsilon_prior=2.0)
         assert r.status_code == 201, r.text
         assert {"count_partition", "randomize_partition"} <= task_prefixes(scheduler.client)
         mechanism = PublishedMechanism.model_validate(r.json()["mechanism"])
+        # nothing named: the cluster releases RR-on-Bins, and the preview says so (not the unbiased
+        # randomizer this process would choose for the same request)
+        assert mechanism.kind == preview.json()["mechanism"]["kind"] == "rr_on_bins"
+        assert mechanism.objective == preview.json()["mechanism"]["objective"]
         assert mechanism.epsilon_prior == 2.0 and mechanism.epsilon_randomize <= 4.0
         ids, out = noisy(c, r.json()["id"])
         assert sorted(ids) == sorted(truth)

@@ -115,7 +115,8 @@ class ReleaseIn(BaseModel):
         description="what the bins minimize: label, each released label's expected loss (the paper's "
         "objective), or model, the error of a model trained on the release's n labels (docs/math.md "
         "§12); naming one asks for RR-on-Bins; default: model for the squared loss when ε₂ ≥ 0.2, label "
-        "otherwise (docs/concepts/mechanism.md)",
+        "otherwise (a model_capacity alone: model; user-level: the loss's own at every ε₂; on priors: at the "
+        "whole ε; docs/concepts/mechanism.md)",
     )
     model_capacity: StrictFloat | None = Field(
         None,
@@ -130,8 +131,10 @@ class ReleaseIn(BaseModel):
         description="rr_on_bins (regression: randomized response over optimal bins), rr_top_k (classes) or "
         "unbiased (squared and Poisson loss, example-level: the least-variance randomizer whose output has "
         "the label as its mean; its outputs reach beyond the support; docs/concepts/mechanism.md); default: "
-        "a public rule of the loss, ε₂ and the support's size (the same page): unbiased for the squared and "
-        "Poisson losses from ε₂ = 0.2 on 3 to 201 support points, the loss's RR kind otherwise",
+        "a public rule of the loss, ε₂ and the support's size (the same page): unbiased for example-level "
+        "releases of the squared and Poisson losses with ε₂ in [0.2, 16] on 3 to 201 support points, the "
+        "loss's RR kind otherwise — and always for user-level releases, releases on priors, a release of "
+        "every labelled example on a cluster, and a request naming objective or model_capacity",
     )
 
     prior: PriorFromFeaturesParty | None = Field(
