@@ -172,7 +172,7 @@ def solve_unbiased(values: ArrayLike, prior: ArrayLike, epsilon: float, grid: Ar
         lower = warm.dual + min(float(rc.min()), 0.0)
         # |·|: a variance below the bound means the pruned base's rows miss their means a little
         # (the interior point is only near-feasible); the master then makes it exact. The variance can
-        # sit within the gap while the lowest row misses its mean by 3·10⁻⁹ of the range (a noisy
+        # sit within the gap while the lowest row misses its mean by 1.25·10⁻⁹ of the range (a noisy
         # weeks prior at ε₂ = 1.88, tests/mechanisms/test_unbiased.py): its bias is checked too
         if (
             abs(variance - lower) <= _CERTIFIED_GAP * abs(variance)

@@ -38,20 +38,27 @@ class Fingerprint:
 
     fields: dict[str, Any]
     legacy: str | None = None
-    previous: str | None = None  # the digest under version 2's resolution (``previous_digest``)
+    previous: dict[str, Any] | None = None  # the request as version 2 resolved it (None: as ``fields``)
 
     @property
     def digest(self) -> str:
         return digest_of({"v": VERSION, **self.fields})
 
     def matches(self, request_hash: str) -> bool:
-        return request_hash in (self.digest, self.legacy, self.previous)
+        previous = previous_digest(self.fields if self.previous is None else self.previous)
+        return request_hash in (self.digest, self.legacy, previous)
 
     def differing(self, stored: dict[str, Any] | None) -> list[str]:
-        """The fields whose resolved values differ from ``stored`` (none known: [])."""
+        """The fields whose resolved values differ from ``stored`` (none known: []), under the
+        resolution the stored row was made with — the one that differs in fewer fields (a row of
+        version 2 holds an omitted objective as its loss's default)."""
         if stored is None:
             return []
-        return sorted(k for k in self.fields.keys() | stored.keys() if self.fields.get(k) != stored.get(k))
+        candidates = [self.fields] if self.previous is None else [self.fields, self.previous]
+        return min(
+            (sorted(k for k in f.keys() | stored.keys() if f.get(k) != stored.get(k)) for f in candidates),
+            key=len,
+        )
 
     def refuse(self, stored: dict[str, Any] | None) -> DomainError:
         """422 ``idempotency-key-reused``, naming the fields that differ when they are known."""

@@ -41,9 +41,10 @@ from labeldp.mechanisms.factory import (
     mechanism_kind,
 )
 from labeldp.mechanisms.objective import check_objective, default_objective
+from labeldp.mechanisms.unbiased import UNBIASED_LOSSES
 from labeldp.mechanisms.unbiased_weights import MAX_UNBIASED_SUPPORT
 from labels_party.budget.epsilon import MICRO, to_micro
-from labels_party.budget.idempotency import Fingerprint, ids_digest, previous_digest
+from labels_party.budget.idempotency import Fingerprint, ids_digest
 from labels_party.budget.ledger import UserCharge
 from labels_party.datasets.spec import DatasetSpec
 from labels_party.datasets.store import DatasetFiles
@@ -96,7 +97,9 @@ class ReleaseRequest:
         the unbiased randomizer, or the label objective below ε₂ = 0.2)."""
         loss = spec.loss(self.loss)
         objective = self.resolved_objective(loss)
-        named = self.objective is not None or self.model_capacity is not None
+        # squared and Poisson: what an omitted objective gives follows from ε₂ (the unbiased
+        # randomizer, or the label objective below 0.2); the other losses' never does
+        named = self.objective is not None or self.model_capacity is not None or loss not in UNBIASED_LOSSES
         user = self.privacy_unit == "user"
 
         def number(value: float | None) -> float | None:
@@ -126,7 +129,7 @@ class ReleaseRequest:
             "objective": objective.name,
             "model_capacity": objective.model_capacity if objective.name == "model" else None,
         }
-        return Fingerprint(fields, legacy=self.digest(dataset_id), previous=previous_digest(before))
+        return Fingerprint(fields, legacy=self.digest(dataset_id), previous=before)
 
     def resolved_objective(self, loss: str, epsilon_randomize: float | None = None) -> Objective:
         """The objective asked for (or the default for the loss and ε₂, ``default_objective``; an

@@ -22,7 +22,7 @@ from labeldp.common.db import owned
 from labeldp.common.errors import DomainError
 from labeldp.mechanisms import ParameterError, PublishedMechanism, float_at_most
 from labels_party.budget.epsilon import ATTO, MICRO, to_atto, to_micro
-from labels_party.budget.idempotency import Fingerprint, previous_digest
+from labels_party.budget.idempotency import Fingerprint
 from labels_party.datasets.membership import user_keys_of
 from labels_party.datasets.service import get_dataset
 from labels_party.datasets.spec import DatasetSpec
@@ -62,8 +62,8 @@ class SemiSensitiveRequest:
             for name, value in asdict(self).items()
         }
         fields["batch_size"], fields["width"] = self.batch_size, self.width  # counts stay integers
-        resolved = {"dataset_id": dataset_id, **fields}  # (resolved as version 2 did)
-        return Fingerprint(resolved, legacy=self.digest(dataset_id), previous=previous_digest(resolved))
+        # (resolved as version 2 did: its keys match the same fields under that version)
+        return Fingerprint({"dataset_id": dataset_id, **fields}, legacy=self.digest(dataset_id))
 
     def digest(self, dataset_id: str) -> str:
         """The request as sent, hashed: what models made before resolved requests were kept hold

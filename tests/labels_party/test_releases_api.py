@@ -10,12 +10,13 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
-from sqlalchemy import text
+from sqlalchemy import text, update
 
 from labeldp.mechanisms import DEFAULT_MODEL_CAPACITY
 from labels_party.budget.idempotency import previous_digest
 from labels_party.releases.plan import ReleaseRequest
 from labels_party.storage.db import make_engine
+from labels_party.storage.orm import Release as ReleaseRow
 from tests.support.labels_api import (
     WEEKS,
     Api,
@@ -97,10 +98,11 @@ def test_idempotency_key_is_required_and_replays_charge_nothing(api: Api) -> Non
     assert release(c, ds, "whole", epsilon=1.0, loss="squared").content == whole.content
     reused = problem(release(c, ds, "same", epsilon=0.25, loss="absolute"), 422, "idempotency-key-reused")
     # the names of what differs, never the values
-    assert reused["fields"] == ["epsilon", "loss"]
+    # (the absolute loss's objective is label whatever ε₂; the first left its own to ε₂)
+    assert reused["fields"] == ["epsilon", "loss", "objective"]
     assert reused["detail"] == (
-        "this Idempotency-Key was used for a different request (it differed in epsilon, loss); "
-        "nothing was charged for this one"
+        "this Idempotency-Key was used for a different request (it differed in epsilon, loss, "
+        "objective); nothing was charged for this one"
     )
     assert "0.25" not in reused["detail"] and "absolute" not in reused["detail"]
     other = problem(
@@ -142,16 +144,22 @@ def test_a_release_keyed_under_the_previous_resolution_still_replays(api: Api) -
     stored["model_capacity"] = DEFAULT_MODEL_CAPACITY
     engine = make_engine(api.database_url)
     with engine.begin() as conn:
-        conn.execute(
-            text("UPDATE releases SET request_hash = :h WHERE id = :id"),
-            {"h": previous_digest(stored), "id": first.json()["id"]},
+        conn.execute(  # through the ORM's column types: JSON on either database
+            update(ReleaseRow)
+            .where(ReleaseRow.id == first.json()["id"])
+            .values(request_hash=previous_digest(stored), request=stored)
         )
     engine.dispose()
     assert release(c, ds, "v2", loss="squared").content == first.content
+    # a different retry is refused naming what differs under the row's own resolution: ε alone
+    assert problem(release(c, ds, "v2", epsilon=0.75), 422, "idempotency-key-reused")["fields"] == ["epsilon"]
     fresh = release(c, ds, "v3", loss="squared")
     assert fresh.status_code == 201, fresh.text
     problem(release(c, ds, "v3", objective="model"), 422, "idempotency-key-reused")
-    assert len(charges(c)) == 2
+    # for a loss whose default never follows ε₂, stating the default objective is the same request
+    absolute = release(c, ds, "abs", loss="absolute")
+    assert release(c, ds, "abs", loss="absolute", objective="label").content == absolute.content
+    assert len(charges(c)) == 3
 
 
 def first_request(api: Api, release_id: str) -> dict[str, object]:
