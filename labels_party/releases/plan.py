@@ -96,11 +96,19 @@ class ReleaseRequest:
         have to read (an omitted objective and a named one are different requests: the first may be
         the unbiased randomizer, or the label objective below ε₂ = 0.2)."""
         loss = spec.loss(self.loss)
-        objective = self.resolved_objective(loss)
-        # squared and Poisson: what an omitted objective gives follows from ε₂ (the unbiased
-        # randomizer, or the label objective below 0.2); the other losses' never does
-        named = self.objective is not None or self.model_capacity is not None or loss not in UNBIASED_LOSSES
         user = self.privacy_unit == "user"
+        # what an omitted objective gives follows from ε₂ (the unbiased randomizer, or the label
+        # objective below 0.2) only for an example-level squared or Poisson release without priors;
+        # elsewhere it resolves here: user level the loss's own, on priors at the whole ε
+        on_priors = self.priors_id is not None
+        objective = self.resolved_objective(loss, float(self.epsilon) if on_priors and not user else None)
+        named = (
+            self.objective is not None
+            or self.model_capacity is not None
+            or loss not in UNBIASED_LOSSES
+            or user
+            or on_priors
+        )
 
         def number(value: float | None) -> float | None:
             return None if value is None else float(value)
@@ -124,10 +132,11 @@ class ReleaseRequest:
         if self.priors_id is not None:  # (absent otherwise: keys stored before priors still match)
             fields["prior"] = {"from": "features-party", "priors_id": self.priors_id}
         # version 2 resolved an omitted objective to the loss's ε-free default
+        was = self.resolved_objective(loss)
         before = {
             **fields,
-            "objective": objective.name,
-            "model_capacity": objective.model_capacity if objective.name == "model" else None,
+            "objective": was.name,
+            "model_capacity": was.model_capacity if was.name == "model" else None,
         }
         return Fingerprint(fields, legacy=self.digest(dataset_id), previous=before)
 

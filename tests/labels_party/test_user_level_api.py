@@ -107,6 +107,8 @@ def test_a_user_level_replay_charges_once_and_a_preview_states_the_unit(api: Api
     reused = problem(user_release(c, ds, "same", contribution_bound=3), 422, "idempotency-key-reused")
     assert reused["fields"] == ["contribution_bound"]
     assert user_release(c, ds, "same", loss="squared").content == first.content  # the default, stated
+    # user level: the loss's own objective whatever ε₂, so stating it is the same request
+    assert user_release(c, ds, "same", objective="model").content == first.content
     assert len(charges(c)) == 1
     preview = c.post(
         f"/v1/datasets/{ds}/releases:preview",
