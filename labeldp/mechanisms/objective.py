@@ -23,8 +23,9 @@ from labeldp.mechanisms.validation import MAX_EPSILON, ParameterError, check_eps
 
 ObjectiveName = Literal["label", "model"]
 OBJECTIVES: tuple[ObjectiveName, ...] = get_args(ObjectiveName)
-# The default for each loss: model where the generalization benchmark shows that it never loses to the
-# label objective or a baseline (squared loss; BENCHMARKS.md, "Generalization"), label elsewhere.
+# The default for each loss from LEARNING_AWARE_FROM_EPSILON up: model where the generalization benchmark
+# shows that it never loses to the label objective or a baseline (squared loss; BENCHMARKS.md,
+# "Generalization"), label elsewhere; below that ε, label for every loss.
 DEFAULT_OBJECTIVES: dict[str, ObjectiveName] = {"squared": "model"}
 # Below this ε (the one the labels are randomized with, ε₂) the defaults are not learning-aware: a model
 # cannot average away the unbiased randomizer's variance, and the label objective's few wide bins train
