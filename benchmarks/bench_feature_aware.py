@@ -2,24 +2,24 @@
 one-stage release of the same examples at the same ε per example, and the non-private model.
 
 The loop, with the service's own code at each step: the training split is cut by a keyed hash of the
-row (no label read) into stage 1 (``STAGE_1`` of it) and stage 2; stage 1 is an ordinary release
-(``release_labels``); the publisher's gradient boosting trains on it (affine correction, docs/math.md §6),
-its held-out spread σ comes from the unbiased validation loss as the service computes it, and it
-prices stage 2 by the public rule (``labeldp.priors.price_values``: quantiles of the prediction,
-normal spread); stage 2 is released with one RR-on-Bins per group at the whole ε
-(``release_grouped_labels``); the final model trains on both stages. Every example is released once,
-at ε: the one-stage release charges the same.
+row (no label read) into stage 1 (``STAGE_1`` of it) and stage 2; stage 1 is an ordinary release by
+the service's default (``release_labels``: the unbiased randomizer for these losses and ε, or
+``LABELDP_STAGE_1_MECHANISM``); the publisher's trainer (``features_party.training.fit.fit``) trains
+on it and states its held-out loss with its standard error; the pricing spread σ follows the service's
+rule (``features_party.pricing.prices.spread_of``) and the public rule groups stage 2
+(``labeldp.priors.price_values``); stage 2 is released with one RR-on-Bins per group at the whole ε
+(``release_grouped_labels``, the release's default objective); the final model is the trainer's on
+both stages (``also_release_ids``: every row its own mechanism's unbiased target, weighted by its
+precision). Every example is released once, at ε: the one-stage release charges the same.
 
-The final model trains on per-row unbiased targets of each row's own mechanism, weighted by the
-inverse of their variance (normalized to mean 1) — what the features party's trainer does with a
-grouped release and with several releases. (Posterior means of each label under each row's
-predicted prior were tried as targets and lost to these at ε = 1 and 2 on prices: they pull the final
-model back to the stage-1 model.)
+The one-stage baseline is the service's default release trained by the service's trainer (the
+unbiased randomizer from ε₂ = 0.2 on these supports); the RR-on-Bins one stage (model objective, the
+default before issue 42) is shown beside it.
 
 Metrics: RMSE of the final model on the test split's true labels (20% by a hash of the row), mean ±
-std over ``RUNS``, and the share of the gap between the one-stage model and the non-private one that
-the loop closes. Benchmark data splits are seeded (never a service's noise: the releases draw from the
-CSPRNG).
+std over ``RUNS``, and the share of the gap between the default one-stage model and the non-private
+one that the loop closes. Benchmark data splits are seeded (never a service's noise: the releases draw
+from the CSPRNG).
 """
 
 from __future__ import annotations
@@ -28,16 +28,18 @@ import hashlib
 import os
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import pyarrow as pa
 from sklearn.ensemble import HistGradientBoostingRegressor
 
-from benchmarks.bench_generalization import matrices
+from benchmarks.bench_generalization import schema_of
 from benchmarks.common import write
-from features_party.training.fit import Encoder
-from labeldp.mechanisms import PublishedMechanism, Support, release_grouped_labels, release_labels
-from labeldp.mechanisms.debias import BinsNoise
-from labeldp.mechanisms.objective import check_objective, default_objective
+from features_party.pricing.prices import spread_of
+from features_party.training.fit import STANDARD_ERROR, Encoder, fit, validation_mask
+from labeldp.mechanisms import GroupedNoise, release_grouped_labels, release_labels
+from labeldp.mechanisms.debias import release_noise
 from labeldp.priors import price_values
 from labeldp.samples import LabelDataset, diamond_prices, weeks_worked
 
@@ -45,10 +47,8 @@ EPSILONS = tuple(float(e) for e in os.environ.get("LABELDP_BENCH_EPSILONS", "0.5
 RUNS = int(os.environ.get("LABELDP_BENCH_RUNS", "5"))
 STAGE_1 = float(os.environ.get("LABELDP_STAGE_1", "0.2"))
 GROUPS = int(os.environ.get("LABELDP_GROUPS", "32"))
-# the objective of the ordinary releases (the one stage and stage 1): the service's default for the
-# squared loss (the model objective, docs/math.md §12), or label to compare with the issue's plain loop
-OBJECTIVE = check_objective(os.environ.get("LABELDP_OBJECTIVE", default_objective("squared")))
-MAX_ITER = 100
+STAGE_1_MECHANISM: Any = os.environ.get("LABELDP_STAGE_1_MECHANISM") or None  # None: the default
+METRIC = "validation_loss_vs_binned_true_labels_unbiased"
 
 
 def stage_1_mask(n: int, key: bytes) -> np.ndarray:
@@ -60,102 +60,75 @@ def stage_1_mask(n: int, key: bytes) -> np.ndarray:
     return out
 
 
-def fit(
-    encoder: Encoder, X: np.ndarray, y: np.ndarray, weights: np.ndarray | None = None
-) -> HistGradientBoostingRegressor:
-    model = HistGradientBoostingRegressor(
-        categorical_features=encoder.categorical_mask, max_iter=MAX_ITER, early_stopping=False
-    )
-    return model.fit(X, y, sample_weight=weights)
-
-
-def transition(mechanism: PublishedMechanism) -> np.ndarray:
-    """``P(output bin | support point)``: k × m."""
-    T = mechanism.bin_transition()
-    bins = np.asarray(mechanism.support_bins, dtype=np.int64)
-    return np.asarray(T[bins], dtype=np.float64)
-
-
-def unbiased(mechanism: PublishedMechanism) -> tuple[np.ndarray, float]:
-    """Each output bin's unbiased target, and the target's variance under the mechanism's own prior."""
-    noise = BinsNoise.of_published(mechanism)
-    targets = noise.unbiased_targets(np.arange(noise.m))
-    P = transition(mechanism)
-    mean = P @ targets
-    var = P @ targets**2 - mean**2
-    return targets, float(np.dot(np.asarray(mechanism.prior), var))
-
-
 @dataclass
 class Split:
-    X: np.ndarray
+    table: pa.Table  # features with example_id
+    schema: dict[str, str]
     y: np.ndarray
     test: np.ndarray
-    encoder: Encoder
-    support: Support
+    support: Any
+
+
+def _released(ids: pa.Array, bins: np.ndarray, groups: np.ndarray | None = None) -> pa.Table:
+    columns = {"example_id": ids, "bin": pa.array(bins, pa.uint16())}
+    if groups is not None:
+        columns["group"] = pa.array(groups, pa.int16())
+    return pa.table(columns)
 
 
 def one_run(ds: LabelDataset, split: Split, eps: float, seed: int) -> dict[str, float]:
-    X, y, test, enc, support = split.X, split.y, split.test, split.encoder, split.support
+    table, schema, y, test, support = split.table, split.schema, split.y, split.test, split.support
     train = np.flatnonzero(~test)
-    y_train = np.clip(y[train], ds.lo, ds.hi)
+    ids = table.column("example_id").combine_chunks()
+    features_test = table.filter(pa.array(test))
 
-    def rmse(pred: np.ndarray) -> float:
-        return float(np.sqrt(np.mean((pred - y[test]) ** 2)))
+    def rmse(model: Any) -> float:
+        return float(np.sqrt(np.mean((model.predict(features_test) - y[test]) ** 2)))
+
+    def take(rows: np.ndarray) -> pa.Table:
+        return table.take(pa.array(rows))
 
     out: dict[str, float] = {}
-    # one stage: every training example in one release at ε
-    rel = release_labels(y_train, support, eps, "squared", objective=OBJECTIVE)
-    noise = BinsNoise.of(rel.mechanism.bin_values, rel.mechanism.epsilon)
-    out["one_stage"] = rmse(noise.affine_correct(fit(enc, X[train], rel.noisy_labels).predict(X[test])))
+    y_train = np.clip(y[train], ds.lo, ds.hi)
+    # one stage: every training example in one release at ε — the default, and RR-on-Bins beside it
+    kinds: list[tuple[str, Any]] = [("one_stage", None), ("one_stage_rr", "rr_on_bins")]
+    for name, mechanism in kinds:
+        rel = release_labels(y_train, support, eps, "squared", mechanism=mechanism)
+        released = _released(ids.take(pa.array(train)), rel.bin_indices)
+        trained = fit(released, take(train), schema, release_noise(rel.published()), "squared")
+        out[name] = rmse(trained)
 
     # two stages
     first = stage_1_mask(train.size, seed.to_bytes(8, "little"))
     s1, s2 = train[first], train[~first]
-    rel1 = release_labels(np.clip(y[s1], ds.lo, ds.hi), support, eps, "squared", objective=OBJECTIVE)
+    rel1 = release_labels(np.clip(y[s1], ds.lo, ds.hi), support, eps, "squared", mechanism=STAGE_1_MECHANISM)
     pub1 = rel1.published()
-    noise1 = BinsNoise.of_published(pub1)
-    # the publisher's stage-1 model with a held-out spread (as the service's trainer reports it)
-    held = np.zeros(s1.size, dtype=bool)
-    held[np.arange(s1.size) % 5 == 0] = True
-    model1 = fit(enc, X[s1][~held], rel1.noisy_labels[~held])
-    pred_held = noise1.affine_correct(model1.predict(X[s1][held]))
-    loss = noise1.unbiased_loss(pred_held, np.asarray(rel1.bin_indices)[held], lambda f, t: (f - t) ** 2)
-    sigma = float(np.sqrt(max(float(np.mean(loss)), 1e-12)))
-    model1 = fit(enc, X[s1], rel1.noisy_labels)
-    mu2 = noise1.affine_correct(model1.predict(X[s2]))
-    priced = price_values(mu2, sigma, support, GROUPS)
-    rel2 = release_grouped_labels(
-        np.clip(y[s2], ds.lo, ds.hi),
-        priced.groups,
-        priced.priors,
-        support,
-        eps,
-        "squared",
-        objective=OBJECTIVE,
+    noise1 = release_noise(pub1)
+    model1 = fit(_released(ids.take(pa.array(s1)), rel1.bin_indices), take(s1), schema, noise1, "squared")
+    sigma = spread_of(model1.metrics[METRIC], model1.metrics[STANDARD_ERROR], "squared", support, pub1.prior)
+    priced = price_values(model1.predict(take(s2)), sigma, support, GROUPS)
+    rel2 = release_grouped_labels(np.clip(y[s2], ds.lo, ds.hi), priced.groups, priced.priors, support, eps)
+    # both stages as the trainer combines them (features_party.training.jobs.combined): the stage-2
+    # groups, then its own mechanism; stage-1 rows -1 (the first release's own)
+    mechanisms = (*rel2.published_groups(), rel2.published())
+    g2 = np.where(rel2.groups >= 0, rel2.groups, len(mechanisms) - 1)
+    both = pa.concat_tables(
+        [
+            _released(ids.take(pa.array(s1)), rel1.bin_indices, np.full(s1.size, -1)),
+            _released(ids.take(pa.array(s2)), rel2.bin_indices, g2),
+        ]
     )
-    groups = rel2.published_groups()
-    b1 = np.asarray(rel1.bin_indices)
-    b2 = np.asarray(rel2.bin_indices)
-
-    # (a) per-row unbiased targets, weights 1/Var
-    t1, v1 = unbiased(pub1)
-    targets = np.empty(train.size)
-    weights = np.empty(train.size)
-    targets[first] = t1[b1]
-    weights[first] = 1.0 / v1
-    t2 = np.empty(s2.size)
-    w2 = np.empty(s2.size)
-    for g, mech in enumerate(groups):
-        at = priced.groups == g
-        tg, vg = unbiased(mech)
-        t2[at] = tg[b2[at]]
-        w2[at] = 1.0 / vg
-    targets[~first], weights[~first] = t2, w2
-    weights /= weights.mean()
-    out["two_stage_unbiased"] = rmse(fit(enc, X[train], targets, weights).predict(X[test]))
-
+    final = fit(
+        both,
+        take(np.concatenate([s1, s2])),
+        schema,
+        noise1,
+        "squared",
+        groups=GroupedNoise.of_published(pub1, mechanisms),
+    )
+    out["two_stage"] = rmse(final)
     out["sigma"] = sigma
+    out["stage_1_model"] = rmse(model1)
     return out
 
 
@@ -165,25 +138,33 @@ def _cell(runs: list[dict[str, float]], name: str) -> tuple[float, float]:
 
 
 def table(ds: LabelDataset) -> tuple[str, list[dict[str, object]]]:
-    X, y, test, encoder = matrices(ds)
-    split = Split(X, y, test, encoder, ds.support)
-    train = ~test
-    truth = np.clip(y[train], ds.lo, ds.hi)
-    non_private = float(np.sqrt(np.mean((fit(encoder, X[train], truth).predict(X[test]) - y[test]) ** 2)))
+    features = ds.features
+    schema = schema_of(features)
+    test = validation_mask(pa.array([f"row-{i}" for i in range(features.num_rows)]), 0.2)
+    ids = pa.array([f"example-{i}" for i in range(features.num_rows)])  # the trainer splits on these
+    split = Split(features.append_column("example_id", ids), schema, ds.labels, test, ds.support)
+    encoder = Encoder(list(schema), [c for c in schema if schema[c] == "categorical"])
+    encoder.fit(features.filter(pa.array(~test)))
+    X = encoder.transform(features)
+    truth = np.clip(ds.labels[~test], ds.lo, ds.hi)
+    model = HistGradientBoostingRegressor(categorical_features=encoder.categorical_mask, max_iter=200)
+    predicted = model.fit(X[~test], truth).predict(X[test])
+    non_private = float(np.sqrt(np.mean((predicted - ds.labels[test]) ** 2)))
     lines = [
-        "| ε | one stage | two stages | gap closed | non-private |",
-        "|---|---|---|---|---|",
+        "| ε | one stage (default) | one stage (RR-on-Bins) | two stages | gap closed | non-private |",
+        "|---|---|---|---|---|---|",
     ]
     rows: list[dict[str, object]] = []
     for eps in EPSILONS:
         runs = [one_run(ds, split, eps, seed) for seed in range(RUNS)]
         one, one_std = _cell(runs, "one_stage")
-        cells = [f"{one:,.4g} ± {one_std:,.2g}"]
-        for name in ("two_stage_unbiased",):
-            mean, std = _cell(runs, name)
-            closed = f"{(one - mean) / (one - non_private):.0%}" if one > non_private else "–"
-            cells += [f"{mean:,.4g} ± {std:,.2g}", closed]
-        lines.append(f"| {eps:g} | {' | '.join(cells)} | {non_private:,.4g} |")
+        rr, rr_std = _cell(runs, "one_stage_rr")
+        two, two_std = _cell(runs, "two_stage")
+        closed = f"{(one - two) / (one - non_private):.0%}" if one > non_private else "–"
+        lines.append(
+            f"| {eps:g} | {one:,.4g} ± {one_std:,.2g} | {rr:,.4g} ± {rr_std:,.2g} | "
+            f"{two:,.4g} ± {two_std:,.2g} | {closed} | {non_private:,.4g} |"
+        )
         print(lines[-1], flush=True)
         rows.append({"epsilon": eps, "non_private": non_private, "runs": runs})
     return "\n".join(lines), rows

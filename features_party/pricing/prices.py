@@ -1,11 +1,13 @@
 """A model's prices for requested examples: each example's predicted label distribution on the
 dataset's support, grouped by the public rule of ``labeldp.priors``.
 
-* **regression** (RR-on-Bins releases): the model's debiased prediction ``μ`` with one spread ``σ``
-  for every example, read from the model's held-out metric against the binned true labels (an unbiased
-  estimate, computed from the release's noise: never from a label of the examples priced): ``σ`` is
-  its square root under squared loss, √(π/2) times it under absolute loss, and at least one grid step
-  (the estimate can even be negative on a small validation split);
+* **regression**: the model's debiased prediction ``μ`` with one spread ``σ`` for every example, read
+  from the model's held-out metric against the binned true labels (an unbiased estimate, computed from
+  the release's noise: never from a label of the examples priced) at its upper end, mean + 2 standard
+  errors: ``σ`` is its square root under squared loss, √(π/2) times it under absolute loss; at most the
+  spread of the release's own noisy prior (a model that predicts worse than the prior adds nothing),
+  and at least one grid step (the estimate can even be negative on a small validation split, and an
+  unbiased release's is noisy);
 * **classes** (RR-Top-k releases): the classifier's probabilities of the reported classes, placed on
   their support points; the classes the release did not report share the mass it estimated for them
   (the noisy prior's, ``BinsNoise.outside_mass``) evenly.
@@ -26,12 +28,15 @@ import pyarrow.compute as pc
 
 from features_party.pricing.grants import SPREAD_METRIC
 from features_party.storage.orm import TrainingJob
-from features_party.training.fit import Trained, TrainedClassifier
+from features_party.training.fit import STANDARD_ERROR, Trained, TrainedClassifier
 from labeldp.common.errors import DomainError
 from labeldp.mechanisms import PublishedMechanism, Support
 from labeldp.priors import Priced, price_classes, price_values
 
 PREDICT_BATCH = 1 << 20  # rows predicted at a time
+# σ is read at the estimate's upper end: a prior too narrow for the truth puts labels in bins far from
+# them, one too wide only costs some of the gain (measured: BENCHMARKS.md, feature-aware releases)
+SPREAD_ERRORS = 2.0
 
 
 @dataclass(frozen=True)
@@ -40,21 +45,31 @@ class Prices:
     rule: str  # the public rule that produced the groups, in words
 
 
-def spread(job: TrainingJob, support: Support) -> float:
-    """The regression model's σ (module docstring), floored at one grid step."""
-    values = support.values
-    step = float(np.min(np.diff(values))) if values.size > 1 else 1.0
+def spread(job: TrainingJob, support: Support, prior: npt.ArrayLike) -> float:
+    """The regression model's σ (module docstring; ``spread_of``) from its training job's metrics."""
     metric = job.metrics.get(SPREAD_METRIC)
     if not isinstance(metric, int | float) or not math.isfinite(metric):
         raise DomainError(
             "model-not-priceable", f"model {job.id} has no held-out {SPREAD_METRIC}", status=409
         )
-    deviation = (
-        math.sqrt(max(float(metric), 0.0))
-        if job.loss == "squared"
-        else float(metric) * math.sqrt(math.pi / 2)
+    error = job.metrics.get(STANDARD_ERROR)  # absent on models trained before it was kept: 0
+    return spread_of(
+        float(metric), float(error) if isinstance(error, int | float) else 0.0, job.loss, support, prior
     )
-    return max(deviation, step)
+
+
+def spread_of(metric: float, error: float, loss: str, support: Support, prior: npt.ArrayLike) -> float:
+    """σ from the held-out estimate ``metric`` and its standard error: at the estimate's upper end
+    (``SPREAD_ERRORS`` standard errors above it), at most the spread of the release's own noisy
+    ``prior`` and at least one grid step."""
+    values = support.values
+    step = float(np.min(np.diff(values))) if values.size > 1 else 1.0
+    upper = metric + SPREAD_ERRORS * error
+    deviation = math.sqrt(max(upper, 0.0)) if loss == "squared" else max(upper, 0.0) * math.sqrt(math.pi / 2)
+    p = np.asarray(prior, dtype=np.float64)
+    p = p / p.sum()
+    widest = math.sqrt(max(float(p @ values**2 - (p @ values) ** 2), 0.0))
+    return max(min(deviation, widest), step)
 
 
 def _predict(trained: Trained, features: pa.Table) -> npt.NDArray[np.float64]:
@@ -108,7 +123,7 @@ def price(
             "mean of its members' predicted class probabilities"
         )
         return Prices(priced, rule)
-    sigma = spread(job, support)
+    sigma = spread(job, support, mechanism.prior)
     predicted = np.full(len(ids), np.nan)
     if has.any():
         predicted[has] = _predict(trained, rows)

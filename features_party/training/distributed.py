@@ -31,6 +31,7 @@ from sklearn.pipeline import Pipeline
 
 from features_party.training.fit import (
     HGB_ITERATIONS,
+    STANDARD_ERROR,
     Debias,
     Encoder,
     Trained,
@@ -38,6 +39,7 @@ from features_party.training.fit import (
     check_regression,
     encoder_for,
     final_step,
+    standard_error,
     validation_losses,
     validation_mask,
 )
@@ -86,13 +88,18 @@ def _losses(
 ) -> pd.DataFrame:
     """Per partition of the validation split: summed losses and the example count."""
     if not len(part):
-        return pd.DataFrame({"noisy": [0.0], "unbiased": [0.0], "n": [0]})
+        return pd.DataFrame({"noisy": [0.0], "unbiased": [0.0], "unbiased_sq": [0.0], "n": [0]})
     bins = part["bin"].to_numpy(dtype=np.int64)
     rows = None if groups is None else (groups, part["group"].to_numpy(dtype=np.int64))
     predicted = model.predict(_encoded(part, encoder).to_numpy())
     noisy, unbiased = validation_losses(predicted, bins, noise, loss, rows)
     return pd.DataFrame(
-        {"noisy": [float(noisy.sum())], "unbiased": [float(unbiased.sum())], "n": [len(part)]}
+        {
+            "noisy": [float(noisy.sum())],
+            "unbiased": [float(unbiased.sum())],
+            "unbiased_sq": [float(np.square(unbiased).sum())],
+            "n": [len(part)],
+        }
     )
 
 
@@ -179,8 +186,10 @@ def fit_on_cluster(
     # a grouped release's targets are corrected already, row by row
     final = final_step(local, noise, "none" if groups is not None else debias)
     pipeline = Pipeline([("encode", encoder.transformer), ("model", final)])
-    losses_meta = pd.DataFrame({"noisy": pd.Series(dtype=float), "unbiased": pd.Series(dtype=float),
-                                "n": pd.Series(dtype="int64")})  # fmt: skip
+    losses_meta = pd.DataFrame(
+        {name: pd.Series(dtype=float) for name in ("noisy", "unbiased", "unbiased_sq")}
+        | {"n": pd.Series(dtype="int64")}
+    )
     sums = (
         valid.map_partitions(_losses, final, encoder, noise, loss, groups, meta=losses_meta).sum().compute()
     )
@@ -193,6 +202,7 @@ def fit_on_cluster(
         "validation_examples": n,
         "validation_loss_vs_noisy_labels": float(sums["noisy"]) / max(n, 1),
         "validation_loss_vs_binned_true_labels_unbiased": float(sums["unbiased"]) / max(n, 1),
+        STANDARD_ERROR: standard_error(float(sums["unbiased"]), float(sums["unbiased_sq"]), n),
     }
     if groups is not None:
         trained.metrics["group_count"] = groups.count

@@ -18,7 +18,8 @@ the release's): no correction applied to a model's predictions can undo a mixtur
 each row is debiased by its own mechanism before fitting (``GroupedNoise``). ``affine`` and
 ``unbiased`` then both train on every row's unbiased target, weighted ``1 / E[(target − label)²]`` of
 its mechanism (normalized to mean 1: a noisier group counts less), and the model predicts with no
-wrapper and no group; ``none`` trains on the noisy values. Validation estimates each row's loss with
+wrapper and no group (gradient boosting stops early on held-out rows, as for an unbiased release);
+``none`` trains on the noisy values. Validation estimates each row's loss with
 its own mechanism, so the estimate stays unbiased (``features_party.training.distributed.fit_on_cluster``
 does the same on a cluster). Classification releases with groups are refused (``check_grouped``).
 
@@ -32,6 +33,7 @@ scikit-learn's, numpy's or the small ``labeldp_model`` package's (the wrappers a
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -64,6 +66,19 @@ Debias = Literal["none", "affine", "unbiased"]
 MAX_CATEGORIES = 250  # HistGradientBoosting handles at most 255 categories per feature
 # scikit-learn's name for each regression loss a release can be optimized for (labeldp.mechanisms.losses)
 SKLEARN_LOSS = {"squared": "squared_error", "absolute": "absolute_error", "poisson": "poisson"}
+
+
+# the standard error of the held-out unbiased loss estimate: how far a pricing spread read from it can
+# be trusted (features_party.pricing.prices.spread)
+STANDARD_ERROR = "validation_loss_vs_binned_true_labels_unbiased_se"
+
+
+def standard_error(total: float, squares: float, n: int) -> float:
+    """The standard error of a mean of ``n`` values from their sum and sum of squares (0 below 2)."""
+    if n < 2:
+        return 0.0
+    mean = total / n
+    return math.sqrt(max(squares - n * mean * mean, 0.0) / (n - 1) / n)
 
 
 class TrainingError(DomainError):
@@ -279,10 +294,10 @@ def fit(
 ) -> Trained:
     """``release`` has ``example_id, bin`` (and ``group`` for a feature-aware release, whose
     mechanisms ``groups`` holds); ``features`` has ``example_id`` and the schema's columns."""
+    # an unbiased release has no groups (the receiver refuses such a message): ``groups`` with one are
+    # several releases trained together, the unbiased one a mechanism among them
     of_unbiased = isinstance(noise, UnbiasedNoise)
-    if of_unbiased and groups is not None:
-        raise TrainingError("an unbiased release has no groups")  # the receiver refuses such a message
-    if not of_unbiased:
+    if not of_unbiased or groups is not None:
         check_regression(loss, debias, grouped=groups is not None)
     elif loss not in SKLEARN_LOSS:
         raise TrainingError(f"regression models take loss {sorted(SKLEARN_LOSS)}, got {loss!r}")
@@ -301,12 +316,16 @@ def fit(
         target = groups.noisy_values(bins, row_groups)
     else:  # per row: its own mechanism's unbiased target, weighted by that mechanism's precision
         target, weight = groups.unbiased_targets(bins, row_groups), groups.weights(row_groups[~valid])
-    estimator = regressor(model, "squared" if of_unbiased else loss, encoder, early_stopping=of_unbiased)
+    # unbiased targets (an unbiased release's outputs; a grouped release's per-row targets) make the
+    # held-out loss against them a fair judge of when to stop
+    stop_early = of_unbiased or (groups is not None and debias != "none")
+    estimator = regressor(model, "squared" if of_unbiased else loss, encoder, early_stopping=stop_early)
     fit_in_steps(estimator, X[~valid], target[~valid], progress, weight)
     # a grouped release's targets are corrected already, row by row
     final = final_step(estimator, noise, "none" if groups is not None else debias)
     pipeline = Pipeline([("encode", encoder.transformer), ("model", final)])
-    used: Debias = "none" if of_unbiased else debias  # an unbiased release has nothing to undo
+    # an unbiased release alone has nothing to undo; with others, every row was debiased by its own
+    used: Debias = "none" if of_unbiased and groups is None else debias
     trained = Trained(pipeline, encoder.columns, encoder.categorical, noise, loss, used, {})
     against_noisy, unbiased = validation_losses(
         final.predict(X[valid]),
@@ -321,6 +340,9 @@ def fit(
         "validation_examples": int(valid.sum()),
         "validation_loss_vs_noisy_labels": float(np.mean(against_noisy)),
         "validation_loss_vs_binned_true_labels_unbiased": float(np.mean(unbiased)),
+        STANDARD_ERROR: standard_error(
+            float(np.sum(unbiased)), float(np.sum(np.square(unbiased))), unbiased.size
+        ),
     }
     if groups is not None and row_groups is not None:
         trained.metrics["group_count"] = groups.count

@@ -55,20 +55,18 @@ class TrainingRequest:
 
 
 def check_also(first: PublishedMechanism, others: list[PublishedMechanism], ids: tuple[str, ...]) -> None:
-    """Releases one model trains on together: distinct, for regression, of one label type's loss and
+    """Releases one model trains on together: distinct, for regression (RR-on-Bins or the unbiased
+    randomizer: every row has an unbiased target under its own mechanism), of one label type's loss and
     support (their rows are then comparable; each keeps its own mechanism) — 422 otherwise."""
     if len(set(ids)) != len(ids):
         raise DomainError("invalid-request", "also_release_ids lists a release twice (or the first again)")
-    for release_id, m in zip(ids, (first, *others), strict=True):
-        if m.kind != "rr_on_bins":
-            detail = (
-                f"release {release_id} used the unbiased randomizer (the labels party's default for the "
-                "squared and Poisson losses from ε₂ = 0.2): a model trains on several releases of "
-                "RR-on-Bins only — release with mechanism rr_on_bins to train on it with others"
-                if m.kind == "unbiased"
-                else "a model trains on several releases for regression only (RR-on-Bins)"
+    for m in (first, *others):
+        if m.kind not in ("rr_on_bins", "unbiased"):
+            raise DomainError(
+                "unsupported-release",
+                "a model trains on several releases for regression only (RR-on-Bins or the unbiased "
+                "randomizer)",
             )
-            raise DomainError("unsupported-release", detail)
     for release_id, m in zip(ids[1:], others, strict=True):
         if m.loss != first.loss or tuple(m.support) != tuple(first.support):
             raise DomainError(

@@ -21,6 +21,7 @@ NAMES = {
     "validation_loss_vs_binned_true_labels_unbiased": (
         "validation loss against the binned true labels (unbiased estimate)"
     ),
+    "validation_loss_vs_binned_true_labels_unbiased_se": "standard error of that estimate",
     "validation_error_vs_noisy_labels": "validation error against the noisy labels",
     "validation_error_vs_true_labels_unbiased": (
         "validation error against the true labels (unbiased estimate)"
@@ -47,7 +48,8 @@ def value_with_unit(name: str, value: object, loss: str) -> str:
     if loss not in LOSS_UNITS:
         return cell(value)
     # the root of a squared error is in label units, as an RMSE (an unbiased estimate can be < 0)
-    root = f"; root {number(value**0.5)} label units" if loss == "squared" and value >= 0 else ""
+    square = loss == "squared" and value >= 0 and not name.endswith("_se")  # an error's root: no unit
+    root = f"; root {number(value**0.5)} label units" if square else ""
     return f"{number(value)} ({LOSS_UNITS[loss]}{root})"
 
 

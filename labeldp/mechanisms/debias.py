@@ -26,7 +26,10 @@ targets whose mean is the label. A least-squares fit to them estimates ``E[y | x
 clipped into the labels' public range (for the Poisson loss, above ``POISSON_FLOOR·(hi − lo)``, where the
 loss is finite). Its validation loss against the true labels is estimated without bias too: the
 Poisson loss is affine in its target, and for the squared loss ``f² − 2f·z + h(z)`` with ``h`` the
-least-norm solution of ``Σ_z P(z | y)·h(z) = y²`` for every support point.
+least-norm solution of ``Σ_z P(z | y)·h(z) = y²`` for every support point — where one exists: the
+optimal randomizer's rows are often rank-deficient (41 points at ε = 1: rank 40), and then
+``h(z) = z² − v̄``, ``v̄`` the prior-averaged ``Var(z | y)``, keeps the model's part ``f² − 2f·z``
+unbiased for every label and the whole unbiased for labels drawn from the release's prior.
 """
 
 from __future__ import annotations
@@ -158,7 +161,7 @@ class UnbiasedNoise:
     epsilon: float
     lower: float
     upper: float
-    square_estimator: Array  # h(z_j): E[h(z) | y] = y² for every support point
+    square_estimator: Array  # h(z_j): E[h(z) | y] = y² at every support point, or under the prior
     outside_mass: float = 0.0  # no label is left unreported (the classifier interface's π)
 
     @classmethod
@@ -167,9 +170,16 @@ class UnbiasedNoise:
         lo, hi = float(support[0]), float(support[-1])
         if mechanism.loss == "poisson":
             lo = max(lo, POISSON_FLOOR * (hi - lo))
-        transition = mechanism.transition_matrix()
+        transition = np.asarray(mechanism.transition_matrix(), dtype=np.float64)
+        z = np.asarray(mechanism.bin_values, dtype=np.float64)
         square = np.asarray(np.linalg.lstsq(transition, support**2, rcond=None)[0], dtype=np.float64)
-        return cls(np.asarray(mechanism.bin_values), mechanism.epsilon_randomize, lo, hi, square)
+        if not np.allclose(transition @ square, support**2, rtol=0.0, atol=1e-9 * max(1.0, hi * hi, lo * lo)):
+            # y² is not a function the rows can estimate (they are rank-deficient, or nearly: the
+            # least-norm solution then runs to 10¹⁶): estimate it under the release's prior instead
+            prior = np.asarray(mechanism.prior, dtype=np.float64)
+            variance = float(prior @ (transition @ z**2 - support**2)) / float(prior.sum())
+            square = z**2 - variance
+        return cls(z, mechanism.epsilon_randomize, lo, hi, square)
 
     @property
     def m(self) -> int:
@@ -213,11 +223,16 @@ def target_error(mechanism: PublishedMechanism) -> float:
     """``E[(ỹ_o − y)²]`` for a label ``y`` drawn from the mechanism's prior: how far, on average, a row's
     unbiased target (``BinsNoise.unbiased_targets``) lies from its true label — the randomization's
     variance plus the binning error. Exact, in O(k): a point of bin ``j`` keeps with ``keep`` and moves
-    to each other bin with ``move``, an unreported point (RR-Top-k) lands uniformly."""
-    noise = BinsNoise.of_published(mechanism)
-    u = noise.unbiased_targets(np.arange(noise.m))
+    to each other bin with ``move``, an unreported point (RR-Top-k) lands uniformly. An unbiased
+    release's: the prior-weighted variance of its outputs (its objective), from its rows."""
     s = np.asarray(mechanism.support, dtype=np.float64)
     p = np.asarray(mechanism.prior, dtype=np.float64)
+    if mechanism.kind == "unbiased":  # its outputs are the targets: their variance around each label
+        z = np.asarray(mechanism.bin_values, dtype=np.float64)
+        rows = np.asarray(mechanism.transition_matrix(), dtype=np.float64)
+        return float(np.dot(p / p.sum(), rows @ z**2 - 2 * s * (rows @ z) + s**2))
+    noise = BinsNoise.of_published(mechanism)
+    u = noise.unbiased_targets(np.arange(noise.m))
     bins = np.asarray(mechanism.support_bins, dtype=np.int64)
     every = (u**2).sum() - 2 * s * u.sum() + noise.m * s**2  # Σ_o (u_o − s)², per support point
     reported = bins >= 0
@@ -234,14 +249,17 @@ class GroupedNoise:
     target (mean: its binned true label) and its weight ``1 / target_error`` of its mechanism,
     normalized to mean 1 over the rows fitted — a noisier group counts less."""
 
-    noises: tuple[BinsNoise, ...]  # the groups', then the release's own (index G)
+    noises: tuple[ReleaseNoise, ...]  # the groups', then the release's own (index G)
     errors: Array  # each one's ``target_error``
 
     @classmethod
     def of_published(cls, own: PublishedMechanism, groups: tuple[PublishedMechanism, ...]) -> GroupedNoise:
+        """``groups`` of a feature-aware release are RR-on-Bins (or RR-Top-k); a model trained on several
+        releases lists theirs too, and an unbiased release among them is a mechanism like the others
+        (its target: the output itself)."""
         mechanisms = (*groups, own)
         return cls(
-            tuple(BinsNoise.of_published(m) for m in mechanisms),
+            tuple(release_noise(m) for m in mechanisms),
             np.array([target_error(m) for m in mechanisms], dtype=np.float64),
         )
 

@@ -89,7 +89,15 @@ def test_priors_are_the_models_prices_by_the_public_rule(parties: Parties) -> No
     # the same computation, independently: the model's predictions through the publisher's REST API,
     # its held-out spread, and labeldp.priors
     model = parties.features.get(f"/v1/models/{parties.model_id}").json()
-    sigma = max(np.sqrt(max(model["metrics"]["validation_loss_vs_binned_true_labels_unbiased"], 0.0)), 1.0)
+    metrics = model["metrics"]
+    upper = metrics["validation_loss_vs_binned_true_labels_unbiased"]
+    upper += 2 * metrics["validation_loss_vs_binned_true_labels_unbiased_se"]
+    assert metrics["validation_loss_vs_binned_true_labels_unbiased_se"] > 0
+    mechanism = model["provenance"]["mechanism"]  # the release's: at most its noisy prior's spread
+    prior, points = np.asarray(mechanism["prior"]), np.asarray(mechanism["support"], dtype=float)
+    prior = prior / prior.sum()
+    widest = np.sqrt(prior @ points**2 - (prior @ points) ** 2)
+    sigma = max(min(np.sqrt(max(upper, 0.0)), widest), 1.0)
     predicted = parties.features.post(
         f"/v1/models/{parties.model_id}/predictions", json={"example_ids": parties.ids[:WITH_FEATURES]}
     ).json()["predictions"]

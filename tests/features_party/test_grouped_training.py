@@ -248,9 +248,10 @@ def test_a_grouped_classification_release_is_refused_at_job_creation(tmp_path: P
 def test_one_model_trains_on_both_stages_each_row_by_its_own_mechanism(tmp_path: Path) -> None:
     """The loop's last step: a stage-1 release (one mechanism) and a stage-2 feature-aware release
     (one per group) train one model (``also_release_ids``), every row debiased by the mechanism that
-    released it. It fits on both stages' rows, predicts the true labels at least as well as the stage-2
-    release alone and better than stage 1 alone; releases that cannot be mixed are refused (422,
-    another tenant's 404) before a job exists."""
+    released it — a stage 1 of the unbiased randomizer too (the default's: its outputs are the targets).
+    It fits on both stages' rows, predicts the true labels at least as well as the stage-2 release alone
+    and better than stage 1 alone; releases that cannot be mixed are refused (422, another tenant's
+    404) before a job exists."""
     settings = FeaturesSettings(data_dir=tmp_path / "features", grpc_port=0, allow_plaintext=True)
     key = features_tenant_key(settings, "ml")
     other_key = features_tenant_key(settings, "other")
@@ -298,11 +299,9 @@ def test_one_model_trains_on_both_stages_each_row_by_its_own_mechanism(tmp_path:
             ([grouped.release_id, grouped.release_id], 422, "invalid-request"),
             ([narrow.release_id], 422, "incompatible-releases"),
             ([foreign.release_id], 404, "not-found"),
-            ([unbiased.release_id], 422, "unsupported-release"),  # the default's stage 1: says so
         ):
             r = train(plain.release_id, also)
             assert (r.status_code, r.json().get("type")) == (status, code), r.text
-        assert "mechanism rr_on_bins" in r.json()["detail"]
         assert c.get("/v1/models").json()["items"] == jobs_before
 
         errors: dict[str, float] = {}
@@ -310,6 +309,9 @@ def test_one_model_trains_on_both_stages_each_row_by_its_own_mechanism(tmp_path:
             ("both", plain.release_id, [grouped.release_id]),
             ("stage 2", grouped.release_id, []),
             ("stage 1", plain.release_id, []),
+            # the default's stage 1 (the unbiased randomizer): its outputs are its rows' targets
+            ("both, stage 1 unbiased", unbiased.release_id, [grouped.release_id]),
+            ("stage 1 unbiased", unbiased.release_id, []),
         ):
             r = train(first_id, also)
             assert r.status_code == 202, r.text
@@ -323,3 +325,5 @@ def test_one_model_trains_on_both_stages_each_row_by_its_own_mechanism(tmp_path:
             errors[name] = rmse(c, r.json()["id"], held, y[valid])
     assert errors["both"] < errors["stage 1"], errors
     assert errors["both"] <= 1.05 * errors["stage 2"], errors
+    assert errors["both, stage 1 unbiased"] < errors["stage 1 unbiased"], errors
+    assert errors["both, stage 1 unbiased"] <= 1.05 * errors["stage 2"], errors

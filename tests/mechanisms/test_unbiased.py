@@ -269,3 +269,53 @@ def test_the_trainers_validation_estimate_is_unbiased_exactly() -> None:
             expected = rows @ per_output
             truth = np.asarray(ell(np.full(9, f), support.values), dtype=float)
             np.testing.assert_allclose(expected, truth, rtol=1e-7, atol=1e-7)
+
+
+def test_the_validation_estimate_stays_bounded_where_the_square_of_a_label_is_not_estimable() -> None:
+    """On 41 points at ε = 1 the optimal randomizer's rows have rank 40: no ``h`` gives
+    ``E[h(z) | y] = y²`` at every point, and the least-norm solution of the near-singular system reached
+    10¹⁴ (the prices grid at ε = 8: 10¹⁶), so a validation loss read −8·10¹¹ and priced nothing.
+    There ``h(z) = z² − v̄`` (``v̄`` the prior-averaged variance): the model's part ``f² − 2f·z`` stays
+    exactly unbiased for every label, the whole estimate is unbiased for a label drawn from the
+    release's prior, and it is as large as the outputs' squares, not more (docs/math.md §15.6)."""
+    from labeldp.mechanisms import uniform_grid
+    from labeldp.mechanisms.debias import UnbiasedNoise, release_noise
+    from labeldp.mechanisms.losses import resolve_loss
+
+    support = uniform_grid(0.0, 100.0, 41)
+    p = np.random.default_rng(1).dirichlet(np.ones(41))
+    published = optimize_unbiased(support, p, 1.0).describe(prior=p, epsilon_prior=0.1)
+    rows = published.transition_matrix()
+    assert np.linalg.matrix_rank(rows) < support.k  # the case: y² is not estimable
+    noise = release_noise(published)
+    assert isinstance(noise, UnbiasedNoise)
+    ell = resolve_loss("squared")
+    outputs = np.arange(published.m)
+    z = np.asarray(published.bin_values)
+    assert np.abs(noise.square_estimator).max() <= (z**2).max()
+    prior = np.asarray(published.prior) / np.sum(published.prior)
+    zero = rows @ noise.unbiased_loss(np.zeros(published.m), outputs, ell)
+    for f in (5.0, 37.5, 90.0):
+        expected = rows @ noise.unbiased_loss(np.full(published.m, f), outputs, ell)
+        truth = np.asarray(ell(np.full(41, f), support.values), dtype=float)
+        # the model's part, for every label: exact
+        np.testing.assert_allclose(expected - zero, truth - support.values**2, rtol=1e-9, atol=1e-6)
+        # the whole, for a label drawn from the prior: exact
+        assert float(prior @ expected) == pytest.approx(float(prior @ truth), rel=1e-9)
+
+
+def test_an_unbiased_releases_target_error_is_its_outputs_variance_around_the_label() -> None:
+    """A model trained on several releases weighs an unbiased release's rows by ``1 / target_error``:
+    ``Σ_y π(y) Σ_z P(z | y)·(z − y)²``, summed here term by term."""
+    from labeldp.mechanisms.debias import target_error
+
+    support = integer_grid(1, 9)
+    p = np.random.default_rng(3).dirichlet(np.ones(9))
+    published = optimize_unbiased(support, p, 1.0).describe(prior=p, epsilon_prior=0.1)
+    rows, z, prior = published.transition_matrix(), published.bin_values, np.asarray(published.prior)
+    expected = sum(
+        prior[i] / prior.sum() * rows[i, j] * (z[j] - y) ** 2
+        for i, y in enumerate(support.values)
+        for j in range(published.m)
+    )
+    assert target_error(published) == pytest.approx(float(expected), rel=1e-9)

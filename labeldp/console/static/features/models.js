@@ -37,6 +37,7 @@ const METRIC_NAMES = {
   examples_capped: "examples over the contribution bound (left out)",
   validation_loss_vs_noisy_labels: "validation loss against the noisy labels",
   validation_loss_vs_binned_true_labels_unbiased: "validation loss against the binned true labels (unbiased estimate)",
+  validation_loss_vs_binned_true_labels_unbiased_se: "standard error of that estimate",
   validation_error_vs_noisy_labels: "validation error against the noisy labels",
   validation_error_vs_true_labels_unbiased: "validation error against the true labels (unbiased estimate)",
   release_binning_loss_under_noisy_prior: "loss of binning the labels (under the noisy prior)",

@@ -1,0 +1,60 @@
+"""The pricing spread σ of a regression model (``features_party.pricing.prices.spread``): read at the
+upper end of its held-out estimate, never wider than the release's own noisy prior, never below a
+grid step. A too-narrow σ was the failure: an unbiased release's held-out estimate is noisy (and was
+once −8·10¹¹), and the old rule priced it at one grid step — every group's prior a point mass."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from features_party.pricing.prices import SPREAD_ERRORS, spread
+from features_party.storage.orm import TrainingJob
+from features_party.training.fit import STANDARD_ERROR
+from labeldp.mechanisms import uniform_grid
+
+SUPPORT = uniform_grid(0.0, 100.0, 101)  # grid step 1
+PRIOR = np.full(101, 1 / 101)  # spread √((101² − 1)/12) ≈ 29.15
+WIDEST = math.sqrt((101**2 - 1) / 12)
+
+
+def job(loss: str, **metrics: float) -> TrainingJob:
+    return TrainingJob(id="m", loss=loss, metrics=dict(metrics))
+
+
+@pytest.mark.parametrize(
+    ("loss", "metric", "error", "expected"),
+    [
+        ("squared", 100.0, 0.0, 10.0),  # the estimate itself when it is exact
+        ("squared", 100.0, 50.0, math.sqrt(100.0 + SPREAD_ERRORS * 50.0)),  # its upper end
+        ("squared", -400.0, 250.0, math.sqrt(-400.0 + SPREAD_ERRORS * 250.0)),  # negative, uncertain
+        ("squared", -400.0, 1.0, 1.0),  # negative and certain: one grid step
+        ("squared", 5_000.0, 10.0, WIDEST),  # worse than the prior: the prior's spread
+        ("absolute", 8.0, 1.0, (8.0 + SPREAD_ERRORS) * math.sqrt(math.pi / 2)),
+        ("absolute", 80.0, 1.0, WIDEST),
+    ],
+)
+def test_the_spread_is_the_estimates_upper_end_between_a_grid_step_and_the_priors(
+    loss: str, metric: float, error: float, expected: float
+) -> None:
+    got = spread(
+        job(loss, validation_loss_vs_binned_true_labels_unbiased=metric, **{STANDARD_ERROR: error}),
+        SUPPORT,
+        PRIOR,
+    )
+    assert got == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_model_trained_before_the_standard_error_was_kept_prices_at_its_estimate() -> None:
+    assert (
+        spread(job("squared", validation_loss_vs_binned_true_labels_unbiased=100.0), SUPPORT, PRIOR) == 10.0
+    )
+
+
+def test_a_narrow_prior_bounds_the_spread_by_its_own() -> None:
+    prior = np.zeros(101)
+    prior[[40, 60]] = 0.5  # spread 10
+    got = spread(job("squared", validation_loss_vs_binned_true_labels_unbiased=900.0), SUPPORT, prior)
+    assert got == pytest.approx(10.0, rel=1e-12)
