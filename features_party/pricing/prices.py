@@ -31,7 +31,7 @@ from features_party.storage.orm import TrainingJob
 from features_party.training.fit import STANDARD_ERROR, Trained, TrainedClassifier
 from labeldp.common.errors import DomainError
 from labeldp.mechanisms import PublishedMechanism, Support
-from labeldp.priors import Priced, price_classes, price_values
+from labeldp.priors import TWO_POINT_FLOOR, Priced, price_classes, price_values
 
 PREDICT_BATCH = 1 << 20  # rows predicted at a time
 # σ is read at the estimate's upper end: a prior too narrow for the truth puts labels in bins far from
@@ -127,8 +127,23 @@ def price(
     predicted = np.full(len(ids), np.nan)
     if has.any():
         predicted[has] = _predict(trained, rows)
+    scale = two_point_scale(mechanism)
     rule = (
         f"quantiles of the predicted value, normal spread σ={sigma:.6g} (held-out); a group's prior the sum "
         "of its members' normal distributions on the support's cells"
+        if support.k != 2
+        else "on two points the predicted mean is the distribution: P(upper) = (μ − a)/(b − a) within "
+        f"[{TWO_POINT_FLOOR}, {1 - TWO_POINT_FLOOR}] (a, b = {scale or tuple(support.values)}: what the "
+        "model predicts for each point), quantiles of it; a group's prior the mean of its members'"
     )
-    return Prices(price_values(predicted, sigma, support, max_groups), rule)
+    return Prices(price_values(predicted, sigma, support, max_groups, scale=scale), rule)
+
+
+def two_point_scale(mechanism: PublishedMechanism) -> tuple[float, float] | None:
+    """On two points, what a model trained on ``mechanism``'s release predicts for a label at each: the
+    value of its bin (RR-on-Bins: the trainer's correction recovers the binned label), or the point
+    itself (the unbiased randomizer: its outputs' mean is the label)."""
+    if len(mechanism.support) != 2 or mechanism.kind == "unbiased":
+        return None
+    values = np.asarray(mechanism.bin_values, dtype=np.float64)[np.asarray(mechanism.support_bins)]
+    return float(values[0]), float(values[1])

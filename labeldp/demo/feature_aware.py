@@ -26,8 +26,8 @@ from labeldp.client import FeaturesClient, LabelsClient
 from labeldp.demo.flow import LOSS, _local_model, _upload, register
 from labeldp.demo.parties import Connection
 from labeldp.demo.world import World
-from labeldp.mechanisms import release_labels
-from labeldp.mechanisms.debias import BinsNoise
+from labeldp.mechanisms import PublishedMechanism, release_labels
+from labeldp.mechanisms.debias import UnbiasedNoise, release_noise
 
 STAGE_1 = 0.2
 MAX_LISTED = 100_000  # example IDs a release or a priors request may list
@@ -146,17 +146,18 @@ def run_feature_aware_flow(
                 f"{world.dataset.name} has {len(ids_2):,} in stage 2: use --dataset prices"
             )
         at = steps.start("stage_1", f"stage 1: releasing {len(ids_1):,} clicks (a keyed hash of the ID) at ε")
-        rel_1 = labels.release(  # RR-on-Bins, as measured for the loop (BENCHMARKS.md)
+        rel_1 = labels.release(  # the default mechanism, as measured for the loop (BENCHMARKS.md)
             ds["id"],
             epsilon,
             publisher,
             LOSS,
             f"demo-{world.run_id}-stage-1",
             example_ids=ids_1,
-            mechanism="rr_on_bins",
         )
         labels.deliver(rel_1["id"])
-        steps.say(f"{len(rel_1['bins'] or [])} bins, ε₁ = {rel_1['epsilon_prior']:.3f}; delivered")
+        mech = PublishedMechanism.model_validate(rel_1["mechanism"])
+        kind = mech.kind.replace("_", "-")
+        steps.say(f"{kind}, {mech.m} outputs, ε₁ = {rel_1['epsilon_prior']:.3f}; delivered")
         steps.done("stage_1", at)
 
         at = steps.start("price", "the publisher trains on it and prices the other clicks")
@@ -199,13 +200,13 @@ def run_feature_aware_flow(
         trained_on = world.train & world.has_features
         schema = features.table(table)["schema"]
         non_private = _local_model(world, schema, trained_on, world.y[trained_on], world.test)
-        # the one-stage RR-on-Bins release of these clicks at ε (the default objective for its ε₂)
-        one = release_labels(
-            world.y[trained_on], world.dataset.support, epsilon, LOSS, mechanism="rr_on_bins"
-        )
-        noise = BinsNoise.of(one.mechanism.bin_values, one.mechanism.epsilon)
+        # the one-stage release of these clicks at ε by the service's default, trained as the features
+        # party trains on it (an unbiased release: its outputs, stopping early, predictions clipped)
+        one = release_labels(world.y[trained_on], world.dataset.support, epsilon, LOSS)
+        noise = release_noise(one.published())
+        unbiased = isinstance(noise, UnbiasedNoise)
         one_stage = noise.affine_correct(
-            _local_model(world, schema, trained_on, one.noisy_labels, world.test)
+            _local_model(world, schema, trained_on, one.noisy_labels, world.test, early_stopping=unbiased)
         )
 
         def rmse(pred: np.ndarray) -> float:

@@ -82,15 +82,21 @@ def register(labels: LabelsClient, features: FeaturesClient, conn: Connection) -
 
 
 def _local_model(
-    world: World, schema: dict[str, str], train: np.ndarray, targets: np.ndarray, test: np.ndarray
+    world: World,
+    schema: dict[str, str],
+    train: np.ndarray,
+    targets: np.ndarray,
+    test: np.ndarray,
+    *,
+    early_stopping: bool = False,
 ) -> np.ndarray:
     """The features party's model (its inferred schema, same encoder, same estimator) trained on the
-    given targets."""
+    given targets (``early_stopping``: as it trains on unbiased targets)."""
     features = world.dataset.features
     encoder = Encoder(list(schema), [c for c in schema if schema[c] == "categorical"])
     encoder.fit(features.filter(pa.array(train)))
     X = encoder.transform(features)
-    model = regressor("hgb", LOSS, encoder).fit(X[train], targets)
+    model = regressor("hgb", LOSS, encoder, early_stopping=early_stopping).fit(X[train], targets)
     return np.asarray(model.predict(X[test]), dtype=np.float64)
 
 

@@ -8,6 +8,7 @@ optimizes one mechanism per group (``labeldp.mechanisms``); whatever the priors 
 
 from labeldp.mechanisms import MAX_GROUP_CELLS, MAX_GROUPS, NO_GROUP
 from labeldp.priors.grouping import (
+    TWO_POINT_FLOOR,
     Priced,
     check_group_priors,
     price_classes,
@@ -18,6 +19,7 @@ __all__ = [
     "MAX_GROUPS",
     "MAX_GROUP_CELLS",
     "NO_GROUP",
+    "TWO_POINT_FLOOR",
     "Priced",
     "check_group_priors",
     "price_classes",

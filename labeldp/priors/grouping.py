@@ -7,7 +7,13 @@ The rule is public and reads only predictions (functions of features and of earl
   (at most G groups of nearly equal size; equal predictions share a group), and a group's prior is the
   sum of its members' distributions, each discretized onto the support's cells. The sum is computed
   from a histogram of the members' predictions on the support (each snapped to its nearest point,
-  within half a grid step) times one k × k cell matrix: O(n + G·k²), not O(n·k).
+  within half a grid step) times one k × k cell matrix: O(n + G·k²), not O(n·k). On two points a
+  prediction's mean *is* its distribution: ``P(hi) = (μ − a)/(b − a)`` with ``a``, ``b`` what the
+  model predicts for a label at ``lo`` and at ``hi`` (a model debiased from RR-on-Bins predicts the
+  values of the labels' bins, not the labels: ``scale``), kept within ``[TWO_POINT_FLOOR, 1 −
+  TWO_POINT_FLOOR]`` — a group sure of its label would merge both points into one bin, and its rows
+  would carry no label at all; the examples are then priced as classes with those probabilities, and
+  the spread plays no part.
 * **classes**: each example's predicted class probabilities; binary examples are grouped by quantiles
   of the positive class's probability, more classes by their most likely class and, within it,
   quantiles of that probability; a group's prior is the mean of its members' probability vectors.
@@ -24,6 +30,9 @@ from scipy.special import ndtr
 from labeldp.mechanisms import MAX_GROUP_CELLS, MAX_GROUPS, NO_GROUP, ParameterError, Support
 
 _MIN_MASS = 1e-12  # every support point keeps this much of a group's mass (relative to its largest)
+# on two points, no prediction is taken as surer than this (measured on Adult, BENCHMARKS.md: a floor of
+# 0 let a fifth of the examples into a group of prior (1, 0) and the final model predicted 0 everywhere)
+TWO_POINT_FLOOR = 0.05
 
 
 @dataclass(frozen=True)
@@ -77,13 +86,26 @@ def _normalized(priors: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     return np.asarray(out / out.sum(axis=1, keepdims=True), dtype=np.float64)
 
 
-def price_values(predicted: npt.ArrayLike, spread: float, support: Support, max_groups: int) -> Priced:
-    """Regression: predictions ``μ`` (NaN: not priced) with one held-out spread ``σ`` (module doc)."""
+def price_values(
+    predicted: npt.ArrayLike,
+    spread: float,
+    support: Support,
+    max_groups: int,
+    *,
+    scale: tuple[float, float] | None = None,
+) -> Priced:
+    """Regression: predictions ``μ`` (NaN: not priced) with one held-out spread ``σ`` (module doc);
+    ``scale``: on two points, what the model predicts for a label at each (default: the points)."""
     mu = np.asarray(predicted, dtype=np.float64)
     values = support.values
     _check_groups(max_groups, values.size)
     if not (np.isfinite(spread) and spread > 0):
         raise ParameterError("the spread must be finite and > 0", "spread")
+    if values.size == 2:  # the mean is the distribution (module doc)
+        a, b = scale if scale is not None else (float(values[0]), float(values[1]))
+        upper = (mu - a) / (b - a) if b > a else np.where(np.isfinite(mu), 0.5, np.nan)
+        upper = np.clip(upper, TWO_POINT_FLOOR, 1.0 - TWO_POINT_FLOOR)
+        return price_classes(np.column_stack([1.0 - upper, upper]), max_groups)
     priced = np.isfinite(mu)
     groups = np.full(mu.size, NO_GROUP, dtype=np.int64)
     if not priced.any():

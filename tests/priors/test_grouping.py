@@ -9,7 +9,14 @@ from hypothesis import strategies as st
 from scipy.stats import norm
 
 from labeldp.mechanisms import ParameterError, integer_grid, uniform_grid
-from labeldp.priors import MAX_GROUPS, NO_GROUP, check_group_priors, price_classes, price_values
+from labeldp.priors import (
+    MAX_GROUPS,
+    NO_GROUP,
+    TWO_POINT_FLOOR,
+    check_group_priors,
+    price_classes,
+    price_values,
+)
 
 
 def direct_prior(mu: np.ndarray, sigma: float, values: np.ndarray) -> np.ndarray:
@@ -47,6 +54,26 @@ def test_unpriced_examples_get_no_group_and_equal_predictions_share_one() -> Non
     priced = price_values(mu, 1.0, integer_grid(0, 9), 4)
     assert priced.groups[0] == priced.groups[-1] == NO_GROUP
     assert len(set(priced.groups[1:5].tolist())) == 1 and priced.groups[5] != priced.groups[1]
+
+
+def test_on_two_points_a_predicted_mean_is_its_distribution_on_the_models_scale() -> None:
+    """A regression model of a 0/1 label predicts ``a + (b − a)·P(1)`` (``a``, ``b``: its release's bin
+    values): the prior reads P(1) back, kept within [0.05, 0.95] — a prior (1, 0) merged its group's
+    labels into one bin and its rows carried none (Adult: the final model then predicted 0 for all)."""
+    support = integer_grid(0, 1)
+    a, b = 0.03, 0.74
+    p1 = np.array([0.1, 0.3, 0.6, 0.9, 0.0, 1.0])
+    mu = np.append(a + (b - a) * p1, [-0.9, 1.6, np.nan])  # debiased predictions go beyond the range
+    priced = price_values(mu, 0.4, support, 9, scale=(a, b))
+    expected = np.clip(np.append(p1, [0.0, 1.0]), TWO_POINT_FLOOR, 1 - TWO_POINT_FLOOR)
+    assert priced.groups[-1] == NO_GROUP
+    np.testing.assert_allclose(priced.priors[priced.groups[:-1], 1], expected, rtol=1e-12)
+    # without a scale the points are their own values; the spread plays no part
+    plain = price_values(p1, 123.0, support, 9)
+    np.testing.assert_allclose(plain.priors[plain.groups, 1], np.clip(p1, 0.05, 0.95), rtol=1e-12)
+    # a model whose release merged both points predicts nothing: every example at one half
+    merged = price_values(mu[:-1], 0.4, support, 9, scale=(0.2, 0.2))
+    assert merged.count == 1 and np.allclose(merged.priors, 0.5)
 
 
 def test_binary_classes_group_by_the_positive_probability_and_average_it() -> None:
