@@ -38,7 +38,13 @@ from benchmarks.bench_generalization import schema_of
 from benchmarks.common import write
 from features_party.pricing.prices import spread_of, two_point_scale
 from features_party.training.fit import STANDARD_ERROR, Encoder, fit, validation_mask
-from labeldp.mechanisms import MAX_GROUPS, GroupedNoise, release_grouped_labels, release_labels
+from labeldp.mechanisms import (
+    MAX_GROUPS,
+    GroupedNoise,
+    priors_verdict,
+    release_grouped_labels,
+    release_labels,
+)
 from labeldp.mechanisms.debias import release_noise
 from labeldp.priors import price_classes, price_values
 from labeldp.samples import LabelDataset, adult_income, diamond_prices, weeks_worked
@@ -82,11 +88,12 @@ def _released(ids: pa.Array, bins: np.ndarray, groups: np.ndarray | None = None)
 
 def run_stages(
     ds: LabelDataset, split: Split, eps: float, stages: list[np.ndarray]
-) -> tuple[Any, Any, float]:
+) -> tuple[Any, Any, float, list[bool]]:
     """The loop over ``stages`` (row indices, each released once at ε): the first by the default
     release, each later one priced by the model trained on every earlier stage (the trainer's
-    ``also_release_ids``) and released with those priors. Returns the model trained on every stage,
-    the first stage's model, and the first pricing's σ."""
+    ``also_release_ids``) and released with those priors where the public rule says they pay
+    (``priors_verdict``), else as without them. Returns the model trained on every stage, the first
+    stage's model, the first pricing's σ and each later stage's verdict."""
     table, schema, support = split.table, split.schema, split.support
     ids = table.column("example_id").combine_chunks()
 
@@ -121,6 +128,7 @@ def run_stages(
 
     first_model: Any = None
     first_sigma = float("nan")
+    verdicts: list[bool] = []  # per later stage: whether the priors paid (``priors_verdict``)
     for stage in stages[1:]:
         model = train_on_all()
         first_model = first_model or model
@@ -130,6 +138,15 @@ def run_stages(
         first_sigma = sigma if np.isnan(first_sigma) else first_sigma
         predicted = model.predict(table.take(pa.array(stage)))
         priced = price_values(predicted, sigma, support, GROUPS, scale=two_point_scale(pub1))
+        verdict = priors_verdict(
+            priced.priors, np.bincount(priced.groups, minlength=priced.count), support, eps
+        )
+        verdicts.append(verdict.pays)
+        if not verdict.pays:  # the public rule: release this stage as without priors
+            plain = release_labels(labels(stage), support, eps, "squared")
+            mechanisms.append(plain.published())
+            pieces.append((stage, np.asarray(plain.bin_indices), np.full(stage.size, len(mechanisms) - 1)))
+            continue
         rel = release_grouped_labels(labels(stage), priced.groups, priced.priors, support, eps)
         offset = len(mechanisms)
         mechanisms.extend(rel.published_groups())
@@ -141,7 +158,7 @@ def run_stages(
                 np.where(rel.groups >= 0, offset + rel.groups, len(mechanisms) - 1),
             )
         )
-    return train_on_all(), first_model, first_sigma
+    return train_on_all(), first_model, first_sigma, verdicts
 
 
 def one_run(ds: LabelDataset, split: Split, eps: float, seed: int) -> dict[str, float]:
@@ -173,7 +190,8 @@ def one_run(ds: LabelDataset, split: Split, eps: float, seed: int) -> dict[str, 
 
     # two stages
     first = stage_1_mask(train.size, seed.to_bytes(8, "little"))
-    final, model1, sigma = run_stages(ds, split, eps, [train[first], train[~first]])
+    final, model1, sigma, verdicts = run_stages(ds, split, eps, [train[first], train[~first]])
+    out["priors_used"] = float(verdicts[0])
     out["two_stage"] = rmse(final, "two_stage")
     out["sigma"] = sigma
     out["stage_1_model"] = rmse(model1, "stage_1_model")
@@ -242,13 +260,14 @@ def table(ds: LabelDataset) -> tuple[str, list[dict[str, object]]]:
     if binary:  # the default on two points is RR-on-Bins: no second one-stage column
         lines = [
             "| ε | one stage | two stages | gap closed | LP-2ST | error %: one stage | two stages | LP-2ST "
-            "| non-private (error %) |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| stage 2 on priors | non-private (error %) |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
     else:
         lines = [
-            "| ε | one stage (default) | one stage (RR-on-Bins) | two stages | gap closed | non-private |",
-            "|---|---|---|---|---|---|",
+            "| ε | one stage (default) | one stage (RR-on-Bins) | two stages | gap closed "
+            "| stage 2 on priors | non-private |",
+            "|---|---|---|---|---|---|---|",
         ]
     rows: list[dict[str, object]] = []
     for eps in EPSILONS:
@@ -257,15 +276,17 @@ def table(ds: LabelDataset) -> tuple[str, list[dict[str, object]]]:
         rr, rr_std = _cell(runs, "one_stage_rr")
         two, two_std = _cell(runs, "two_stage")
         closed = f"{(one - two) / (one - non_private):.0%}" if one > non_private else "–"
+        used = sum(r["priors_used"] for r in runs)  # runs whose stage 2 the public rule put on priors
         if binary:
             cells = [f"{one:,.4g} ± {one_std:,.2g}", f"{two:,.4g} ± {two_std:,.2g}", closed]
             for name in ("lp_2st", "one_stage_error", "two_stage_error", "lp_2st_error"):
                 mean, std = _cell(runs, name)
                 cells.append(f"{mean:,.4g} ± {std:,.2g}")
+            cells.append(f"{used:g} of {RUNS}")
             cells.append(f"{non_private:,.4g} ({non_private_error:.4g})")
         else:
             cells = [f"{one:,.4g} ± {one_std:,.2g}", f"{rr:,.4g} ± {rr_std:,.2g}"]
-            cells += [f"{two:,.4g} ± {two_std:,.2g}", closed, f"{non_private:,.4g}"]
+            cells += [f"{two:,.4g} ± {two_std:,.2g}", closed, f"{used:g} of {RUNS}", f"{non_private:,.4g}"]
         lines.append(f"| {eps:g} | {' | '.join(cells)} |")
         print(lines[-1], flush=True)
         rows.append({"epsilon": eps, "non_private": non_private, "runs": runs})
@@ -279,8 +300,8 @@ def daily_table(ds: LabelDataset) -> tuple[str, list[dict[str, object]]]:
     the one-stage release of the same examples (each released once at ε either way)."""
     split, non_private, _ = make_split(ds)
     lines = [
-        f"| ε | one stage (default) | {DAYS} daily stages | gap closed | non-private |",
-        "|---|---|---|---|---|",
+        f"| ε | one stage (default) | {DAYS} daily stages | gap closed | days on priors | non-private |",
+        "|---|---|---|---|---|---|",
     ]
     rows: list[dict[str, object]] = []
     for eps in EPSILONS:
@@ -288,7 +309,7 @@ def daily_table(ds: LabelDataset) -> tuple[str, list[dict[str, object]]]:
         for seed in range(RUNS):
             train = np.flatnonzero(~split.test)
             day = day_of(train.size, seed.to_bytes(8, "little"))
-            final, _, _ = run_stages(ds, split, eps, [train[day == d] for d in range(DAYS)])
+            final, _, _, verdicts = run_stages(ds, split, eps, [train[day == d] for d in range(DAYS)])
             single = release_labels(np.clip(split.y[train], ds.lo, ds.hi), split.support, eps, "squared")
             released = _released(
                 split.table.column("example_id").combine_chunks().take(pa.array(train)), single.bin_indices
@@ -302,18 +323,19 @@ def daily_table(ds: LabelDataset) -> tuple[str, list[dict[str, object]]]:
             )
             test = split.table.filter(pa.array(split.test))
             score = {"daily": final, "one_stage": trained}
-            runs.append(
-                {
-                    k: float(np.sqrt(np.mean((m.predict(test) - split.y[split.test]) ** 2)))
-                    for k, m in score.items()
-                }
-            )
+            run = {
+                k: float(np.sqrt(np.mean((m.predict(test) - split.y[split.test]) ** 2)))
+                for k, m in score.items()
+            }
+            run["days_on_priors"] = float(sum(verdicts))
+            runs.append(run)
         one, one_std = _cell(runs, "one_stage")
         daily_, daily_std = _cell(runs, "daily")
         closed = f"{(one - daily_) / (one - non_private):.0%}" if one > non_private else "–"
+        on_priors = _cell(runs, "days_on_priors")[0]
         lines.append(
             f"| {eps:g} | {one:,.4g} ± {one_std:,.2g} | {daily_:,.4g} ± {daily_std:,.2g} | {closed} | "
-            f"{non_private:,.4g} |"
+            f"{on_priors:.3g} of {DAYS - 1} | {non_private:,.4g} |"
         )
         print(lines[-1], flush=True)
         rows.append({"epsilon": eps, "non_private": non_private, "runs": runs})
@@ -349,7 +371,7 @@ def main(names: list[str] | None = None) -> None:
                 f"stage 1 {STAGE_1:.0%}, G = {GROUPS})\n\n{t}"
             )
         results[name] = rows
-    write("feature_aware", "\n\n".join(text), results)
+    write("_".join(["feature_aware", *(names or [])]), "\n\n".join(text), results)
 
 
 if __name__ == "__main__":

@@ -168,6 +168,13 @@ class Audit(TypedDict):
     groups: NotRequired[list[GroupAudit] | None]
 
 
+class PriorsVerdict(TypedDict):
+    with_priors: float
+    without_priors: float
+    mechanism_without: str
+    pays: bool
+
+
 class Preview(TypedDict):
     epsilon: float
     epsilon_prior: float
@@ -187,6 +194,7 @@ class Preview(TypedDict):
     groups: NotRequired[int | None]
     examples_with_group: NotRequired[int | None]
     expected_loss_without_priors: NotRequired[float | None]
+    priors_verdict: NotRequired[PriorsVerdict | None]
 
 
 class SpendBucket(TypedDict):

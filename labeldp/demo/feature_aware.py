@@ -171,6 +171,11 @@ def run_feature_aware_flow(
         steps.done("price", at)
 
         at = steps.start("stage_2", "stage 2: releasing them, each by its group's mechanism at the whole ε")
+        # the public rule (docs/math.md §14): the preview says whether the priors pay; it reads no label
+        verdict = labels.preview(ds["id"], epsilon, LOSS, example_ids=ids_2, priors_id=priors["id"]).get(
+            "priors_verdict"
+        )
+        on_priors = verdict is None or verdict["pays"]
         rel_2 = labels.release(
             ds["id"],
             epsilon,
@@ -178,15 +183,22 @@ def run_feature_aware_flow(
             LOSS,
             f"demo-{world.run_id}-stage-2",
             example_ids=ids_2,
-            priors_id=priors["id"],
+            priors_id=priors["id"] if on_priors else None,
         )
         labels.deliver(rel_2["id"])
-        groups = labels.release_groups(rel_2["id"])
-        bins = [len(g["mechanism"]["bin_values"]) for g in groups if g["examples"]]
-        steps.say(
-            f"{sum(1 for g in groups if g['examples'])} groups used, {min(bins)}–{max(bins)} bins each; "
-            f"ε₁ = {rel_2['epsilon_prior']:.3f} (clicks without a group only); delivered"
-        )
+        if on_priors:
+            groups = labels.release_groups(rel_2["id"])
+            bins = [len(g["mechanism"]["bin_values"]) for g in groups if g["examples"]]
+            steps.say(
+                f"{sum(1 for g in groups if g['examples'])} groups used, {min(bins)}–{max(bins)} bins each; "
+                f"ε₁ = {rel_2['epsilon_prior']:.3f} (clicks without a group only); delivered"
+            )
+        else:
+            assert verdict is not None
+            steps.say(
+                f"the priors do not pay (a model's expected error {verdict['with_priors']:.4g} with them, "
+                f"{verdict['without_priors']:.4g} without): released as without them; delivered"
+            )
         steps.done("stage_2", at)
 
         at = steps.start("train", "the publisher trains on both releases")
@@ -241,6 +253,8 @@ def run_feature_aware_flow(
                 "epsilon_prior": rel_2["epsilon_prior"],
                 "priors_id": priors["id"],
                 "groups": priors["groups"],
+                "priors_verdict": verdict,
+                "on_priors": on_priors,
             },
             "test_examples": int(world.test.sum()),
             "test_rmse": errors,

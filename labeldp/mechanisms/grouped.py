@@ -21,11 +21,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from labeldp.mechanisms._types import ArrayLike, FloatArray, IntArray
+from labeldp.mechanisms.debias import target_error
 from labeldp.mechanisms.epsilon import UserBudget
-from labeldp.mechanisms.factory import mechanism_kind, optimal_mechanism
+from labeldp.mechanisms.factory import default_mechanism, mechanism_kind, optimal_mechanism
 from labeldp.mechanisms.losses import LossName, resolve_loss
-from labeldp.mechanisms.mechanism import Mechanism
-from labeldp.mechanisms.objective import Objective, ObjectiveName
+from labeldp.mechanisms.mechanism import Mechanism, MechanismKind
+from labeldp.mechanisms.objective import Objective, ObjectiveName, effective_examples
+from labeldp.mechanisms.prior import prior_split
 from labeldp.mechanisms.published import PublishedMechanism
 from labeldp.mechanisms.release import LabelRelease, _checked_labels, plan_user_release, release_labels
 from labeldp.mechanisms.rng import SecureRandom
@@ -184,6 +186,78 @@ def release_grouped_user_labels(
     return GroupedRelease(
         g, bins, mechanisms, normalized, fallback, mechanism, planned.budget.epsilon_user, planned.budget
     )
+
+
+@dataclass(frozen=True)
+class PriorsVerdict:
+    """Whether priors are expected to train a better model than the same examples released without
+    them (docs/math.md §14, "When priors pay"): each side's error of a model trained on the rows, as
+    the model objective counts it (§12) — the binning error, a bias more rows never remove, plus the
+    targets' variance over the effective sample size ``n / capacity`` — under the priors: the grouped
+    side each group's mechanism under its own prior, the other the mechanism those examples would get
+    without priors (the default kind, at its ε₂ after the private prior's ε₁) under the priors pooled.
+    Public inputs only: the priors, the group sizes, ε, the loss, the support and the capacity — no
+    label."""
+
+    with_priors: float
+    without_priors: float
+    mechanism_without: MechanismKind
+
+    @property
+    def pays(self) -> bool:
+        return self.with_priors < self.without_priors
+
+
+def priors_verdict(
+    group_priors: ArrayLike,
+    sizes: ArrayLike,
+    support: Support | ArrayLike,
+    epsilon: float,
+    loss: str = "squared",
+    *,
+    objective: Objective | ObjectiveName | None = None,
+) -> PriorsVerdict:
+    """The ``PriorsVerdict`` of releasing ``sizes[g]`` examples in each group ``g`` at ``epsilon``."""
+    eps = check_epsilon(epsilon)
+    sup = as_support(support)
+    loss_name = resolve_loss(loss).name
+    priors = np.asarray(group_priors, dtype=np.float64)
+    counts = np.asarray(sizes, dtype=np.float64)
+    if priors.ndim != 2 or priors.shape != (counts.size, sup.k) or counts.sum() <= 0 or np.any(counts < 0):
+        raise ParameterError("one prior of k masses and one example count ≥ 0 per group, some > 0", "sizes")
+    priors = priors / priors.sum(axis=1, keepdims=True)
+    n = int(counts.sum())
+    resolved = Objective.of(objective, loss_name, eps)
+    at = resolved.epsilon_for(eps, n)
+    effective = effective_examples(n, resolved.model_capacity)
+    grouped = 0.0
+    for p, size in zip(priors, counts, strict=True):
+        if size > 0:
+            mechanism = optimal_mechanism(sup, p, eps, loss_name, optimize_at=at)
+            grouped += size * model_error(mechanism.describe(prior=p, epsilon_prior=0.0), effective)
+    pooled = counts @ priors / counts.sum()
+    eps_prior, eps_randomize = prior_split(eps, n, sup.k)
+    kind = default_mechanism(loss_name, eps_randomize, n, sup.k)
+    own_at = None
+    if kind != "unbiased":
+        own_at = Objective.of(objective, loss_name, eps_randomize).epsilon_for(eps_randomize, n)
+    own = optimal_mechanism(sup, pooled, eps_randomize, loss_name, optimize_at=own_at, kind=kind)
+    without = model_error(own.describe(prior=pooled, epsilon_prior=eps_prior), effective)
+    return PriorsVerdict(float(grouped / n), float(without), kind)
+
+
+def model_error(mechanism: PublishedMechanism, effective: float) -> float:
+    """Under the mechanism's prior: the binning error ``E[(Φ(y) − y)²]`` (RR-on-Bins only; the other
+    kinds have no bins: all their error counts as variance) plus the rest of ``target_error`` — the
+    targets' variance around ``Φ(y)`` — over ``effective`` examples."""
+    total = target_error(mechanism)
+    if mechanism.kind != "rr_on_bins":
+        return total / effective
+    s = np.asarray(mechanism.support, dtype=np.float64)
+    p = np.asarray(mechanism.prior, dtype=np.float64)
+    phi = np.asarray(mechanism.bin_values, dtype=np.float64)[np.asarray(mechanism.support_bins)]
+    binning = float(np.dot(p / p.sum(), (phi - s) ** 2))
+    return binning + max(total - binning, 0.0) / effective
 
 
 def _checked_groups(groups: ArrayLike, group_priors: ArrayLike, n: int, k: int) -> IntArray:

@@ -36,7 +36,13 @@ from labeldp.common.db import owned
 from labeldp.common.errors import DomainError
 from labeldp.common.instance import Instance
 from labeldp.common.pages import PageRequest
-from labeldp.mechanisms import PublishedMechanism, mechanism_kind, optimal_mechanism
+from labeldp.mechanisms import (
+    PriorsVerdict,
+    PublishedMechanism,
+    mechanism_kind,
+    optimal_mechanism,
+    priors_verdict,
+)
 from labeldp.scale.release import PARTITION_ROWS
 from labels_party.budget.charged_work import ChargedWork
 from labels_party.budget.epsilon import MICRO
@@ -77,6 +83,7 @@ class Preview:
     groups: int | None = None  # feature-aware: how many groups the priors have
     examples_with_group: int | None = None
     expected_loss_without_priors: float | None = None  # the one-stage release at the same ε
+    priors_verdict: PriorsVerdict | None = None  # example level: whether the priors pay (public rule)
 
 
 MIN_PRIOR_MASS, MAX_PRIOR_MASS = 1e-300, 1e300
@@ -298,6 +305,12 @@ class ReleaseService:
         # randomizer, whose variance is not the loss the groups' RR-on-Bins are measured by)
         rr = request.mechanism or mechanism_kind(loss)
         one_stage = self.preview(ds.tenant_id, ds.id, replace(request, priors_id=None, mechanism=rr))
+        verdict = None
+        if plan.user is None and (groups >= 0).any():  # the public rule reads the priors, no label
+            sizes = np.bincount(groups[groups >= 0], minlength=plan.groups.count)
+            verdict = priors_verdict(
+                plan.groups.priors, sizes, support, plan.epsilon, loss, objective=plan.objective
+            )
         return Preview(
             plan.epsilon,
             eps_prior,
@@ -308,6 +321,7 @@ class ReleaseService:
             groups=plan.groups.count,
             examples_with_group=plan.examples.n - plan.groups.fallback,
             expected_loss_without_priors=one_stage.expected_loss,
+            priors_verdict=verdict,
         )
 
     def _released_prior(self, tenant_id: str, dataset_id: str, release_id: str, plan: Plan) -> np.ndarray:

@@ -35,6 +35,7 @@ MIRRORS: dict[str, dict[str, Any]] = {
         "AuditOut": t.Audit,
         "EpsilonLowerBoundOut": t.EpsilonLowerBound,
         "PreviewOut": t.Preview,
+        "PriorsVerdictOut": t.PriorsVerdict,
         "UserBudgetOut": t.UserBudget,
         "SpendBucketOut": t.SpendBucket,
         "BudgetOut": t.Budget,
@@ -200,8 +201,9 @@ def test_every_client_method_is_typed_by_the_schema_of_its_route(
         assert route in allowed, (method_name, calls[0], route, answer)
         seen.add(item)
     # only ever parts of another answer: a UserBudget and its SpendBuckets of a Budget, the bound of an
-    # Audit and its GroupAudits, a GroupPrior of a PriorsDetail
-    assert set(names) - seen <= {t.UserBudget, t.SpendBucket, t.EpsilonLowerBound, t.GroupPrior, t.GroupAudit}
+    # Audit and its GroupAudits, a GroupPrior of a PriorsDetail, the PriorsVerdict of a Preview
+    parts = {t.UserBudget, t.SpendBucket, t.EpsilonLowerBound, t.GroupPrior, t.GroupAudit, t.PriorsVerdict}
+    assert set(names) - seen <= parts
 
 
 def test_an_error_answer_carries_the_problem_fields(tmp_path: Path) -> None:

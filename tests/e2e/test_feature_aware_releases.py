@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from labeldp.common.wire.records import read_records
-from labeldp.mechanisms import PublishedMechanism, resolve_loss
+from labeldp.mechanisms import PublishedMechanism, priors_verdict, resolve_loss
 from labeldp.samples import weeks_worked
 from labeldp.v1 import delivery_pb2 as pb
 from labels_party.storage.data_dir import DataDir
@@ -174,6 +174,14 @@ def test_the_preview_shows_what_the_priors_buy_and_charges_nothing(parties: Part
     assert body["examples_with_group"] == len(ids)
     # the model's priors are informative about weeks worked: the grouped release loses less
     assert body["expected_loss"] < body["expected_loss_without_priors"]
+    # the public rule, recomputed here from the stored priors alone (docs/math.md §14)
+    detail = parties.labels.get(f"/v1/priors/{priors['id']}").json()["group_priors"]
+    sizes, masses = [g["examples"] for g in detail], [g["masses"] for g in detail]
+    expected = priors_verdict(masses, sizes, SUPPORT, 1.0, "squared")
+    verdict = body["priors_verdict"]
+    assert verdict["with_priors"] == pytest.approx(expected.with_priors, rel=1e-9)
+    assert verdict["without_priors"] == pytest.approx(expected.without_priors, rel=1e-9)
+    assert (verdict["mechanism_without"], verdict["pays"]) == (expected.mechanism_without, expected.pays)
     assert parties.labels.get("/v1/ledger").json()["items"] == before
 
 
@@ -265,8 +273,9 @@ def test_priors_that_do_not_fit_the_release_are_refused_before_anything_is_charg
 
 def test_neighbouring_datasets_publish_the_same_groups_mechanisms_and_charges(parties: Parties) -> None:
     """Two datasets that differ in one example's label, priced by the same model (the stage-1 release
-    held fixed): the stored priors, each example's group, every group's mechanism and the ledger rows
-    are identical — only the changed example's noisy label may differ."""
+    held fixed): the stored priors, each example's group, every group's mechanism, the ledger rows and
+    the preview's verdict of whether the priors pay (what the loop decides stage 2 by) are identical —
+    only the changed example's noisy label may differ."""
     ids = parties.ids[STAGE_2]
     base = np.arange(len(ids)) % 53
     changed = base.copy()
@@ -298,6 +307,16 @@ def test_neighbouring_datasets_publish_the_same_groups_mechanisms_and_charges(pa
             for e in ledger_of(parties, rel["id"])
         ]
         header = header_of(parties, rel["id"])
+        preview = parties.labels.post(
+            f"/v1/datasets/{ds}/releases:preview",
+            json={
+                "epsilon": 1.0,
+                "recipient": "publisher",
+                "example_ids": ids,
+                "prior": {"from": "features-party", "priors_id": priors["id"]},
+            },
+        )
+        assert preview.status_code == 200, preview.text
         seen.append(
             {
                 "priors": (
@@ -314,10 +333,11 @@ def test_neighbouring_datasets_publish_the_same_groups_mechanisms_and_charges(pa
                 "release": {k: rel[k] for k in ("epsilon", "epsilon_prior", "examples", "loss", "mechanism")},
                 "header_groups": [g.SerializeToString(deterministic=True) for g in header.groups],
                 "bins": table.column("bin").to_pylist(),
+                "verdict": preview.json()["priors_verdict"],  # the loop's choice: no label read
             }
         )
     first, second = seen
-    for key in ("priors", "ids", "groups", "mechanisms", "charges", "release", "header_groups"):
+    for key in ("priors", "ids", "groups", "mechanisms", "charges", "release", "header_groups", "verdict"):
         assert first[key] == second[key], key
     assert len(first["bins"]) == len(ids)
 

@@ -9,6 +9,7 @@ import pytest
 
 from labeldp.mechanisms import (
     NO_GROUP,
+    BinsNoise,
     ParameterError,
     SecureRandom,
     integer_grid,
@@ -151,3 +152,76 @@ def test_a_user_level_release_keeps_its_bounding_and_split_and_randomizes_groups
         observed = np.bincount(out.bin_indices[at], minlength=expected.m)
         ok, ratio = chi_square_ok(observed, expected.transition_matrix()[centre], alpha=ALPHA)
         assert ok, f"group {g}: chi-square at {ratio:.2f} of its critical value"
+
+
+def test_priors_pay_when_a_model_on_their_groups_is_expected_to_err_less_than_on_the_default() -> None:
+    """The public rule of ``priors_verdict`` (docs/math.md §14): a model's expected error as the model
+    objective counts it — binning error plus the targets' variance over n / capacity — on the group
+    mechanisms, each under its group's prior, against the default mechanism (its kind and ε₂ as a
+    release without priors would have them) under the pooled prior; each side recomputed here from the
+    mechanisms' own rows. Sharp priors pay; priors that all say the same wide thing do not (the
+    default's unbiased randomizer has no binning error to pay)."""
+    from labeldp.mechanisms import optimal_mechanism, prior_split, priors_verdict
+    from labeldp.mechanisms.factory import default_mechanism
+
+    support = integer_grid(0, 20)
+    s = support.values
+    sizes = np.array([9_000, 15_000, 6_000])
+    n, effective = 30_000, 30.0  # n / the default capacity 1,000
+    sharp = np.array([norm_on(s, c, 1.0) for c in (3.0, 10.0, 17.0)])
+    wide = np.tile(np.full(21, 1 / 21), (3, 1))
+
+    def error(rows: np.ndarray, values: np.ndarray, phi: np.ndarray, prior: np.ndarray) -> float:
+        """Σ_y π(y)·[(Φ(y) − y)² + E[(z − Φ(y))² | y] / n_eff], z over the unbiased targets ``values``."""
+        p = prior / prior.sum()
+        spread = (rows * (values[None, :] - phi[:, None]) ** 2).sum(axis=1)
+        return float(p @ ((phi - s) ** 2 + spread / effective))
+
+    at = model_objective_epsilon(4.0, n)
+    eps_prior, eps2 = prior_split(4.0, n, 21)
+    assert default_mechanism("squared", eps2, n, 21) == "unbiased"
+    verdicts = {}
+    for name, priors in (("sharp", sharp), ("wide", wide)):
+        verdict = verdicts[name] = priors_verdict(priors, sizes, support, 4.0)
+        grouped = 0.0
+        for p, size in zip(priors, sizes, strict=True):
+            published = optimal_mechanism(support, p, 4.0, "squared", optimize_at=at).describe(
+                prior=p, epsilon_prior=0.0
+            )
+            noise = BinsNoise.of_published(published)
+            targets = noise.unbiased_targets(np.arange(noise.m))
+            rows = noise.transition()[np.asarray(published.support_bins)]
+            phi = np.asarray(published.bin_values)[np.asarray(published.support_bins)]
+            grouped += size * error(rows, targets, phi, p)
+        assert verdict.with_priors == pytest.approx(grouped / n, rel=1e-9)
+        pooled = sizes @ priors / n
+        own = optimal_mechanism(support, pooled, eps2, "squared", kind="unbiased").describe(
+            prior=pooled, epsilon_prior=eps_prior
+        )
+        without = error(own.transition_matrix(), np.asarray(own.bin_values), s, pooled)
+        assert verdict.mechanism_without == "unbiased"
+        assert verdict.without_priors == pytest.approx(without, rel=1e-9)
+    assert verdicts["sharp"].pays and not verdicts["wide"].pays
+
+
+def norm_on(values: np.ndarray, centre: float, spread: float) -> np.ndarray:
+    p = np.exp(-0.5 * ((values - centre) / spread) ** 2) + 1e-9
+    return p / p.sum()
+
+
+@pytest.mark.parametrize(
+    ("priors", "sizes", "match"),
+    [
+        (np.full((2, 21), 1 / 21), np.array([1, 2, 3]), "per group"),
+        (np.full((2, 20), 1 / 20), np.array([1, 2]), "per group"),
+        (np.full((2, 21), 1 / 21), np.array([0, 0]), "per group"),
+        (np.full((2, 21), 1 / 21), np.array([-1, 3]), "per group"),
+    ],
+)
+def test_a_verdict_refuses_sizes_that_do_not_fit_the_priors(
+    priors: np.ndarray, sizes: np.ndarray, match: str
+) -> None:
+    from labeldp.mechanisms import priors_verdict
+
+    with pytest.raises(ParameterError, match=match):
+        priors_verdict(priors, sizes, integer_grid(0, 20), 1.0)

@@ -162,10 +162,19 @@ def _with_priors(p: Preview, loss: str) -> str:
     if p.get("groups") is None:
         return ""
     without = p.get("expected_loss_without_priors") or 0.0
+    verdict = p.get("priors_verdict")
+    advice = ""
+    if verdict is not None:
+        kind = verdict["mechanism_without"].replace("_", "-")
+        advice = (
+            f"\na model's expected error on them: {number(verdict['with_priors'], 6)} with the priors, "
+            f"{number(verdict['without_priors'], 6)} without ({kind}): "
+            + ("release on the priors" if verdict["pays"] else "they do not pay: release without --priors")
+        )
     return (
         f"\nwith priors: {p.get('examples_with_group') or 0:,} examples in {p['groups']} groups, each by its "
         f"group's mechanism at the whole ε (the bins above: the others'); without the priors the expected "
-        f"{loss} error would be {number(without, 6)}"
+        f"{loss} error would be {number(without, 6)}" + advice
     )
 
 

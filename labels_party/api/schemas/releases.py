@@ -13,6 +13,7 @@ from labeldp.mechanisms import (
     LossName,
     MechanismKind,
     ObjectiveName,
+    PriorsVerdict,
     PrivacyUnit,
     PublishedMechanism,
 )
@@ -367,6 +368,31 @@ class PreviewIn(ReleaseIn):
     )
 
 
+class PriorsVerdictOut(BaseModel):
+    """Whether a release on these priors is expected to train a better model than the same release
+    without them."""
+
+    with_priors: float = Field(
+        description="the expected error of a model trained on the rows the group mechanisms release: "
+        "each group's binning error plus its noise's variance over the model's effective sample size"
+    )
+    without_priors: float = Field(
+        description="the same for the mechanism a release without priors would use (mechanism_without, "
+        "at its ε₂), under the priors pooled"
+    )
+    mechanism_without: MechanismKind
+    pays: bool = Field(description="with_priors < without_priors: release on the priors")
+
+    @classmethod
+    def of(cls, v: PriorsVerdict) -> PriorsVerdictOut:
+        return cls(
+            with_priors=v.with_priors,
+            without_priors=v.without_priors,
+            mechanism_without=v.mechanism_without,
+            pays=v.pays,
+        )
+
+
 class PreviewOut(BaseModel):
     epsilon: float
     epsilon_prior: float
@@ -407,6 +433,11 @@ class PreviewOut(BaseModel):
     expected_loss_without_priors: float | None = Field(
         None, description="with priors: the expected loss of the same release without them (one stage)"
     )
+    priors_verdict: PriorsVerdictOut | None = Field(
+        None,
+        description="with priors, example level: the public rule of whether they pay (docs/math.md §14, "
+        "'When priors pay'), from the priors and public parameters only",
+    )
 
     @classmethod
     def of(cls, p: Preview) -> PreviewOut:
@@ -429,4 +460,5 @@ class PreviewOut(BaseModel):
             groups=p.groups,
             examples_with_group=p.examples_with_group,
             expected_loss_without_priors=p.expected_loss_without_priors,
+            priors_verdict=None if p.priors_verdict is None else PriorsVerdictOut.of(p.priors_verdict),
         )

@@ -75,6 +75,13 @@ function previewView(ds, body, preview, budget) {
             ["examples with a group", `${count(preview.examples_with_group)} of ${count(preview.examples)}`],
             [`expected ${preview.mechanism.loss} loss with the priors`, num(preview.expected_loss)],
             ["… without them (one release, same ε)", num(preview.expected_loss_without_priors)],
+            ...(preview.priors_verdict == null
+              ? []
+              : [
+                  ["a model's expected error with the priors", num(preview.priors_verdict.with_priors)],
+                  [`… without them (${preview.priors_verdict.mechanism_without.replaceAll("_", "-")})`, num(preview.priors_verdict.without_priors)],
+                  ["the public rule says", preview.priors_verdict.pays ? "release on the priors" : "they do not pay: release without them"],
+                ]),
           ]),
         ),
     section(
