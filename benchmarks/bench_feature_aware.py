@@ -132,11 +132,10 @@ def run_stages(
     for stage in stages[1:]:
         model = train_on_all()
         first_model = first_model or model
-        sigma = spread_of(
-            model.metrics[METRIC], model.metrics[STANDARD_ERROR], "squared", support, pub1.prior
-        )
-        first_sigma = sigma if np.isnan(first_sigma) else first_sigma
         predicted = model.predict(table.take(pa.array(stage)))
+        metrics = model.metrics
+        sigma = spread_of(metrics[METRIC], metrics[STANDARD_ERROR], "squared", support, pub1.prior, predicted)
+        first_sigma = sigma if np.isnan(first_sigma) else first_sigma
         priced = price_values(predicted, sigma, support, GROUPS, scale=two_point_scale(pub1))
         verdict = priors_verdict(
             priced.priors, np.bincount(priced.groups, minlength=priced.count), support, eps
@@ -365,7 +364,7 @@ def main(names: list[str] | None = None) -> None:
             )
         else:
             t, rows = table(sets[name]())
-            metric = "error rate (%)" if name == "adult" else "RMSE"
+            metric = "RMSE (root Brier score) and error rate (%)" if name == "adult" else "RMSE"
             text.append(
                 f"### {name} ({metric} on the test split's true labels; {RUNS} runs; "
                 f"stage 1 {STAGE_1:.0%}, G = {GROUPS})\n\n{t}"

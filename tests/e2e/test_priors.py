@@ -96,11 +96,12 @@ def test_priors_are_the_models_prices_by_the_public_rule(parties: Parties) -> No
     mechanism = model["provenance"]["mechanism"]  # the release's: at most its noisy prior's spread
     prior, points = np.asarray(mechanism["prior"]), np.asarray(mechanism["support"], dtype=float)
     prior = prior / prior.sum()
-    widest = np.sqrt(prior @ points**2 - (prior @ points) ** 2)
-    sigma = max(min(np.sqrt(max(upper, 0.0)), widest), 1.0)
+    variance = prior @ points**2 - (prior @ points) ** 2
     predicted = parties.features.post(
         f"/v1/models/{parties.model_id}/predictions", json={"example_ids": parties.ids[:WITH_FEATURES]}
     ).json()["predictions"]
+    unexplained = np.sqrt(max(variance - np.var(predicted), 0.0))  # at least what it leaves of the prior
+    sigma = max(min(max(np.sqrt(max(upper, 0.0)), unexplained), np.sqrt(variance)), 1.0)
     mu = np.full(EXAMPLES, np.nan)
     mu[:WITH_FEATURES] = predicted
     expected = price_values(mu, float(sigma), integer_grid(0, 52), 16)

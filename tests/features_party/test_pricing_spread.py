@@ -1,7 +1,8 @@
 """The pricing spread σ of a regression model (``features_party.pricing.prices.spread``): read at the
-upper end of its held-out estimate, never wider than the release's own noisy prior, never below a
-grid step. A too-narrow σ was the failure: an unbiased release's held-out estimate is noisy (and was
-once −8·10¹¹), and the old rule priced it at one grid step — every group's prior a point mass."""
+upper end of its held-out estimate, at least what the model leaves unexplained of the release's noisy
+prior, never wider than that prior, never below a grid step. A too-narrow σ was the failure: an
+unbiased release's held-out estimate is noisy (and was once −8·10¹¹), and the old rule priced it at one
+grid step — every group's prior a point mass."""
 
 from __future__ import annotations
 
@@ -58,3 +59,18 @@ def test_a_narrow_prior_bounds_the_spread_by_its_own() -> None:
     prior[[40, 60]] = 0.5  # spread 10
     got = spread(job("squared", validation_loss_vs_binned_true_labels_unbiased=900.0), SUPPORT, prior)
     assert got == pytest.approx(10.0, rel=1e-12)
+
+
+def test_the_spread_is_at_least_what_the_predictions_leave_unexplained_of_the_prior() -> None:
+    """``Var_π(y) − Var(μ)``: a held-out estimate that landed low (prices at ε = 1, once in five runs:
+    1,619² against a model error near 2,850²) no longer narrows every group's prior."""
+    predicted = np.linspace(20.0, 80.0, 1001)  # Var ≈ 301
+    unexplained = math.sqrt(WIDEST**2 - float(np.var(predicted)))
+    low = job("squared", validation_loss_vs_binned_true_labels_unbiased=25.0, **{STANDARD_ERROR: 0.0})
+    assert spread(low, SUPPORT, PRIOR, predicted) == pytest.approx(unexplained, rel=1e-12)
+    high = job("squared", validation_loss_vs_binned_true_labels_unbiased=800.0, **{STANDARD_ERROR: 0.0})
+    assert spread(high, SUPPORT, PRIOR, predicted) == pytest.approx(math.sqrt(800.0), rel=1e-12)
+    # unpriced examples (NaN) do not count; predictions that vary more than the prior leave nothing
+    with_gaps = np.append(predicted, [np.nan] * 50)
+    assert spread(low, SUPPORT, PRIOR, with_gaps) == pytest.approx(unexplained, rel=1e-12)
+    assert spread(low, SUPPORT, PRIOR, np.array([0.0, 100.0] * 50)) == pytest.approx(5.0, rel=1e-12)
