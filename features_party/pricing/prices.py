@@ -47,7 +47,7 @@ class Prices:
 
 
 def spread(
-    job: TrainingJob, support: Support, prior: npt.ArrayLike, predicted: npt.ArrayLike | None = None
+    job: TrainingJob, support: Support, prior: npt.ArrayLike | None, predicted: npt.ArrayLike | None = None
 ) -> float:
     """The regression model's σ (module docstring; ``spread_of``) from its training job's metrics and
     its ``predicted`` values of the examples priced."""
@@ -72,7 +72,7 @@ def spread_of(
     error: float,
     loss: str,
     support: Support,
-    prior: npt.ArrayLike,
+    prior: npt.ArrayLike | None,
     predicted: npt.ArrayLike | None = None,
 ) -> float:
     """σ from the held-out estimate ``metric`` and its standard error, at the estimate's upper end
@@ -80,11 +80,15 @@ def spread_of(
     the noisy ``prior``'s variance, ``Var_π(y) − Var(f(x))`` over the ``predicted`` values (a
     calibrated model's error; the held-out estimate of an unbiased release can land far below the
     truth: prices at ε = 1, once in five, 1,619² against a model error of about 2,850²). At most the
-    prior's own spread, at least one grid step."""
+    prior's own spread, at least one grid step. ``prior`` ``None``: the model's release states no
+    estimate of its labels (a feature-aware release whose every example had a group publishes the
+    uniform prior, which no example used): the estimate's upper end alone, at least one grid step."""
     values = support.values
     step = float(np.min(np.diff(values))) if values.size > 1 else 1.0
     upper = metric + SPREAD_ERRORS * error
     deviation = math.sqrt(max(upper, 0.0)) if loss == "squared" else max(upper, 0.0) * math.sqrt(math.pi / 2)
+    if prior is None:
+        return max(deviation, step)
     p = np.asarray(prior, dtype=np.float64)
     p = p / p.sum()
     variance = max(float(p @ values**2 - (p @ values) ** 2), 0.0)
@@ -149,15 +153,18 @@ def price(
     predicted = np.full(len(ids), np.nan)
     if has.any():
         predicted[has] = _predict(trained, rows)
-    sigma = spread(job, support, mechanism.prior, predicted)
+    # the release's noisy prior bounds σ when it is an estimate of the labels (ε₁ > 0)
+    sigma = spread(job, support, mechanism.prior if mechanism.epsilon_prior > 0 else None, predicted)
     scale = two_point_scale(mechanism)
+    a, b = scale or (float(support.values[0]), float(support.values[-1]))
     rule = (
-        f"quantiles of the predicted value, normal spread σ={sigma:.6g} (held-out); a group's prior the sum "
-        "of its members' normal distributions on the support's cells"
+        f"quantiles of the predicted value, normal spread σ={sigma:.6g} (the held-out error's upper end, at "
+        "least what the model leaves unexplained of its release's prior); a group's prior the sum of its "
+        "members' normal distributions on the support's cells"
         if support.k != 2
         else "on two points the predicted mean is the distribution: P(upper) = (μ − a)/(b − a) within "
-        f"[{TWO_POINT_FLOOR}, {1 - TWO_POINT_FLOOR}] (a, b = {scale or tuple(support.values)}: what the "
-        "model predicts for each point), quantiles of it; a group's prior the mean of its members'"
+        f"[{TWO_POINT_FLOOR}, {1 - TWO_POINT_FLOOR}] (a = {a:.6g}, b = {b:.6g}: what the model predicts for "
+        "each point), quantiles of it; a group's prior the mean of its members'"
     )
     return Prices(price_values(predicted, sigma, support, max_groups, scale=scale), rule)
 

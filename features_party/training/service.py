@@ -188,6 +188,13 @@ class TrainingService:
                 request.debias == "unbiased" or (grouped and request.debias == "affine")
             ):
                 raise DomainError("invalid-debias", poisson_refusal(grouped))
+            kinds = {published_mechanism(r).kind for r in (release, *also)}
+            if loss == "poisson" and also and "unbiased" in kinds:
+                raise DomainError(
+                    "invalid-debias",
+                    "an unbiased release's outputs can be negative, which Poisson regression cannot fit "
+                    "beside other releases; train on it alone (it needs no debiasing)",
+                )
         job = TrainingJob(
             id=str(uuid.uuid4()),
             tenant_id=tenant_id,

@@ -189,6 +189,18 @@ def release_grouped_user_labels(
 
 
 @dataclass(frozen=True)
+class Without:
+    """What a release without priors would use: its mechanism kind and objective, its split of ε, and
+    the examples its objective counts."""
+
+    mechanism: MechanismKind
+    objective: Objective
+    epsilon_prior: float
+    epsilon_randomize: float
+    examples: int
+
+
+@dataclass(frozen=True)
 class PriorsVerdict:
     """Whether priors are expected to train a better model than the same examples released without
     them (docs/math.md §14, "When priors pay"): each side's error of a model trained on the rows, as
@@ -216,8 +228,13 @@ def priors_verdict(
     loss: str = "squared",
     *,
     objective: Objective | ObjectiveName | None = None,
+    examples: int | None = None,
+    without: Without | None = None,
 ) -> PriorsVerdict:
-    """The ``PriorsVerdict`` of releasing ``sizes[g]`` examples in each group ``g`` at ``epsilon``."""
+    """The ``PriorsVerdict`` of releasing ``sizes[g]`` examples in each group ``g`` at ``epsilon``.
+    ``objective``: the groups' (``release_grouped_labels``'s), over ``examples`` (the release's, by
+    default the grouped ones); ``without``: what a release of the same request without priors would
+    use, by default the default kind and objective at the default split."""
     eps = check_epsilon(epsilon)
     sup = as_support(support)
     loss_name = resolve_loss(loss).name
@@ -228,7 +245,7 @@ def priors_verdict(
     priors = priors / priors.sum(axis=1, keepdims=True)
     n = int(counts.sum())
     resolved = Objective.of(objective, loss_name, eps)
-    at = resolved.epsilon_for(eps, n)
+    at = resolved.epsilon_for(eps, examples if examples is not None else n)
     effective = effective_examples(n, resolved.model_capacity)
     grouped = 0.0
     for p, size in zip(priors, counts, strict=True):
@@ -236,14 +253,15 @@ def priors_verdict(
             mechanism = optimal_mechanism(sup, p, eps, loss_name, optimize_at=at)
             grouped += size * model_error(mechanism.describe(prior=p, epsilon_prior=0.0), effective)
     pooled = counts @ priors / counts.sum()
-    eps_prior, eps_randomize = prior_split(eps, n, sup.k)
-    kind = default_mechanism(loss_name, eps_randomize, n, sup.k)
-    own_at = None
-    if kind != "unbiased":
-        own_at = Objective.of(objective, loss_name, eps_randomize).epsilon_for(eps_randomize, n)
+    if without is None:
+        eps_prior, eps_randomize = prior_split(eps, n, sup.k)
+        kind = default_mechanism(loss_name, eps_randomize, n, sup.k)
+        without = Without(kind, Objective.of(None, loss_name, eps_randomize), eps_prior, eps_randomize, n)
+    kind, eps_prior, eps_randomize = without.mechanism, without.epsilon_prior, without.epsilon_randomize
+    own_at = None if kind == "unbiased" else without.objective.epsilon_for(eps_randomize, without.examples)
     own = optimal_mechanism(sup, pooled, eps_randomize, loss_name, optimize_at=own_at, kind=kind)
-    without = model_error(own.describe(prior=pooled, epsilon_prior=eps_prior), effective)
-    return PriorsVerdict(float(grouped / n), float(without), kind)
+    plain = model_error(own.describe(prior=pooled, epsilon_prior=eps_prior), effective)
+    return PriorsVerdict(float(grouped / n), float(plain), kind)
 
 
 def model_error(mechanism: PublishedMechanism, effective: float) -> float:

@@ -43,6 +43,7 @@ from labeldp.mechanisms import (
     optimal_mechanism,
     priors_verdict,
 )
+from labeldp.mechanisms.grouped import Without
 from labeldp.scale.release import PARTITION_ROWS
 from labels_party.budget.charged_work import ChargedWork
 from labels_party.budget.epsilon import MICRO
@@ -308,8 +309,29 @@ class ReleaseService:
         verdict = None
         if plan.user is None and (groups >= 0).any():  # the public rule reads the priors, no label
             sizes = np.bincount(groups[groups >= 0], minlength=plan.groups.count)
+            # the same request without priors, as its release would plan it (kind, objective, split)
+            plain = plan_release(
+                ds,
+                self.data_dir,
+                replace(request, priors_id=None),
+                on_cluster=self.cluster.scheduler is not None,
+            )
+            without = Without(
+                plain.mechanism,
+                plain.objective,
+                plain.epsilon_prior,
+                plain.epsilon_randomize,
+                plain.objective_examples,
+            )
             verdict = priors_verdict(
-                plan.groups.priors, sizes, support, plan.epsilon, loss, objective=plan.objective
+                plan.groups.priors,
+                sizes,
+                support,
+                plan.epsilon,
+                loss,
+                objective=plan.objective,
+                examples=plan.objective_examples,
+                without=without,
             )
         return Preview(
             plan.epsilon,

@@ -327,3 +327,44 @@ def test_one_model_trains_on_both_stages_each_row_by_its_own_mechanism(tmp_path:
     assert errors["both"] <= 1.05 * errors["stage 2"], errors
     assert errors["both, stage 1 unbiased"] < errors["stage 1 unbiased"], errors
     assert errors["both, stage 1 unbiased"] <= 1.05 * errors["stage 2"], errors
+
+
+def test_a_poisson_model_is_not_trained_on_an_unbiased_release_beside_others(tmp_path: Path) -> None:
+    """An unbiased release's outputs can be negative: Poisson regression fits none of them, and beside
+    another release the job would fail late (or, listed first, train another loss). 422 before a job,
+    in either order; each release alone still trains."""
+    from labeldp.common.identity import Identity
+
+    settings = FeaturesSettings(data_dir=tmp_path / "features", grpc_port=0, allow_plaintext=True)
+    key = features_tenant_key(settings, "ml")
+    sender = Identity.generate()
+    ids, x, y, _ = synthetic(2_000)
+    support = integer_grid(0, K - 1)
+    rr = release_labels(y[:1000], support, EPSILON, "poisson", mechanism="rr_on_bins")
+    unbiased = release_labels(y[1000:], support, EPSILON, "poisson", mechanism="unbiased")
+    with features_server_thread(settings) as base:
+        c = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=120)
+        pin_sender(c, sender)
+        mine = c.get("/v1/identity").json()["tenant_id"]
+        messages = [
+            replace(release(part, mechanism=r.published()), bins=r.bin_indices, recipient_tenant=mine)
+            for part, r in ((ids[:1000], rr), (ids[1000:], unbiased))
+        ]
+        for message in messages:
+            deliver(c, message, sender)
+        put_table(c, "synthetic", features(ids, x)).raise_for_status()
+        first, second = (m.release_id for m in messages)
+        before = c.get("/v1/models").json()["items"]
+        for one, other in ((first, second), (second, first)):
+            body = {
+                "release_id": one,
+                "feature_table": "synthetic",
+                "also_release_ids": [other],
+                "debias": "none",
+            }
+            r = c.post("/v1/models", json=body)
+            assert (r.status_code, r.json().get("type")) == (422, "invalid-debias"), r.text
+            assert "negative" in r.json()["detail"]
+        assert c.get("/v1/models").json()["items"] == before
+        alone = c.post("/v1/models", json={"release_id": second, "feature_table": "synthetic"})
+        assert alone.status_code == 202, alone.text

@@ -74,3 +74,12 @@ def test_the_spread_is_at_least_what_the_predictions_leave_unexplained_of_the_pr
     with_gaps = np.append(predicted, [np.nan] * 50)
     assert spread(low, SUPPORT, PRIOR, with_gaps) == pytest.approx(unexplained, rel=1e-12)
     assert spread(low, SUPPORT, PRIOR, np.array([0.0, 100.0] * 50)) == pytest.approx(5.0, rel=1e-12)
+
+
+def test_a_release_that_states_no_estimate_of_its_labels_bounds_nothing() -> None:
+    """A feature-aware release whose every example had a group publishes the uniform prior (ε₁ = 0),
+    which no example used: it neither floors nor caps σ."""
+    low = job("squared", validation_loss_vs_binned_true_labels_unbiased=25.0, **{STANDARD_ERROR: 0.0})
+    assert spread(low, SUPPORT, None, np.linspace(20.0, 80.0, 1001)) == 5.0
+    wide = job("squared", validation_loss_vs_binned_true_labels_unbiased=5_000.0, **{STANDARD_ERROR: 0.0})
+    assert spread(wide, SUPPORT, None) == pytest.approx(math.sqrt(5_000.0), rel=1e-12)
