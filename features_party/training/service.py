@@ -60,12 +60,12 @@ def check_also(first: PublishedMechanism, others: list[PublishedMechanism], ids:
     support (their rows are then comparable; each keeps its own mechanism) — 422 otherwise."""
     if len(set(ids)) != len(ids):
         raise DomainError("invalid-request", "also_release_ids lists a release twice (or the first again)")
-    for m in (first, *others):
+    for release_id, m in zip(ids, (first, *others), strict=True):
         if m.kind not in ("rr_on_bins", "unbiased"):
             raise DomainError(
                 "unsupported-release",
-                "a model trains on several releases for regression only (RR-on-Bins or the unbiased "
-                "randomizer)",
+                f"release {release_id} is a classification release ({m.kind}): a model trains on several "
+                "releases for regression only (RR-on-Bins or the unbiased randomizer)",
             )
     for release_id, m in zip(ids[1:], others, strict=True):
         if m.loss != first.loss or tuple(m.support) != tuple(first.support):
