@@ -45,6 +45,22 @@ def priced(p: Parties, dataset_id: str, ids: list[str], max_groups: int = 16) ->
     return body
 
 
+def preview_on(p: Parties, dataset_id: str, ids: list[str], priors_id: str) -> dict[str, Any]:
+    """The free preview of a release of ``ids`` at ε = 1 on stored priors."""
+    r = p.labels.post(
+        f"/v1/datasets/{dataset_id}/releases:preview",
+        json={
+            "epsilon": 1.0,
+            "recipient": "publisher",
+            "example_ids": ids,
+            "prior": {"from": "features-party", "priors_id": priors_id},
+        },
+    )
+    assert r.status_code == 200, r.text
+    body: dict[str, Any] = r.json()
+    return body
+
+
 def release(p: Parties, dataset_id: str, key: str, **body: Any) -> httpx.Response:
     return p.labels.post(
         f"/v1/datasets/{dataset_id}/releases",
@@ -159,17 +175,7 @@ def test_the_preview_shows_what_the_priors_buy_and_charges_nothing(parties: Part
     ids = parties.ids[STAGE_2]
     priors = priced(parties, parties.dataset_id, ids)
     before = parties.labels.get("/v1/ledger").json()["items"]
-    r = parties.labels.post(
-        f"/v1/datasets/{parties.dataset_id}/releases:preview",
-        json={
-            "epsilon": 1.0,
-            "recipient": "publisher",
-            "example_ids": ids,
-            "prior": {"from": "features-party", "priors_id": priors["id"]},
-        },
-    )
-    assert r.status_code == 200, r.text
-    body = r.json()
+    body = preview_on(parties, parties.dataset_id, ids, priors["id"])
     assert body["groups"] == parties.labels.get(f"/v1/priors/{priors['id']}").json()["groups"]
     assert body["examples_with_group"] == len(ids)
     # the model's priors are informative about weeks worked: the grouped release loses less
@@ -307,16 +313,7 @@ def test_neighbouring_datasets_publish_the_same_groups_mechanisms_and_charges(pa
             for e in ledger_of(parties, rel["id"])
         ]
         header = header_of(parties, rel["id"])
-        preview = parties.labels.post(
-            f"/v1/datasets/{ds}/releases:preview",
-            json={
-                "epsilon": 1.0,
-                "recipient": "publisher",
-                "example_ids": ids,
-                "prior": {"from": "features-party", "priors_id": priors["id"]},
-            },
-        )
-        assert preview.status_code == 200, preview.text
+        preview = preview_on(parties, ds, ids, priors["id"])
         seen.append(
             {
                 "priors": (
@@ -333,7 +330,7 @@ def test_neighbouring_datasets_publish_the_same_groups_mechanisms_and_charges(pa
                 "release": {k: rel[k] for k in ("epsilon", "epsilon_prior", "examples", "loss", "mechanism")},
                 "header_groups": [g.SerializeToString(deterministic=True) for g in header.groups],
                 "bins": table.column("bin").to_pylist(),
-                "verdict": preview.json()["priors_verdict"],  # the loop's choice: no label read
+                "verdict": preview["priors_verdict"],  # the loop's choice: no label read
             }
         )
     first, second = seen
