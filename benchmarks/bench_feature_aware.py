@@ -34,10 +34,10 @@ import numpy as np
 import pyarrow as pa
 from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
 
-from benchmarks.bench_generalization import schema_of
+from benchmarks.bench_generalization import matrices, schema_of
 from benchmarks.common import write
 from features_party.pricing.prices import spread_of, two_point_scale
-from features_party.training.fit import STANDARD_ERROR, Encoder, fit, validation_mask
+from features_party.training.fit import STANDARD_ERROR, Encoder, fit
 from labeldp.mechanisms import (
     MAX_GROUPS,
     GroupedNoise,
@@ -233,11 +233,8 @@ def make_split(ds: LabelDataset) -> tuple[Split, float, float]:
     labels: its classifier's) error rate (%)."""
     features = ds.features
     schema = schema_of(features)
-    test = validation_mask(pa.array([f"row-{i}" for i in range(features.num_rows)]), 0.2)
+    X, _, test, encoder = matrices(ds)
     ids = pa.array([f"example-{i}" for i in range(features.num_rows)])  # the trainer splits on these
-    encoder = Encoder(list(schema), [c for c in schema if schema[c] == "categorical"])
-    encoder.fit(features.filter(pa.array(~test)))
-    X = encoder.transform(features)
     binary = ds.support.k == 2
     table_ = features.append_column("example_id", ids)
     split = Split(table_, schema, ds.labels, test, ds.support, X, encoder, binary)

@@ -16,6 +16,7 @@ fallback labels only). So a hostile or wrong prior can cost accuracy, never priv
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -230,11 +231,13 @@ def priors_verdict(
     objective: Objective | ObjectiveName | None = None,
     examples: int | None = None,
     without: Without | None = None,
+    mechanisms: Sequence[Mechanism | None] | None = None,
 ) -> PriorsVerdict:
     """The ``PriorsVerdict`` of releasing ``sizes[g]`` examples in each group ``g`` at ``epsilon``.
     ``objective``: the groups' (``release_grouped_labels``'s), over ``examples`` (the release's, by
     default the grouped ones); ``without``: what a release of the same request without priors would
-    use, by default the default kind and objective at the default split."""
+    use, by default the default kind and objective at the default split; ``mechanisms``: each group's,
+    where the caller optimized them already (as here: at ``objective``'s ε over ``examples``)."""
     eps = check_epsilon(epsilon)
     sup = as_support(support)
     loss_name = resolve_loss(loss).name
@@ -248,9 +251,10 @@ def priors_verdict(
     at = resolved.epsilon_for(eps, examples if examples is not None else n)
     effective = effective_examples(n, resolved.model_capacity)
     grouped = 0.0
-    for p, size in zip(priors, counts, strict=True):
+    for g, (p, size) in enumerate(zip(priors, counts, strict=True)):
         if size > 0:
-            mechanism = optimal_mechanism(sup, p, eps, loss_name, optimize_at=at)
+            given = None if mechanisms is None else mechanisms[g]
+            mechanism = optimal_mechanism(sup, p, eps, loss_name, optimize_at=at) if given is None else given
             grouped += size * model_error(mechanism.describe(prior=p, epsilon_prior=0.0), effective)
     pooled = counts @ priors / counts.sum()
     if without is None:

@@ -37,6 +37,7 @@ from labeldp.common.errors import DomainError
 from labeldp.common.instance import Instance
 from labeldp.common.pages import PageRequest
 from labeldp.mechanisms import (
+    Mechanism,
     PriorsVerdict,
     PublishedMechanism,
     mechanism_kind,
@@ -282,9 +283,11 @@ class ReleaseService:
         eps = plan.epsilon_randomize if plan.user is not None else plan.epsilon
         total, groups = 0.0, plan.groups.groups
         group_at = plan.objective.epsilon_for(eps, plan.objective_examples)
+        optimized: list[Mechanism | None] = [None] * plan.groups.count  # the verdict reuses them
         for g in np.unique(groups[groups >= 0]):
             counts = support.counts(labels[groups == g]).astype(np.float64)
             mechanism = optimal_mechanism(support, plan.groups.priors[g], eps, loss, optimize_at=group_at)
+            optimized[int(g)] = mechanism
             total += counts.sum() * mechanism.expected_loss(support.values, counts)
         exact = support.counts(labels).astype(np.float64)
         fallback = groups < 0
@@ -332,6 +335,7 @@ class ReleaseService:
                 objective=plan.objective,
                 examples=plan.objective_examples,
                 without=without,
+                mechanisms=optimized,
             )
         return Preview(
             plan.epsilon,

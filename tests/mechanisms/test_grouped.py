@@ -225,3 +225,21 @@ def test_a_verdict_refuses_sizes_that_do_not_fit_the_priors(
 
     with pytest.raises(ParameterError, match=match):
         priors_verdict(priors, sizes, integer_grid(0, 20), 1.0)
+
+
+def test_a_verdict_on_the_callers_own_group_mechanisms_is_the_verdict() -> None:
+    """The preview hands ``priors_verdict`` the group mechanisms it optimized for its expected loss:
+    the verdict must be the one it would compute itself (the same ε and objective)."""
+    from labeldp.mechanisms import Mechanism, optimal_mechanism, priors_verdict
+
+    support = integer_grid(0, 20)
+    sizes = np.array([9_000, 0, 6_000])
+    priors = np.array([norm_on(support.values, c, 2.0) for c in (4.0, 10.0, 15.0)])
+    at = model_objective_epsilon(2.0, 15_000)
+    given: list[Mechanism | None] = [
+        optimal_mechanism(support, p, 2.0, "squared", optimize_at=at) for p in priors
+    ]
+    given[1] = None  # an empty group: never optimized
+    assert priors_verdict(priors, sizes, support, 2.0, mechanisms=given) == priors_verdict(
+        priors, sizes, support, 2.0
+    )

@@ -385,12 +385,7 @@ class PriorsVerdictOut(BaseModel):
 
     @classmethod
     def of(cls, v: PriorsVerdict) -> PriorsVerdictOut:
-        return cls(
-            with_priors=v.with_priors,
-            without_priors=v.without_priors,
-            mechanism_without=v.mechanism_without,
-            pays=v.pays,
-        )
+        return cls.model_validate(v, from_attributes=True)
 
 
 class PreviewOut(BaseModel):
