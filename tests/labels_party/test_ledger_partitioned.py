@@ -4,7 +4,9 @@ it refuses or loses a race, and no interleaving with other charges or budget cha
 
 from __future__ import annotations
 
+import tempfile
 import threading
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -44,7 +46,9 @@ def stage(
     tmp_path: Path, example_ids: list[str], users: list[str] | None = None, rows: int = 700
 ) -> StagedKeys:
     """Write the examples as partitions of ``rows`` and sort their keys (step 1)."""
-    folder = tmp_path / f"stage-{len(list(tmp_path.iterdir()))}"
+    # a fresh folder each call (counting tmp_path's entries could repeat a name: SQLite's -wal and -shm
+    # files come and go beside the database)
+    folder = Path(tempfile.mkdtemp(prefix="stage-", dir=tmp_path))
     ek = np.array([example_keys([e])[0] for e in example_ids], dtype=np.int64)
     uk = user_keys(pa.array(users if users is not None else [None] * len(example_ids), pa.string()), ek)
     parts = []
@@ -258,6 +262,8 @@ def test_concurrent_charges_never_overspend(engine: Engine, tmp_path: Path) -> N
             outcome[i] = "charged"
         except BudgetExhaustedError:
             outcome[i] = "refused"
+        except Exception:  # anything else fails the test below, with its traceback
+            outcome[i] = traceback.format_exc()
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(12)]
     for th in threads:
@@ -265,7 +271,8 @@ def test_concurrent_charges_never_overspend(engine: Engine, tmp_path: Path) -> N
     for th in threads:
         th.join()
     charged = [i for i, o in outcome.items() if o == "charged"]
-    assert len(outcome) == 12 and len(charged) == 3
+    assert sorted(outcome) == list(range(12)) and set(outcome.values()) <= {"charged", "refused"}, outcome
+    assert len(charged) == 3, outcome
     expected: dict[int, int] = {}
     for i in charged:
         for k in example_keys(sets[i]):

@@ -39,6 +39,13 @@ def test_unbiased_targets_and_losses_have_the_right_expectation_exactly(m: int, 
         truth = loss(f[:, None], noise.bin_values[None, :])
         assert np.allclose(expected, truth)
     assert np.allclose(noise.affine_correct(T @ noise.bin_values), noise.bin_values)
+    # a model's prediction at the noisy extremes: the plain inverse leaves the bins' range (a negative
+    # price), the correction clips it to the nearest value E[Φ(y) | x] can take
+    lo, hi = noise.bin_values.min(), noise.bin_values.max()
+    assert (lo - noise.b * noise.bin_values.sum()) / noise.a < lo and (
+        hi - noise.b * noise.bin_values.sum()
+    ) / noise.a > hi
+    assert np.array_equal(noise.affine_correct(np.array([lo, hi])), [lo, hi])
 
 
 def test_affine_correction_recovers_the_conditional_mean_on_synthetic_data() -> None:

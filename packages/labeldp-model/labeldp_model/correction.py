@@ -51,12 +51,17 @@ class BinsCorrection:
             raise ValueError("the release carries no information about the labels (ε too small)")
 
     def affine_correct(self, predictions: npt.ArrayLike) -> Array:
-        """Map a model of ``E[ŷ | x]`` to an estimate of ``E[Φ(y) | x]``."""
+        """Map a model of ``E[ŷ | x]`` to an estimate of ``E[Φ(y) | x]``, clipped into the bins' values:
+        the inverse stretches by ``1/a``, so a prediction near the lowest value lands below it (a
+        negative price), while ``E[Φ(y) | x]``, a mean of bin values, lies between the lowest and the
+        highest — clipping only brings an estimate nearer it."""
         f = np.asarray(predictions, dtype=np.float64)
         if self.m == 1:
             return f
         self._check_invertible()
-        return (f - self.b * float(np.sum(self.bin_values))) / self.a
+        values = np.asarray(self.bin_values, dtype=np.float64)
+        corrected = (f - self.b * float(np.sum(values))) / self.a
+        return np.clip(corrected, float(values.min()), float(values.max()))
 
     def class_probabilities(self, noisy: npt.ArrayLike) -> Array:
         """``P(reported class j | x)`` from a model of ``P(output bin j | x)`` (rows), clipped at 0 and
