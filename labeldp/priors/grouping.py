@@ -65,9 +65,21 @@ def quantile_groups(score: npt.NDArray[np.float64], max_groups: int) -> npt.NDAr
     n = score.size
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    ranks = np.searchsorted(np.sort(score), score, side="left")  # equal scores: one (the least) rank
-    _, dense = np.unique(ranks * max_groups // n, return_inverse=True)
-    return dense.astype(np.int64)
+    # one sort: in score order, a score's rank is where its run of equal scores starts (ties share the
+    # least rank), its group rank·G // n renumbered densely, scattered back (a search of every score
+    # in the sorted ones and a second sort for the renumbering took 5 of 10M examples' 6 s)
+    order = np.argsort(score)
+    ordered = score[order]
+    starts = np.empty(n, dtype=bool)
+    starts[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=starts[1:])
+    ranks = np.maximum.accumulate(np.where(starts, np.arange(n), 0))
+    bucket = ranks * max_groups // n
+    dense = np.zeros(n, dtype=np.int64)
+    np.cumsum(bucket[1:] != bucket[:-1], out=dense[1:])
+    groups = np.empty(n, dtype=np.int64)
+    groups[order] = dense
+    return groups
 
 
 def _cell_matrix(values: npt.NDArray[np.float64], sigma: float) -> npt.NDArray[np.float64]:
@@ -115,8 +127,8 @@ def price_values(
     groups[priced] = mine
     count = int(mine.max()) + 1
     nearest = support.snap(np.clip(mu[priced], values[0], values[-1]))
-    histogram = np.zeros((count, values.size))
-    np.add.at(histogram, (mine, nearest), 1.0)
+    histogram = np.bincount(mine * values.size + nearest, minlength=count * values.size)
+    histogram = histogram.reshape(count, values.size).astype(np.float64)
     # σ below the grid step would put everything on one point: keep at least half a step of spread
     step = float(np.min(np.diff(values))) if values.size > 1 else 1.0
     cells = _cell_matrix(values, max(spread, step / 2))

@@ -17,6 +17,7 @@ from labeldp.priors import (
     price_classes,
     price_values,
 )
+from labeldp.priors.grouping import quantile_groups
 
 
 def direct_prior(mu: np.ndarray, sigma: float, values: np.ndarray) -> np.ndarray:
@@ -47,6 +48,21 @@ def test_value_groups_are_quantiles_and_priors_are_the_members_sum(n: int, group
         floor = expected.max() * 1e-12
         expected = np.maximum(expected, floor) / np.maximum(expected, floor).sum()
         assert np.allclose(priced.priors[j], expected, rtol=1e-9, atol=1e-15)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(-5, 5) | st.floats(-1e6, 1e6), min_size=1, max_size=300),
+    st.integers(1, MAX_GROUPS),
+)
+def test_quantile_groups_follow_their_definition(scores: list[float], groups: int) -> None:
+    """Against the definition by counting (ties likely): a score's rank is how many scores are smaller,
+    its group rank·G // n, the groups renumbered 0, 1, … in increasing score."""
+    score = np.asarray(scores, dtype=np.float64)
+    n = score.size
+    bucket = (score[None, :] < score[:, None]).sum(axis=1) * groups // n
+    expected = np.searchsorted(np.unique(bucket), bucket)
+    assert np.array_equal(quantile_groups(score, groups), expected)
 
 
 def test_unpriced_examples_get_no_group_and_equal_predictions_share_one() -> None:
