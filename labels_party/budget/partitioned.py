@@ -2,7 +2,7 @@
 one database commit decides.
 
 1. **Stage** (workers, per input partition, no lock): sort the partition's example keys and user keys
-   in shard order into ``.npy`` files and return where each of the 256 shards starts.
+   in shard order into raw files and return where each of the 256 shards starts.
 2. **Read** (here, no lock): the tenant's ``ledger_version`` *first*, then its budgets and the rows of
    the shards the release touches.
 3. **Merge and check** (workers, per touched shard): gather the shard's keys from every partition's
@@ -52,6 +52,7 @@ KEY_COLUMN = "key"
 USER_COLUMN = "user_key"
 MAX_ATTEMPTS = 5
 _EMPTY = np.zeros(0, dtype=np.int64)
+_RAW = np.dtype("<u8")  # the staged files: sorted keys as raw little-endian unsigned 64-bit integers
 
 
 @dataclass(frozen=True)
@@ -75,9 +76,9 @@ class StagedKeys:
 def sort_keys(part: str, column: str, out: str) -> SortedKeys:
     """Step 1 on a worker: one partition's keys of ``column``, sorted as unsigned (shard = top byte)."""
     keys = np.asarray(pq.read_table(part, columns=[column]).column(column).to_numpy(), dtype=np.int64)
-    ordered = np.sort(keys.view(np.uint64))
+    ordered = np.sort(keys.view(np.uint64)).astype(_RAW, copy=False)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    np.save(out, ordered)
+    ordered.tofile(out)
     shard = (ordered >> np.uint64(56)).astype(np.int64)
     return SortedKeys(out, np.searchsorted(shard, np.arange(SHARDS + 1)).tolist())
 
@@ -86,10 +87,10 @@ def stage_keys(engine: Engine, parts: Sequence[str], folder: Path) -> StagedKeys
     """Step 1 for every partition (Parquet files with ``key`` and ``user_key`` columns)."""
     n = len(parts)
     examples = engine.map(
-        sort_keys, list(parts), [KEY_COLUMN] * n, [str(folder / f"keys-{i:05d}.npy") for i in range(n)]
+        sort_keys, list(parts), [KEY_COLUMN] * n, [str(folder / f"keys-{i:05d}.u64") for i in range(n)]
     )
     users = engine.map(
-        sort_keys, list(parts), [USER_COLUMN] * n, [str(folder / f"users-{i:05d}.npy") for i in range(n)]
+        sort_keys, list(parts), [USER_COLUMN] * n, [str(folder / f"users-{i:05d}.u64") for i in range(n)]
     )
     return StagedKeys(examples, users)
 
@@ -109,9 +110,16 @@ def _shard_charge(
 ) -> tuple[Shard, Keys]:
     """A shard's state for the release's keys in it, and the amount each is charged: ``amount`` per
     distinct key (examples), or ``amount`` times its occurrences (users: ε per example of the user)."""
-    pieces = [np.load(p.path, mmap_mode="r")[p.bounds[shard] : p.bounds[shard + 1]] for p in parts]
+    # raw keys read by offset: no .npy header to parse (CPython before 3.11.8 can fail parsing one in a
+    # thread while a garbage-collector callback runs — gh-106905 — as charges on parallel threads did)
+    pieces = [
+        np.fromfile(
+            p.path, dtype=_RAW, offset=8 * p.bounds[shard], count=p.bounds[shard + 1] - p.bounds[shard]
+        )
+        for p in parts
+    ]
     # within one shard the top byte is fixed, so unsigned and signed order agree
-    query = np.sort(np.concatenate(pieces)).view(np.int64) if pieces else _EMPTY
+    query = np.sort(np.concatenate(pieces).astype(np.uint64)).view(np.int64) if pieces else _EMPTY
     if per_occurrence:
         query, counts = np.unique(query, return_counts=True)
         amounts = counts.astype(np.int64) * amount

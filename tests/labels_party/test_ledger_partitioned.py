@@ -4,8 +4,11 @@ it refuses or loses a race, and no interleaving with other charges or budget cha
 
 from __future__ import annotations
 
+import gc
+import sys
 import tempfile
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -46,8 +49,7 @@ def stage(
     tmp_path: Path, example_ids: list[str], users: list[str] | None = None, rows: int = 700
 ) -> StagedKeys:
     """Write the examples as partitions of ``rows`` and sort their keys (step 1)."""
-    # a fresh folder each call (counting tmp_path's entries could repeat a name: SQLite's -wal and -shm
-    # files come and go beside the database)
+    # a fresh folder each call, whatever else tmp_path holds (the database and its -wal and -shm files)
     folder = Path(tempfile.mkdtemp(prefix="stage-", dir=tmp_path))
     ek = np.array([example_keys([e])[0] for e in example_ids], dtype=np.int64)
     uk = user_keys(pa.array(users if users is not None else [None] * len(example_ids), pa.string()), ek)
@@ -232,10 +234,33 @@ def test_a_budget_lowered_in_between_is_respected(engine: Engine, tmp_path: Path
     assert spend(engine, t, store) == {}
 
 
-def test_concurrent_charges_never_overspend(engine: Engine, tmp_path: Path) -> None:
+@pytest.mark.parametrize("hostile_threads", [False, True], ids=["plain", "gc-callback"])
+def test_concurrent_charges_never_overspend(engine: Engine, tmp_path: Path, hostile_threads: bool) -> None:
     """Eight partitioned charges and four in-process ones race on overlapping examples whose budget
     takes three charges of 0.3: every example ends at exactly 0.3 × the committed charges covering it,
-    never above the budget, and every refusal left nothing behind."""
+    never above the budget, and every refusal left nothing behind. ``gc-callback``: with a Python
+    callback on every garbage collection (hypothesis installs one; Dask's workers too) and threads
+    switched every 10 µs — where parsing the staged keys' .npy headers failed on CPython 3.11.7
+    (gh-106905: "AST constructor recursion depth mismatch"), on CI once in a while, here every run."""
+    if hostile_threads:
+        interval = sys.getswitchinterval()
+        gc.callbacks.append(_gc_callback)
+        sys.setswitchinterval(1e-5)
+        try:
+            _concurrent_charges(engine, tmp_path)
+        finally:
+            sys.setswitchinterval(interval)
+            gc.callbacks.remove(_gc_callback)
+    else:
+        _concurrent_charges(engine, tmp_path)
+
+
+def _gc_callback(phase: str, info: dict[str, int]) -> None:
+    """Python code run inside a collection, as hypothesis's and Dask's callbacks are."""
+    time.perf_counter()
+
+
+def _concurrent_charges(engine: Engine, tmp_path: Path) -> None:
     store = SegmentStore(tmp_path / "ledger")
     t = new_tenant(engine, "1.0")
     sets = [ids("x", 400) + ids(f"own{i}", 50) for i in range(12)]
