@@ -11,6 +11,7 @@ never reads their files again.
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,6 +70,10 @@ def write_files(
     store_records(data_dir.priors_message(priors_id), frames[0], None, frames[1:])
 
 
+_NPY_V1 = b"\x93NUMPY\x01\x00"
+_MATRIX_HEADER = re.compile(rb"\{'descr': '<f8', 'fortran_order': False, 'shape': \((\d+), (\d+)\), \} *\n")
+
+
 def remove_files(data_dir: DataDir, priors_id: str) -> None:
     for path in data_dir.priors_files(priors_id):
         path.unlink(missing_ok=True)
@@ -81,7 +86,18 @@ def stored_header(data_dir: DataDir, priors_id: str) -> ppb.PriorsHeader:
 
 
 def read_matrix(data_dir: DataDir, priors_id: str) -> npt.NDArray[np.float64]:
-    return np.asarray(np.load(data_dir.priors_matrix(priors_id), allow_pickle=False), dtype=np.float64)
+    """The G × k matrix ``write_files`` saved. Its .npy header (format 1.0, as ``np.save`` writes a 2-D
+    ``<f8`` array) is matched here, not parsed by ``np.load``: numpy parses it with ``ast``, which
+    CPython before 3.11.8 can fail on a thread while a garbage-collector callback runs (gh-106905) —
+    and releases read priors on the server's threads."""
+    data = data_dir.priors_matrix(priors_id).read_bytes()
+    length = int.from_bytes(data[8:10], "little")
+    header = _MATRIX_HEADER.fullmatch(data[10 : 10 + length]) if data[:8] == _NPY_V1 else None
+    if header is None:
+        raise ValueError(f"priors {priors_id}: the stored matrix is not one this party wrote")
+    shape = (int(header[1]), int(header[2]))
+    matrix = np.frombuffer(data, dtype="<f8", count=shape[0] * shape[1], offset=10 + length)
+    return np.asarray(matrix.reshape(shape), dtype=np.float64)
 
 
 def group_sizes(data_dir: DataDir, priors_id: str, count: int) -> tuple[list[int], int]:

@@ -184,6 +184,9 @@ def test_an_unpinned_recipient_is_refused_before_it_is_dialled(parties: Parties)
 
 
 def test_grants_are_refused_for_models_that_cannot_price(parties: Parties) -> None:
+    """Refused grants leave the standing one as it was (granted here: a test may run alone, or on a
+    worker of its own)."""
+    assert parties.grant().status_code == 200
     sender = parties.labels_identity["party_id"]
     problem(
         parties.features.put(f"/v1/senders/{sender}/pricing", json={"model_id": "not-a-uuid"}),

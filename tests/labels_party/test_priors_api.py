@@ -5,18 +5,24 @@ here a verified answer is stored directly, the way the exchange stores one.)"""
 
 from __future__ import annotations
 
+import gc
+import sys
+import threading
 import time
 import uuid
+from pathlib import Path
 
 import httpx
 import numpy as np
 import pyarrow as pa
+import pytest
 from sqlalchemy import text
 
 from labeldp.common.identity import Identity
 from labeldp.common.wire.pricing import PriorsAnswer, answer_frames
 from labeldp.v1 import priors_pb2 as ppb
 from labels_party.priors import PriorsStore, load_priors
+from labels_party.priors.store import read_matrix
 from labels_party.storage.data_dir import DataDir
 from labels_party.storage.db import make_engine, session_factory
 from labels_party.storage.orm import Priors
@@ -117,3 +123,51 @@ def test_priors_are_listed_inspected_loaded_and_deleted_by_their_tenant(api: Api
     assert not any(p.exists() for p in DataDir(api.data_dir).priors_files(pid))
     problem(c.get(f"/v1/priors/{pid}"), 404, "not-found")
     assert c.get("/v1/priors").json()["items"] == []
+
+
+def test_the_stored_matrix_reads_back_exactly_on_racing_threads_under_a_gc_callback(tmp_path: Path) -> None:
+    """``read_matrix`` on eight threads switched every 10 µs with a Python callback on every garbage
+    collection (hypothesis installs one): each read gives back the very matrix ``np.save`` wrote (where
+    ``np.load``'s header parse could fail on CPython 3.11.7, gh-106905); a file this party did not write
+    (another dtype or layout) is refused."""
+    data = DataDir(tmp_path)
+    (tmp_path / "priors").mkdir()
+    rng = np.random.default_rng(5)
+    shapes = [(1, 2), (3, 53), (1024, 256), (0, 31)]
+    for i, shape in enumerate(shapes):
+        with data.priors_matrix(f"m{i}").open("wb") as fh:
+            np.save(fh, rng.dirichlet(np.ones(shape[1]), size=shape[0]), allow_pickle=False)
+    expected = [np.load(data.priors_matrix(f"m{i}")) for i in range(len(shapes))]
+    failures: list[str] = []
+
+    def read(t: int) -> None:
+        for r in range(60):
+            i = (t + r) % len(shapes)
+            try:
+                got = read_matrix(data, f"m{i}")
+                if got.dtype != np.float64 or not np.array_equal(got, expected[i]):
+                    failures.append(f"m{i} read back different")
+            except Exception as exc:  # any error fails the test below, named
+                failures.append(repr(exc))
+
+    def on_collect(phase: str, info: dict[str, int]) -> None:
+        time.perf_counter()
+
+    interval = sys.getswitchinterval()
+    gc.callbacks.append(on_collect)
+    sys.setswitchinterval(1e-5)
+    try:
+        threads = [threading.Thread(target=read, args=(t,)) for t in range(8)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    finally:
+        sys.setswitchinterval(interval)
+        gc.callbacks.remove(on_collect)
+    assert failures == []
+    for foreign in (np.zeros((2, 3), dtype="<f4"), np.asfortranarray(np.ones((2, 3))), np.ones(4)):
+        with data.priors_matrix("x").open("wb") as fh:
+            np.save(fh, foreign, allow_pickle=False)
+        with pytest.raises(ValueError, match="not one this party wrote"):
+            read_matrix(data, "x")
