@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow.parquet as pq
 from sqlalchemy import CursorResult, insert, select, update
 from sqlalchemy.orm import Session
@@ -105,6 +106,16 @@ class Merged:
     sha256: str | None
 
 
+def _staged(part: SortedKeys, shard: int) -> npt.NDArray[np.uint64]:
+    """One shard's keys of one staged partition, read by offset. A short file would charge fewer keys
+    than the release lists: refused."""
+    start, end = part.bounds[shard], part.bounds[shard + 1]
+    keys = np.fromfile(part.path, dtype=_RAW, offset=8 * start, count=end - start)
+    if keys.size != end - start:
+        raise RuntimeError(f"the staged keys {Path(part.path).name} end early: {keys.size} of {end - start}")
+    return keys
+
+
 def _shard_charge(
     shard: int, stored: StoredShard | None, parts: list[SortedKeys], amount: int, per_occurrence: bool
 ) -> tuple[Shard, Keys]:
@@ -112,14 +123,9 @@ def _shard_charge(
     distinct key (examples), or ``amount`` times its occurrences (users: ε per example of the user)."""
     # raw keys read by offset: no .npy header to parse (CPython before 3.11.8 can fail parsing one in a
     # thread while a garbage-collector callback runs — gh-106905 — as charges on parallel threads did)
-    pieces = [
-        np.fromfile(
-            p.path, dtype=_RAW, offset=8 * p.bounds[shard], count=p.bounds[shard + 1] - p.bounds[shard]
-        )
-        for p in parts
-    ]
+    pieces = [_staged(p, shard) for p in parts]
     # within one shard the top byte is fixed, so unsigned and signed order agree
-    query = np.sort(np.concatenate(pieces).astype(np.uint64)).view(np.int64) if pieces else _EMPTY
+    query = np.sort(np.concatenate(pieces).astype(np.uint64, copy=False)).view(np.int64) if pieces else _EMPTY
     if per_occurrence:
         query, counts = np.unique(query, return_counts=True)
         amounts = counts.astype(np.int64) * amount

@@ -97,7 +97,7 @@ def read_matrix(data_dir: DataDir, priors_id: str) -> npt.NDArray[np.float64]:
         raise ValueError(f"priors {priors_id}: the stored matrix is not one this party wrote")
     shape = (int(header[1]), int(header[2]))
     matrix = np.frombuffer(data, dtype="<f8", count=shape[0] * shape[1], offset=10 + length)
-    return np.asarray(matrix.reshape(shape), dtype=np.float64)
+    return np.array(matrix.reshape(shape), dtype=np.float64)  # a writable copy, as np.load gave
 
 
 def group_sizes(data_dir: DataDir, priors_id: str, count: int) -> tuple[list[int], int]:

@@ -327,6 +327,19 @@ def test_garbage_collection_keeps_what_rows_name(engine: Engine, tmp_path: Path)
     assert set(spend(engine, t, store).values()) == {1_000_000}
 
 
+def test_a_short_staged_file_charges_nothing(engine: Engine, tmp_path: Path) -> None:
+    """A staged keys file that ends early (a disk or a worker that failed mid-write) would charge fewer
+    examples than the release lists: the charge fails and the ledger is as it was."""
+    store = SegmentStore(tmp_path / "ledger")
+    t = new_tenant(engine, "2.0")
+    staged = stage(tmp_path, ids("x", 900))
+    victim = Path(staged.examples[-1].path)
+    victim.write_bytes(victim.read_bytes()[:-8])
+    with pytest.raises(RuntimeError, match="end early"):
+        partitioned(engine, store, t, staged, 0.5)
+    assert spend(engine, t, store) == {}
+
+
 def test_a_changed_segment_is_refused(engine: Engine, tmp_path: Path) -> None:
     store = SegmentStore(tmp_path / "ledger")
     t = new_tenant(engine, "2.0")
