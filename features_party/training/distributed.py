@@ -184,7 +184,7 @@ def fit_on_cluster(
     )
     local = estimator.to_local()
     # a grouped release's targets are corrected already, row by row
-    final = final_step(local, noise, "none" if groups is not None else debias)
+    final = final_step(local, noise, debias, groups)
     pipeline = Pipeline([("encode", encoder.transformer), ("model", final)])
     losses_meta = pd.DataFrame(
         {name: pd.Series(dtype=float) for name in ("noisy", "unbiased", "unbiased_sq")}

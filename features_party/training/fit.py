@@ -322,7 +322,7 @@ def fit(
     estimator = regressor(model, "squared" if of_unbiased else loss, encoder, early_stopping=stop_early)
     fit_in_steps(estimator, X[~valid], target[~valid], progress, weight)
     # a grouped release's targets are corrected already, row by row
-    final = final_step(estimator, noise, "none" if groups is not None else debias)
+    final = final_step(estimator, noise, debias, groups)
     pipeline = Pipeline([("encode", encoder.transformer), ("model", final)])
     # an unbiased release alone has nothing to undo; with others, every row was debiased by its own
     used: Debias = "none" if of_unbiased and groups is None else debias
@@ -350,11 +350,18 @@ def fit(
     return trained
 
 
-def final_step(estimator: Any, noise: ReleaseNoise, debias: Debias) -> Any:
-    """The pipeline's last step: an unbiased release's estimator clipped into the labels' range, an
-    RR release's with the affine correction (``debias="affine"``) or as it is."""
-    if isinstance(noise, UnbiasedNoise):
-        return UnbiasedRegressor(estimator, noise.lower, noise.upper)
+def final_step(
+    estimator: Any, noise: ReleaseNoise, debias: Debias, groups: GroupedNoise | None = None
+) -> Any:
+    """The pipeline's last step. A model of the labels' mean is clipped into where that mean must lie
+    (``span``): an unbiased release's, a model of several releases or of a feature-aware one (its rows
+    debiased one by one), an RR release's trained on unbiased targets (``debias="unbiased"``); an RR
+    release's with the affine correction (``debias="affine"``, clipped by the correction itself); a
+    model of the noisy values themselves (``debias="none"``) as it is."""
+    if groups is not None:
+        return UnbiasedRegressor(estimator, *groups.span)
+    if isinstance(noise, UnbiasedNoise) or debias == "unbiased":
+        return UnbiasedRegressor(estimator, *noise.span)
     return AffineDebiasedRegressor(estimator, noise.correction) if debias == "affine" else estimator
 
 

@@ -88,6 +88,13 @@ class BinsNoise:
         return int(self.bin_values.size)
 
     @property
+    def span(self) -> tuple[float, float]:
+        """Where a model's estimate of the binned label's mean must lie: between the lowest and the
+        highest bin value (what a corrected prediction is clipped into)."""
+        values = np.asarray(self.bin_values, dtype=np.float64)
+        return (float(values.min()), float(values.max())) if values.size else (0.0, 0.0)
+
+    @property
     def a(self) -> float:
         return self.keep - self.move
 
@@ -189,6 +196,11 @@ class UnbiasedNoise:
     def m(self) -> int:
         return int(self.bin_values.size)
 
+    @property
+    def span(self) -> tuple[float, float]:
+        """Where a model's estimate of the label's mean must lie: the labels' public range."""
+        return self.lower, self.upper
+
     def affine_correct(self, predictions: Array) -> Array:
         """Nothing to undo: the predictions, clipped into the labels' range."""
         return np.clip(np.asarray(predictions, dtype=np.float64), self.lower, self.upper)
@@ -271,6 +283,12 @@ class GroupedNoise:
     def count(self) -> int:
         """The number of groups."""
         return len(self.noises) - 1
+
+    @property
+    def span(self) -> tuple[float, float]:
+        """Where a row's estimate can lie, whichever mechanism it had: the widest of theirs."""
+        spans = [n.span for n in self.noises]
+        return min(lo for lo, _ in spans), max(hi for _, hi in spans)
 
     def _index(self, groups: npt.NDArray[np.integer]) -> npt.NDArray[np.int64]:
         g = np.asarray(groups, dtype=np.int64)

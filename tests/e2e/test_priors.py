@@ -47,14 +47,18 @@ def stored(p: Parties) -> list[dict[str, object]]:
 
 
 def test_without_a_grant_the_publisher_refuses_and_nothing_is_stored(parties: Parties) -> None:
+    """(Counted from where the module's other tests left things: they may run before it, on its
+    worker, in any order.)"""
     parties.features.delete(f"/v1/senders/{parties.labels_identity['party_id']}/pricing")
     before = stored(parties)
+    pricings = parties.features.get("/v1/pricings").json()["items"]
+    refused = value(scrape(parties.labels_base), "labeldp_priors_total", outcome="refused")
     r = parties.labels.post(f"/v1/datasets/{parties.dataset_id}/priors", json={"recipient": "publisher"})
     body = problem(r, 502, "priors-refused")
     assert body["grpc_status"] == "PERMISSION_DENIED" and "granted" in body["detail"]
     assert stored(parties) == before
-    assert parties.features.get("/v1/pricings").json()["items"] == []
-    assert value(scrape(parties.labels_base), "labeldp_priors_total", outcome="refused") == 1
+    assert parties.features.get("/v1/pricings").json()["items"] == pricings
+    assert value(scrape(parties.labels_base), "labeldp_priors_total", outcome="refused") == refused + 1
     features = scrape(str(parties.features.base_url).rstrip("/"))
     assert value(features, "labeldp_pricings_total", outcome="permission_denied") >= 1
 
@@ -63,6 +67,7 @@ def test_another_tenants_grant_prices_nothing_for_this_one(parties: Parties) -> 
     """Tenant pub-b grants a model of its own… it has none: pub-a's model is 404 to it; and a grant pub-b
     could make covers only requests that name pub-b."""
     sender = parties.labels_identity["party_id"]
+    parties.features.delete(f"/v1/senders/{sender}/pricing")  # pub-a grants nothing (whatever ran before)
     foreign = parties.features_b.put(f"/v1/senders/{sender}/pricing", json={"model_id": parties.model_id})
     problem(foreign, 404, "not-found")
     unknown_sender = parties.features.put("/v1/senders/nobody/pricing", json={"model_id": parties.model_id})

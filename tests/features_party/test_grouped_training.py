@@ -113,8 +113,22 @@ def test_fit_debiases_each_row_by_its_own_mechanism() -> None:
         # the per-row estimator is unbiased; its noise over 4,000 examples is well under a third
         # (a false alarm about once in 10,000 runs)
         assert abs(estimate - actual) < 0.35 * actual + 0.2, (debias, estimate, actual)
-    # 'affine' cannot correct a model of a mixture after the fact: it trains on the same targets
-    assert trained.model[-1].__class__.__name__ == "Ridge"
+    # 'affine' cannot correct a model of a mixture after the fact: it trains on the same targets, and
+    # its predictions are clipped into where a row's binned label can lie, whichever mechanism it had
+    final = trained.model[-1]
+    assert type(final).__name__ == "UnbiasedRegressor" and type(final.estimator).__name__ == "Ridge"
+    lo, hi = noise.span
+    assert (
+        (final.lower, final.upper)
+        == (lo, hi)
+        == (
+            min(min(m.bin_values) for m in mechanisms),
+            max(max(m.bin_values) for m in mechanisms),
+        )
+    )
+    assert np.all((lo <= predictions) & (predictions <= hi))
+    far = features(["far-0", "far-1"], np.array([-1e3, 1e3]))  # a linear model's predictions run off
+    assert np.array_equal(np.sort(trained.predict(far)), [lo, hi])
     with pytest.raises(TrainingError, match="Poisson"):
         fit(table, feats, schema, own, "poisson", debias="affine", groups=noise)
     none = fit(table, feats, schema, own, "poisson", model="linear", debias="none", groups=noise)

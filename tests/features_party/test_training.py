@@ -63,6 +63,10 @@ def test_affine_debiasing_beats_none_against_the_true_binned_labels() -> None:
         errors[debias] = float(
             np.mean((trained.predict(features.filter(pa.array(valid))) - binned_true[valid]) ** 2)
         )
+        if debias == "unbiased":  # a model of the binned label's mean, clipped into the bins' values
+            assert type(trained.model[-1]).__name__ == "UnbiasedRegressor"
+            assert (trained.model[-1].lower, trained.model[-1].upper) == noise.span
+            assert noise.span == (min(noise.bin_values), max(noise.bin_values))
     assert errors["affine"] < errors["none"] and errors["unbiased"] < errors["none"], errors
     assert math.isfinite(errors["affine"])
 

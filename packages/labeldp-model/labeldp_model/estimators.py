@@ -4,9 +4,10 @@ A model trained on noisy labels learns the noisy conditional mean (or the noisy 
 the release's correction (``BinsCorrection``) maps that back to an estimate for the true labels.
 Keeping the correction in a wrapper around the fitted estimator, inside the ``Pipeline`` that also
 encodes the raw feature columns, means ``pipeline.predict(rows)`` in a notebook gives what the service
-gives. An unbiased release (kind ``unbiased``) needs no correction, only its predictions clipped into
-the labels' range (``UnbiasedRegressor``). The wrappers take an already fitted estimator (the service
-grows it in steps to report progress); ``fit`` is there for scikit-learn's API and refits a clone.
+gives. A model fit to unbiased targets (an unbiased release's, or debiased row by row) needs no
+correction, only its predictions clipped into where the mean lies (``UnbiasedRegressor``). The
+wrappers take an already fitted estimator (the service grows it in steps to report progress); ``fit``
+is there for scikit-learn's API and refits a clone.
 """
 
 from __future__ import annotations
@@ -42,10 +43,12 @@ class AffineDebiasedRegressor(RegressorMixin, BaseEstimator):  # type: ignore[mi
 
 
 class UnbiasedRegressor(RegressorMixin, BaseEstimator):  # type: ignore[misc]
-    """``predict(X)``: the estimator's prediction clipped into the labels' public range
-    ``[lower, upper]``. Fit by least squares to an unbiased release's outputs — which have the label as
-    their mean but reach beyond the range — the estimator already estimates ``E[y | x]``, so nothing
-    is undone; clipping only brings an estimate nearer the truth, which lies in the range."""
+    """``predict(X)``: the estimator's prediction clipped into ``[lower, upper]``, where the mean it
+    estimates must lie. Fit by least squares to unbiased targets — an unbiased release's outputs, an
+    RR release's ``debias="unbiased"`` targets, the row-by-row targets of a model of several releases
+    or of a feature-aware one — which have the (binned) label as their mean but reach beyond its range,
+    the estimator already estimates that mean, so nothing is undone; clipping only brings an estimate
+    nearer the truth, which lies in the range (the labels' public range, or the bins' values)."""
 
     def __init__(self, estimator: Any, lower: float, upper: float) -> None:
         self.estimator = estimator
