@@ -4,11 +4,9 @@ it refuses or loses a race, and no interleaving with other charges or budget cha
 
 from __future__ import annotations
 
-import gc
-import sys
+import contextlib
 import tempfile
 import threading
-import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -39,6 +37,7 @@ from labels_party.budget.summaries import spend_of_tenant, spend_summary
 from labels_party.storage.db import session_factory
 from labels_party.storage.orm import ExampleSpendShard, LedgerEntry, Tenant, UserSpendShard
 from tests.support.ledger import new_tenant
+from tests.support.threads import under_gc_callback
 
 
 def ids(prefix: str, n: int) -> list[str]:
@@ -242,22 +241,8 @@ def test_concurrent_charges_never_overspend(engine: Engine, tmp_path: Path, host
     callback on every garbage collection (hypothesis installs one; Dask's workers too) and threads
     switched every 10 µs — where parsing the staged keys' .npy headers failed on CPython 3.11.7
     (gh-106905: "AST constructor recursion depth mismatch"), on CI once in a while, here every run."""
-    if hostile_threads:
-        interval = sys.getswitchinterval()
-        gc.callbacks.append(_gc_callback)
-        sys.setswitchinterval(1e-5)
-        try:
-            _concurrent_charges(engine, tmp_path)
-        finally:
-            sys.setswitchinterval(interval)
-            gc.callbacks.remove(_gc_callback)
-    else:
+    with under_gc_callback() if hostile_threads else contextlib.nullcontext():
         _concurrent_charges(engine, tmp_path)
-
-
-def _gc_callback(phase: str, info: dict[str, int]) -> None:
-    """Python code run inside a collection, as hypothesis's and Dask's callbacks are."""
-    time.perf_counter()
 
 
 def _concurrent_charges(engine: Engine, tmp_path: Path) -> None:

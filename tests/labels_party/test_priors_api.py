@@ -5,8 +5,6 @@ here a verified answer is stored directly, the way the exchange stores one.)"""
 
 from __future__ import annotations
 
-import gc
-import sys
 import threading
 import time
 import uuid
@@ -28,6 +26,7 @@ from labels_party.storage.db import make_engine, session_factory
 from labels_party.storage.orm import Priors
 from tests.support.labels_api import Api, dataset, problem, release, upload, with_recipient
 from tests.support.servers import tenant_key
+from tests.support.threads import under_gc_callback
 
 SUPPORT = [float(v) for v in range(53)]
 
@@ -150,21 +149,12 @@ def test_the_stored_matrix_reads_back_exactly_on_racing_threads_under_a_gc_callb
             except Exception as exc:  # any error fails the test below, named
                 failures.append(repr(exc))
 
-    def on_collect(phase: str, info: dict[str, int]) -> None:
-        time.perf_counter()
-
-    interval = sys.getswitchinterval()
-    gc.callbacks.append(on_collect)
-    sys.setswitchinterval(1e-5)
-    try:
+    with under_gc_callback():
         threads = [threading.Thread(target=read, args=(t,)) for t in range(8)]
         for th in threads:
             th.start()
         for th in threads:
             th.join()
-    finally:
-        sys.setswitchinterval(interval)
-        gc.callbacks.remove(on_collect)
     assert failures == []
     for foreign in (np.zeros((2, 3), dtype="<f4"), np.asfortranarray(np.ones((2, 3))), np.ones(4)):
         with data.priors_matrix("x").open("wb") as fh:
