@@ -354,10 +354,11 @@ def final_step(
     estimator: Any, noise: ReleaseNoise, debias: Debias, groups: GroupedNoise | None = None
 ) -> Any:
     """The pipeline's last step. A model of the labels' mean is clipped into where that mean must lie
-    (``span``): an unbiased release's, a model of several releases or of a feature-aware one (its rows
-    debiased one by one), an RR release's trained on unbiased targets (``debias="unbiased"``); an RR
-    release's with the affine correction (``debias="affine"``, clipped by the correction itself); a
-    model of the noisy values themselves (``debias="none"``) as it is."""
+    (``span``): an unbiased release's, an RR release's trained on unbiased targets
+    (``debias="unbiased"``), a model of several releases or of a feature-aware one (its rows debiased
+    one by one; with ``debias="none"`` its targets are the rows' noisy values, which lie there too);
+    an RR release's with the affine correction (``debias="affine"``, clipped by the correction
+    itself); a model of one RR release's noisy values (``debias="none"``) as it is."""
     if groups is not None:
         return UnbiasedRegressor(estimator, *groups.span)
     if isinstance(noise, UnbiasedNoise) or debias == "unbiased":
