@@ -64,7 +64,12 @@ function signIn(app, reason) {
       signingIn = false;
     }
     input.value = "";
-    if (!window.location.hash) window.location.hash = app.home;
+    if (!window.location.hash) {
+      // The hashchange listener shows the home page: showing it here too would render it twice, and
+      // the second render's "Loading…" would take the focus off the first one's heading.
+      window.location.hash = app.home;
+      return;
+    }
     await show(app, true);
   });
   replace(
