@@ -86,3 +86,19 @@ def api(database_url: str, tmp_path: Path) -> Iterator[Api]:
     settings = LabelsSettings(data_dir=tmp_path / "data", database_url=database_url)
     with labels_server_thread(settings) as base:
         yield Api(base, database_url, settings.data_dir)
+
+
+SLOW_TESTS = Path(__file__).with_name("slow_tests.txt")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``slow`` the tests a measured run found slow (tests/slow_tests.txt), so that ``make
+    check`` stays the inner loop as the suite grows; ``make test`` runs them all the same."""
+    listed = {
+        line
+        for line in SLOW_TESTS.read_text(encoding="utf-8").splitlines()
+        if line and not line.startswith("#")
+    }
+    for item in items:
+        if item.nodeid in listed:
+            item.add_marker(pytest.mark.slow)
