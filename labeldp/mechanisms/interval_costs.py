@@ -18,7 +18,6 @@ import math
 from abc import ABC, abstractmethod
 
 import numpy as np
-from scipy.special import xlogy
 
 from labeldp.mechanisms._types import FloatArray, IntArray
 from labeldp.mechanisms.losses import Loss
@@ -82,6 +81,9 @@ class PoissonCosts(IntervalCosts):
 
     def __init__(self, y: FloatArray, p: FloatArray, epsilon: float) -> None:
         super().__init__(y, p, epsilon)
+        from scipy.special import xlogy  # here: at the top it slows every service start
+
+        self.xlogy = xlogy
         self.P, self.S = _prefix(p), _prefix(p * y)
         self.G = _prefix(p * (y - xlogy(y, y)))
 
@@ -90,7 +92,7 @@ class PoissonCosts(IntervalCosts):
         W = P[k] + g * (P[i] - P[r])
         S1 = S[k] + g * (S[i] - S[r])
         y_hat = S1 / W
-        cost = S1 - xlogy(S1, y_hat) - (G[k] + g * (G[i] - G[r]))
+        cost = S1 - self.xlogy(S1, y_hat) - (G[k] + g * (G[i] - G[r]))
         return np.maximum(cost, 0.0), y_hat
 
 

@@ -29,7 +29,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import linprog
 
 from labeldp.mechanisms._types import ArrayLike, FloatArray, IntArray
 from labeldp.mechanisms.losses import LossFn, resolve_loss
@@ -355,6 +354,8 @@ class _Columns:
 
 
 def _column_generation(columns: _Columns, zs: FloatArray) -> tuple[float, FloatArray, float, int]:
+    from scipy.optimize import linprog  # here: at the top it slows every service start
+
     k = columns.ys.size
     b = np.concatenate([np.ones(k), columns.ys])
     for rounds in range(1, _MAX_ROUNDS + 1):

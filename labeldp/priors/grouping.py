@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import ndtr
 
 from labeldp.mechanisms import MAX_GROUP_CELLS, MAX_GROUPS, NO_GROUP, ParameterError, Support
 
@@ -90,6 +89,8 @@ def _cell_matrix(values: npt.NDArray[np.float64], sigma: float) -> npt.NDArray[n
     lower = np.concatenate([[-np.inf], cuts])
     z_hi = (upper[None, :] - values[:, None]) / sigma
     z_lo = (lower[None, :] - values[:, None]) / sigma
+    from scipy.special import ndtr  # here: at the top it slows every service start
+
     return np.asarray(ndtr(z_hi) - ndtr(z_lo), dtype=np.float64)
 
 

@@ -140,3 +140,17 @@ def test_the_wheel_ships_every_console_file(tmp_path: Path) -> None:
     static = ROOT / "labeldp" / "console" / "static"
     files = {str(p.relative_to(ROOT)) for p in static.rglob("*") if p.is_file()}
     assert files and files <= shipped, sorted(files - shipped)
+
+
+def test_the_labels_party_starts_without_loading_scipy() -> None:
+    """scipy's optimize, special and linalg took about 0.6 s of each labels-party start (3.7 s, idle):
+    the service imports them where a release first needs them, not at start-up."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, labeldp.cli.main, labels_party.api.app; "
+        "print(sorted(m for m in sys.modules if m.startswith('scipy')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"
