@@ -91,8 +91,7 @@ class BinsNoise:
     def span(self) -> tuple[float, float]:
         """Where a model's estimate of the binned label's mean must lie: between the lowest and the
         highest bin value (what a corrected prediction is clipped into)."""
-        values = np.asarray(self.bin_values, dtype=np.float64)
-        return (float(values.min()), float(values.max())) if values.size else (0.0, 0.0)
+        return self.correction.span
 
     @property
     def a(self) -> float:

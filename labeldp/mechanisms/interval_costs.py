@@ -83,7 +83,6 @@ class PoissonCosts(IntervalCosts):
         super().__init__(y, p, epsilon)
         from scipy.special import xlogy  # here: at the top it slows every service start
 
-        self.xlogy = xlogy
         self.P, self.S = _prefix(p), _prefix(p * y)
         self.G = _prefix(p * (y - xlogy(y, y)))
 
@@ -92,7 +91,9 @@ class PoissonCosts(IntervalCosts):
         W = P[k] + g * (P[i] - P[r])
         S1 = S[k] + g * (S[i] - S[r])
         y_hat = S1 / W
-        cost = S1 - self.xlogy(S1, y_hat) - (G[k] + g * (G[i] - G[r]))
+        from scipy.special import xlogy  # as above
+
+        cost = S1 - xlogy(S1, y_hat) - (G[k] + g * (G[i] - G[r]))
         return np.maximum(cost, 0.0), y_hat
 
 

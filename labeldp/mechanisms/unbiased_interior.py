@@ -106,7 +106,6 @@ class _Newton:
         self.scale = 1.0 / np.sqrt(np.diag(normal))
         import scipy.linalg as sla  # here: at the top it slows every service start
 
-        self.cho_solve = sla.cho_solve
         self.factor = sla.cho_factor(normal * self.scale[:, None] * self.scale[None, :])
 
     def _h_inv(self, r_c: FloatArray, r_x: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -120,7 +119,9 @@ class _Newton:
         rho_c, rho_x = prog.g * v_upper.sum(axis=0) - self.rd_c, v_lower - v_upper - self.rd_x
         hc, hx = self._h_inv(rho_c, rho_x)
         rhs = self.rp - prog.apply(hc, hx)
-        dlam = self.scale * self.cho_solve(self.factor, self.scale * rhs)
+        import scipy.linalg as sla  # as above
+
+        dlam = self.scale * sla.cho_solve(self.factor, self.scale * rhs)
         t = prog.transpose(dlam)
         dc, dx = self._h_inv(t.sum(axis=0) + rho_c, t + rho_x)
         ds_upper = prog.g * dc[None, :] - dx

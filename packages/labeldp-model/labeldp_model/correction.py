@@ -42,6 +42,12 @@ class BinsCorrection:
         return self.move
 
     @property
+    def span(self) -> tuple[float, float]:
+        """The lowest and the highest bin value: where ``E[Φ(y) | x]``, a mean of bin values, lies."""
+        values = np.asarray(self.bin_values, dtype=np.float64)
+        return float(values.min()), float(values.max())
+
+    @property
     def invertible(self) -> bool:
         """Whether the outputs carry information about the labels (one bin needs none)."""
         return self.m == 1 or self.a > 0
@@ -59,9 +65,8 @@ class BinsCorrection:
         if self.m == 1:
             return f
         self._check_invertible()
-        values = np.asarray(self.bin_values, dtype=np.float64)
-        corrected = (f - self.b * float(np.sum(values))) / self.a
-        return np.clip(corrected, float(values.min()), float(values.max()))
+        corrected = (f - self.b * float(np.sum(self.bin_values))) / self.a
+        return np.clip(corrected, *self.span)
 
     def class_probabilities(self, noisy: npt.ArrayLike) -> Array:
         """``P(reported class j | x)`` from a model of ``P(output bin j | x)`` (rows), clipped at 0 and
