@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Annotated, cast
 
 from fastapi import Depends, Request
-from sqlalchemy.orm import Session, sessionmaker
 
 from features_party.config import FeaturesSettings
 from features_party.exports import Exports
@@ -20,6 +19,7 @@ from features_party.tables.service import FeatureTables
 from features_party.tenants import authenticate
 from features_party.training.service import TrainingService
 from labeldp.common.api_keys import Authenticated, Bearer, bearer_token, invalid_key
+from labeldp.common.db import Sessions
 from labeldp.common.identity import Identity
 from labeldp.common.instance import Instance
 
@@ -27,7 +27,7 @@ from labeldp.common.instance import Instance
 @dataclass
 class FeaturesServices:
     settings: FeaturesSettings
-    sessions: sessionmaker[Session]
+    sessions: Sessions
     instance: Instance
     identity: Identity
     senders: SenderRegistry
@@ -48,11 +48,15 @@ async def services(request: Request) -> FeaturesServices:
 Services = Annotated[FeaturesServices, Depends(services)]
 
 
-def caller(credentials: Bearer, svc: Services) -> Authenticated:
-    """The tenant of a valid bearer key (401 otherwise)."""
+async def caller(credentials: Bearer, svc: Services) -> Authenticated:
+    """The tenant of a valid bearer key (401 otherwise): a short read, asked by every request."""
     token = bearer_token(credentials)
-    with svc.sessions() as session:
-        key = authenticate(session, token)
+
+    def find() -> Authenticated | None:
+        with svc.sessions() as session:
+            return authenticate(session, token)
+
+    key = await svc.sessions.read(find)
     if key is None:
         raise invalid_key()
     return key

@@ -7,16 +7,24 @@ Readers must not wait for writers: a service's ``Sessions`` open reads (``sessio
 query-only SQLite engine whose deferred transactions read a WAL snapshot — never queued behind the
 writer's lock — and writes (``sessions.begin()``) on the writing engine. On PostgreSQL (MVCC) both are
 one engine.
+
+A request's short reads (its API key, a row, a page) run where they cost least: ``Sessions.read`` runs
+them on the event loop on SQLite — a snapshot of a local file, tens of microseconds, never waiting
+for a writer — and in the thread pool on PostgreSQL, where each is a network round trip the loop must
+not wait for. Under 16 connections a hop to the thread pool and back cost the server more CPU than the
+reads themselves (BENCHMARKS.md, "The data path against the machine").
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+import anyio.to_thread
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import DateTime, Dialect, Engine, TypeDecorator, create_engine, event
@@ -25,6 +33,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from labeldp.common.errors import not_found
 from labeldp.common.inputs import is_uuid
 
+R = TypeVar("R")
 SQLITE_BUSY_TIMEOUT_MS = 60_000
 SQLITE_POOL_SIZE = 40
 
@@ -86,6 +95,14 @@ class Sessions(sessionmaker[Session]):
         super().__init__(reader, expire_on_commit=False)
         self.writer, self.reader = writer, reader
         self._writes = sessionmaker(writer, expire_on_commit=False)
+        self.local = writer.dialect.name == "sqlite"
+
+    async def read(self, work: Callable[[], R]) -> R:
+        """Run a request's short read: on the event loop on SQLite, in the thread pool otherwise. Only
+        for work bounded by a page or a row: anything that may take long goes to the thread pool."""
+        if self.local:
+            return work()
+        return await anyio.to_thread.run_sync(work)
 
     def begin(self) -> AbstractContextManager[Session]:
         return self._writes.begin()

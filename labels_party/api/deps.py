@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Annotated, cast
 
 from fastapi import Depends, Request
-from sqlalchemy.orm import Session, sessionmaker
 
 from labeldp.common.api_keys import Authenticated, Bearer, bearer_token, invalid_key
+from labeldp.common.db import Sessions
 from labeldp.common.instance import Instance
 from labels_party.config import LabelsSettings
 from labels_party.datasets.budget import BudgetService
@@ -30,7 +30,7 @@ from labels_party.tenants import authenticate
 @dataclass(frozen=True)
 class LabelsServices:
     settings: LabelsSettings
-    sessions: sessionmaker[Session]
+    sessions: Sessions
     signer: Signer
     instance: Instance
     datasets: DatasetService
@@ -49,10 +49,15 @@ async def services(request: Request) -> LabelsServices:
 Services = Annotated[LabelsServices, Depends(services)]
 
 
-def caller(credentials: Bearer, svc: Services) -> Authenticated:
+async def caller(credentials: Bearer, svc: Services) -> Authenticated:
+    """The tenant of a valid bearer key (401 otherwise): a short read, asked by every request."""
     token = bearer_token(credentials)
-    with svc.sessions() as session:
-        key = authenticate(session, token)
+
+    def find() -> Authenticated | None:
+        with svc.sessions() as session:
+            return authenticate(session, token)
+
+    key = await svc.sessions.read(find)
     if key is None:
         raise invalid_key()
     return key

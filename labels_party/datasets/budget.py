@@ -68,11 +68,27 @@ class BudgetService:
     ) -> DatasetBudget:
         """Spend over the examples (and users) a release of the dataset would cover, and how many of
         them could still take ``epsilon`` (``epsilon_user``)."""
+        answer = self._answer(tenant_id, dataset_id, epsilon, epsilon_user, compute=True)
+        assert answer is not None
+        return answer
+
+    def kept_for_dataset(
+        self, tenant_id: str, dataset_id: str, epsilon: float, epsilon_user: float
+    ) -> DatasetBudget | None:
+        """``for_dataset`` when the histograms are kept (two short reads), else None: the answer
+        must then be computed, which takes long enough to belong in the thread pool."""
+        return self._answer(tenant_id, dataset_id, epsilon, epsilon_user, compute=False)
+
+    def _answer(
+        self, tenant_id: str, dataset_id: str, epsilon: float, epsilon_user: float, *, compute: bool
+    ) -> DatasetBudget | None:
         with self.sessions() as session:
             ds = get_dataset(session, tenant_id, dataset_id)
             tenant = session.get(Tenant, tenant_id)
             assert tenant is not None  # the caller's key resolved to it
-        spend = self._spend(tenant, ds)
+        spend = self._spend(tenant, ds) if compute else self._kept_spend(tenant, ds)
+        if spend is None:
+            return None
         return DatasetBudget(
             tenant.budget_micro,
             spend.examples.examples(tenant.budget_micro, to_micro(epsilon)),
@@ -84,12 +100,24 @@ class BudgetService:
             spend.users.buckets(),
         )
 
-    def _spend(self, tenant: Tenant, ds: Dataset) -> Spend:
-        key: Version = (tenant.id, ds.id, tenant.ledger_version, ds.labels_version, ds.universe_version)
+    @staticmethod
+    def _version(tenant: Tenant, ds: Dataset) -> Version:
+        return (tenant.id, ds.id, tenant.ledger_version, ds.labels_version, ds.universe_version)
+
+    def _kept_spend(self, tenant: Tenant, ds: Dataset) -> Spend | None:
+        key = self._version(tenant, ds)
         with self._lock:
             if key in self._kept:
                 self._kept.move_to_end(key)
                 return self._kept[key]
+        return None
+
+    def _spend(self, tenant: Tenant, ds: Dataset) -> Spend:
+        kept = self._kept_spend(tenant, ds)
+        if kept is not None:
+            return kept
+        key = self._version(tenant, ds)
+        with self._lock:
             computing = self._computing.setdefault(key, threading.Lock())
         with computing:  # one reader computes; the others wait for it and read the result
             with self._lock:

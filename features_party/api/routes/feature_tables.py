@@ -87,19 +87,20 @@ async def put_feature_table(
 
 
 @router.get("/feature-tables", response_model=Page[FeatureTableOut])
-def list_feature_tables(
-    caller: Caller, tables: Tables, paging: Paging, request: Request
+async def list_feature_tables(
+    caller: Caller, tables: Tables, paging: Paging, request: Request, svc: Services
 ) -> Page[FeatureTableOut]:
     """This tenant's feature tables (a page): rows, columns, version."""
-    return Page[FeatureTableOut].of(
-        tables.list(caller.tenant_id, paging), paging, request, FeatureTableOut.of
-    )
+    rows = await svc.sessions.read(lambda: tables.list(caller.tenant_id, paging))
+    return Page[FeatureTableOut].of(rows, paging, request, FeatureTableOut.of)
 
 
 @router.get("/feature-tables/{name}", response_model=FeatureTableOut)
-def get_feature_table(name: TableName, caller: Caller, tables: Tables) -> FeatureTableOut:
+async def get_feature_table(
+    name: TableName, caller: Caller, tables: Tables, svc: Services
+) -> FeatureTableOut:
     """One feature table: rows, columns and their kinds, version."""
-    return FeatureTableOut.of(tables.get(caller.tenant_id, name))
+    return FeatureTableOut.of(await svc.sessions.read(lambda: tables.get(caller.tenant_id, name)))
 
 
 @router.get(

@@ -3,7 +3,7 @@ feature-aware release, and what was priced."""
 
 from fastapi import APIRouter, Request, Response
 
-from features_party.api.deps import Caller, Grants, PricingLog
+from features_party.api.deps import Caller, Grants, PricingLog, Services
 from features_party.api.schemas import PricingGrantIn, PricingGrantOut, PricingOut
 from labeldp.common.openapi import errors
 from labeldp.common.pages import Page, Paging
@@ -29,9 +29,9 @@ def grant_pricing(sender_id: str, body: PricingGrantIn, caller: Caller, grants: 
 
 
 @router.get("/senders/{sender_id}/pricing", response_model=PricingGrantOut)
-def get_pricing(sender_id: str, caller: Caller, grants: Grants) -> PricingGrantOut:
+async def get_pricing(sender_id: str, caller: Caller, grants: Grants, svc: Services) -> PricingGrantOut:
     """The model that prices this sender's examples (404: none does)."""
-    return PricingGrantOut.of(grants.get(caller.tenant_id, sender_id))
+    return PricingGrantOut.of(await svc.sessions.read(lambda: grants.get(caller.tenant_id, sender_id)))
 
 
 @router.delete("/senders/{sender_id}/pricing", status_code=204)
@@ -42,7 +42,10 @@ def withdraw_pricing(sender_id: str, caller: Caller, grants: Grants) -> Response
 
 
 @router.get("/pricings", response_model=Page[PricingOut])
-def list_pricings(caller: Caller, pricings: PricingLog, paging: Paging, request: Request) -> Page[PricingOut]:
+async def list_pricings(
+    caller: Caller, pricings: PricingLog, paging: Paging, request: Request, svc: Services
+) -> Page[PricingOut]:
     """Every pricing request this tenant answered, oldest first (a page): who asked, which model priced how
     many examples into how many groups — what left this party."""
-    return Page[PricingOut].of(pricings.list(caller.tenant_id, paging), paging, request, PricingOut.of)
+    rows = await svc.sessions.read(lambda: pricings.list(caller.tenant_id, paging))
+    return Page[PricingOut].of(rows, paging, request, PricingOut.of)

@@ -3,7 +3,7 @@ verified like releases (docs/semi-sensitive.md)."""
 
 from fastapi import APIRouter, Request, Response
 
-from features_party.api.deps import Caller, ReceivedModelStore
+from features_party.api.deps import Caller, ReceivedModelStore, Services
 from features_party.api.schemas import ReceivedModelOut
 from labeldp.common.pages import Page, Paging
 
@@ -11,19 +11,20 @@ router = APIRouter(prefix="/v1", tags=["semi-sensitive models"])
 
 
 @router.get("/semi-sensitive-models", response_model=Page[ReceivedModelOut])
-def list_received_models(
-    caller: Caller, models: ReceivedModelStore, paging: Paging, request: Request
+async def list_received_models(
+    caller: Caller, models: ReceivedModelStore, paging: Paging, request: Request, svc: Services
 ) -> Page[ReceivedModelOut]:
     """Models received and verified from this tenant's pinned senders, with their signed guarantee."""
-    return Page[ReceivedModelOut].of(
-        models.list(caller.tenant_id, paging), paging, request, ReceivedModelOut.of
-    )
+    rows = await svc.sessions.read(lambda: models.list(caller.tenant_id, paging))
+    return Page[ReceivedModelOut].of(rows, paging, request, ReceivedModelOut.of)
 
 
 @router.get("/semi-sensitive-models/{model_id}", response_model=ReceivedModelOut)
-def get_received_model(model_id: str, caller: Caller, models: ReceivedModelStore) -> ReceivedModelOut:
+async def get_received_model(
+    model_id: str, caller: Caller, models: ReceivedModelStore, svc: Services
+) -> ReceivedModelOut:
     """One received semi-sensitive model: its sender, columns and signed guarantee."""
-    return ReceivedModelOut.of(models.get(caller.tenant_id, model_id))
+    return ReceivedModelOut.of(await svc.sessions.read(lambda: models.get(caller.tenant_id, model_id)))
 
 
 @router.get(

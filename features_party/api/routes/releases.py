@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import iterate_in_threadpool
 
-from features_party.api.deps import Caller, ExportService, Releases
+from features_party.api.deps import Caller, ExportService, Releases, Services
 from features_party.api.routes.feature_tables import TableName
 from features_party.api.schemas import ReceivedReleaseOut
 from features_party.exports import MEDIA_TYPES, Export
@@ -83,20 +83,21 @@ def _binary(description: str) -> dict[int | str, dict[str, object]]:
 
 
 @router.get("/releases", response_model=Page[ReceivedReleaseOut])
-def list_received_releases(
-    caller: Caller, releases: Releases, paging: Paging, request: Request
+async def list_received_releases(
+    caller: Caller, releases: Releases, paging: Paging, request: Request, svc: Services
 ) -> Page[ReceivedReleaseOut]:
     """Releases received and verified by the gRPC receiver from this tenant's pinned senders, with their
     signed metadata."""
-    return Page[ReceivedReleaseOut].of(
-        releases.list(caller.tenant_id, paging), paging, request, ReceivedReleaseOut.of
-    )
+    rows = await svc.sessions.read(lambda: releases.list(caller.tenant_id, paging))
+    return Page[ReceivedReleaseOut].of(rows, paging, request, ReceivedReleaseOut.of)
 
 
 @router.get("/releases/{release_id}", response_model=ReceivedReleaseOut)
-def get_received_release(release_id: str, caller: Caller, releases: Releases) -> ReceivedReleaseOut:
+async def get_received_release(
+    release_id: str, caller: Caller, releases: Releases, svc: Services
+) -> ReceivedReleaseOut:
     """One received release: its sender, size, mechanism and signed guarantee."""
-    return ReceivedReleaseOut.of(releases.get(caller.tenant_id, release_id))
+    return ReceivedReleaseOut.of(await svc.sessions.read(lambda: releases.get(caller.tenant_id, release_id)))
 
 
 @router.get(

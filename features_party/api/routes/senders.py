@@ -2,7 +2,7 @@
 
 from fastapi import APIRouter, Request
 
-from features_party.api.deps import Caller, Senders
+from features_party.api.deps import Caller, Senders, Services
 from features_party.api.schemas import SenderIn, SenderOut
 from labeldp.common.openapi import errors
 from labeldp.common.pages import Page, Paging
@@ -30,6 +30,9 @@ def pin_sender(body: SenderIn, caller: Caller, senders: Senders) -> SenderOut:
 
 
 @router.get("/senders", response_model=Page[SenderOut])
-def list_senders(caller: Caller, senders: Senders, paging: Paging, request: Request) -> Page[SenderOut]:
+async def list_senders(
+    caller: Caller, senders: Senders, paging: Paging, request: Request, svc: Services
+) -> Page[SenderOut]:
     """This tenant's pins (and any pin from before pins had owners)."""
-    return Page[SenderOut].of(senders.list(caller.tenant_id, paging), paging, request, SenderOut.of)
+    rows = await svc.sessions.read(lambda: senders.list(caller.tenant_id, paging))
+    return Page[SenderOut].of(rows, paging, request, SenderOut.of)

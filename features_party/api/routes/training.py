@@ -5,7 +5,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse
 
-from features_party.api.deps import Caller, Training
+from features_party.api.deps import Caller, Services, Training
 from features_party.api.schemas import JobOut, ModelOut, PredictIn, TrainingJobIn
 from labeldp.common.openapi import errors
 from labeldp.common.pages import Page, Paging
@@ -38,21 +38,24 @@ def start_training(body: TrainingJobIn, caller: Caller, training: Training) -> J
 
 
 @router.get("/jobs/{job_id}", response_model=JobOut)
-def get_job(job_id: str, caller: Caller, training: Training) -> JobOut:
+async def get_job(job_id: str, caller: Caller, training: Training, svc: Services) -> JobOut:
     """A training job: status, progress while it runs, metrics and error once done."""
-    return JobOut.of(training.job(caller.tenant_id, job_id))
+    return JobOut.of(await svc.sessions.read(lambda: training.job(caller.tenant_id, job_id)))
 
 
 @router.get("/models", response_model=Page[ModelOut])
-def list_models(caller: Caller, training: Training, paging: Paging, request: Request) -> Page[ModelOut]:
+async def list_models(
+    caller: Caller, training: Training, paging: Paging, request: Request, svc: Services
+) -> Page[ModelOut]:
     """This tenant's training jobs and their models, newest first (a page)."""
-    return Page[ModelOut].of(training.jobs(caller.tenant_id, paging), paging, request, ModelOut.of)
+    rows = await svc.sessions.read(lambda: training.jobs(caller.tenant_id, paging))
+    return Page[ModelOut].of(rows, paging, request, ModelOut.of)
 
 
 @router.get("/models/{model_id}", response_model=ModelOut)
-def get_model(model_id: str, caller: Caller, training: Training) -> ModelOut:
+async def get_model(model_id: str, caller: Caller, training: Training, svc: Services) -> ModelOut:
     """A trained model (the job that trained it): validation metrics, features, release, status."""
-    return ModelOut.of(training.job(caller.tenant_id, model_id))
+    return ModelOut.of(await svc.sessions.read(lambda: training.job(caller.tenant_id, model_id)))
 
 
 @router.get(

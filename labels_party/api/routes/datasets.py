@@ -44,15 +44,18 @@ def create_dataset(body: DatasetIn, caller: Caller, datasets: Datasets) -> Datas
 
 
 @router.get("/datasets", response_model=Page[DatasetOut])
-def list_datasets(caller: Caller, datasets: Datasets, paging: Paging, request: Request) -> Page[DatasetOut]:
+async def list_datasets(
+    caller: Caller, datasets: Datasets, paging: Paging, request: Request, svc: Services
+) -> Page[DatasetOut]:
     """This tenant's datasets with their public parameters and counts (a page)."""
-    return Page[DatasetOut].of(datasets.list(caller.tenant_id, paging), paging, request, DatasetOut.of)
+    rows = await svc.sessions.read(lambda: datasets.list(caller.tenant_id, paging))
+    return Page[DatasetOut].of(rows, paging, request, DatasetOut.of)
 
 
 @router.get("/datasets/{dataset_id}", response_model=DatasetOut)
-def get_dataset(dataset_id: str, caller: Caller, datasets: Datasets) -> DatasetOut:
+async def get_dataset(dataset_id: str, caller: Caller, datasets: Datasets, svc: Services) -> DatasetOut:
     """A dataset's public parameters and counts."""
-    return DatasetOut.of(datasets.get(caller.tenant_id, dataset_id))
+    return DatasetOut.of(await svc.sessions.read(lambda: datasets.get(caller.tenant_id, dataset_id)))
 
 
 @router.delete(

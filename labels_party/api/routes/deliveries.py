@@ -4,7 +4,7 @@ from fastapi import APIRouter, Request
 
 from labeldp.common.openapi import errors
 from labeldp.common.pages import Page, Paging
-from labels_party.api.deps import Caller, Deliveries
+from labels_party.api.deps import Caller, Deliveries, Services
 from labels_party.api.schemas.deliveries import DeliveryOut
 
 router = APIRouter(prefix="/v1", tags=["delivery"])
@@ -26,9 +26,9 @@ def deliver_release(release_id: str, caller: Caller, deliveries: Deliveries) -> 
 
 
 @router.get("/releases/{release_id}/deliveries", response_model=Page[DeliveryOut])
-def list_deliveries(
-    release_id: str, caller: Caller, deliveries: Deliveries, paging: Paging, request: Request
+async def list_deliveries(
+    release_id: str, caller: Caller, deliveries: Deliveries, paging: Paging, request: Request, svc: Services
 ) -> Page[DeliveryOut]:
     """Every attempt to deliver the release, oldest first (a page), with its outcome."""
-    rows = deliveries.of_release(caller.tenant_id, release_id, paging)
+    rows = await svc.sessions.read(lambda: deliveries.of_release(caller.tenant_id, release_id, paging))
     return Page[DeliveryOut].of(rows, paging, request, DeliveryOut.of)

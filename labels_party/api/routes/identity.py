@@ -10,7 +10,7 @@ router = APIRouter(prefix="/v1", tags=["identity"])
 
 
 @router.get("/identity", response_model=IdentityOut)
-def get_identity(_: Caller, svc: Services) -> IdentityOut:
+async def get_identity(_: Caller, svc: Services) -> IdentityOut:
     """This party's signing key: recipients pin it (``POST /v1/senders`` on the features party)."""
     return IdentityOut(
         party_id=svc.signer.party_id,

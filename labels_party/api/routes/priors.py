@@ -5,7 +5,7 @@ from fastapi import APIRouter, Request, Response
 
 from labeldp.common.openapi import errors
 from labeldp.common.pages import Page, Paging
-from labels_party.api.deps import Caller, PriorsApi
+from labels_party.api.deps import Caller, PriorsApi, Services
 from labels_party.api.schemas.priors import PriorsDetailOut, PriorsIn, PriorsOut
 
 router = APIRouter(prefix="/v1", tags=["priors"])
@@ -35,18 +35,21 @@ def fetch_priors(dataset_id: str, body: PriorsIn, caller: Caller, priors: Priors
 
 
 @router.get("/datasets/{dataset_id}/priors", response_model=Page[PriorsOut])
-def list_dataset_priors(
-    dataset_id: str, caller: Caller, priors: PriorsApi, paging: Paging, request: Request
+async def list_dataset_priors(
+    dataset_id: str, caller: Caller, priors: PriorsApi, paging: Paging, request: Request, svc: Services
 ) -> Page[PriorsOut]:
     """The dataset's stored priors, oldest first (a page)."""
-    rows = priors.list(caller.tenant_id, paging, dataset_id)
+    rows = await svc.sessions.read(lambda: priors.list(caller.tenant_id, paging, dataset_id))
     return Page[PriorsOut].of(rows, paging, request, PriorsOut.of)
 
 
 @router.get("/priors", response_model=Page[PriorsOut])
-def list_priors(caller: Caller, priors: PriorsApi, paging: Paging, request: Request) -> Page[PriorsOut]:
+async def list_priors(
+    caller: Caller, priors: PriorsApi, paging: Paging, request: Request, svc: Services
+) -> Page[PriorsOut]:
     """Every stored priors object of the tenant, oldest first (a page)."""
-    return Page[PriorsOut].of(priors.list(caller.tenant_id, paging), paging, request, PriorsOut.of)
+    rows = await svc.sessions.read(lambda: priors.list(caller.tenant_id, paging))
+    return Page[PriorsOut].of(rows, paging, request, PriorsOut.of)
 
 
 @router.get("/priors/{priors_id}", response_model=PriorsDetailOut)

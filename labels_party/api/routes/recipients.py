@@ -4,7 +4,7 @@ from fastapi import APIRouter, Request
 
 from labeldp.common.openapi import errors
 from labeldp.common.pages import Page, Paging
-from labels_party.api.deps import Caller, Recipients
+from labels_party.api.deps import Caller, Recipients, Services
 from labels_party.api.schemas.recipients import RecipientIn, RecipientOut
 
 router = APIRouter(prefix="/v1", tags=["recipients"])
@@ -36,8 +36,9 @@ def register_recipient(body: RecipientIn, caller: Caller, recipients: Recipients
 
 
 @router.get("/recipients", response_model=Page[RecipientOut])
-def list_recipients(
-    caller: Caller, recipients: Recipients, paging: Paging, request: Request
+async def list_recipients(
+    caller: Caller, recipients: Recipients, paging: Paging, request: Request, svc: Services
 ) -> Page[RecipientOut]:
     """The features parties this tenant registered, newest first (a page)."""
-    return Page[RecipientOut].of(recipients.list(caller.tenant_id, paging), paging, request, RecipientOut.of)
+    rows = await svc.sessions.read(lambda: recipients.list(caller.tenant_id, paging))
+    return Page[RecipientOut].of(rows, paging, request, RecipientOut.of)

@@ -8,7 +8,7 @@ from fastapi.responses import FileResponse
 from labeldp.common.errors import DomainError
 from labeldp.common.openapi import REPLAYED, errors
 from labeldp.common.pages import Page, Paging
-from labels_party.api.deps import Caller, Releases
+from labels_party.api.deps import Caller, Releases, Services
 from labels_party.api.schemas.budget import BudgetRefusal
 from labels_party.api.schemas.releases import (
     AuditOut,
@@ -127,27 +127,28 @@ def preview_release(dataset_id: str, body: PreviewIn, caller: Caller, releases: 
 
 
 @router.get("/datasets/{dataset_id}/releases", response_model=Page[ReleaseOut])
-def list_releases(
-    dataset_id: str, caller: Caller, releases: Releases, paging: Paging, request: Request
+async def list_releases(
+    dataset_id: str, caller: Caller, releases: Releases, paging: Paging, request: Request, svc: Services
 ) -> Page[ReleaseOut]:
     """The dataset's releases, newest first (a page): status, ε, examples, recipient."""
-    rows = releases.of_dataset(caller.tenant_id, dataset_id, paging)
+    rows = await svc.sessions.read(lambda: releases.of_dataset(caller.tenant_id, dataset_id, paging))
     return Page[ReleaseOut].of(rows, paging, request, ReleaseOut.of)
 
 
 @router.get("/releases", response_model=Page[ReleaseOut])
-def list_all_releases(
-    caller: Caller, releases: Releases, paging: Paging, request: Request
+async def list_all_releases(
+    caller: Caller, releases: Releases, paging: Paging, request: Request, svc: Services
 ) -> Page[ReleaseOut]:
     """Every release of the tenant, whatever its dataset, oldest first."""
-    return Page[ReleaseOut].of(releases.of_tenant(caller.tenant_id, paging), paging, request, ReleaseOut.of)
+    rows = await svc.sessions.read(lambda: releases.of_tenant(caller.tenant_id, paging))
+    return Page[ReleaseOut].of(rows, paging, request, ReleaseOut.of)
 
 
 @router.get("/releases/{release_id}", response_model=ReleaseOut)
-def get_release(release_id: str, caller: Caller, releases: Releases) -> ReleaseOut:
+async def get_release(release_id: str, caller: Caller, releases: Releases, svc: Services) -> ReleaseOut:
     """One release: its status, ε spent (per example and per user), its mechanism once complete, its
     error if it failed."""
-    return ReleaseOut.of(releases.get(caller.tenant_id, release_id))
+    return ReleaseOut.of(await svc.sessions.read(lambda: releases.get(caller.tenant_id, release_id)))
 
 
 @router.get(

@@ -8,7 +8,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from labeldp.common.errors import DomainError
 from labeldp.common.openapi import REPLAYED, errors
-from labels_party.api.deps import Caller, Deliveries, SemiSensitive
+from labels_party.api.deps import Caller, Deliveries, SemiSensitive, Services
 from labels_party.api.schemas.budget import BudgetRefusal
 from labels_party.api.schemas.deliveries import ModelDeliveryOut
 from labels_party.api.schemas.semi_sensitive_models import (
@@ -119,9 +119,11 @@ async def plan_semi_sensitive_model(
 
 
 @router.get("/semi-sensitive-models/{model_id}", response_model=SemiSensitiveModelOut)
-def get_semi_sensitive_model(model_id: str, caller: Caller, service: SemiSensitive) -> SemiSensitiveModelOut:
+async def get_semi_sensitive_model(
+    model_id: str, caller: Caller, service: SemiSensitive, svc: Services
+) -> SemiSensitiveModelOut:
     """A model's status, its DP-SGD parameters and the SHA-256 of its signed message."""
-    return SemiSensitiveModelOut.of(service.get(caller.tenant_id, model_id))
+    return SemiSensitiveModelOut.of(await svc.sessions.read(lambda: service.get(caller.tenant_id, model_id)))
 
 
 @router.get(
