@@ -37,24 +37,23 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from sklearn.compose import ColumnTransformer
-from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
-from sklearn.impute import SimpleImputer
-from sklearn.linear_model import LogisticRegression, PoissonRegressor, Ridge
-from sklearn.pipeline import Pipeline, make_pipeline
-from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder, StandardScaler
 
 from labeldp.common.errors import DomainError
 from labeldp.mechanisms import BinsNoise, GroupedNoise, resolve_loss
 from labeldp.mechanisms.debias import ReleaseNoise, UnbiasedNoise
-from labeldp_model import AffineDebiasedRegressor, ReleaseClassifier, UnbiasedRegressor
+
+if TYPE_CHECKING:
+    from sklearn.compose import ColumnTransformer
+    from sklearn.pipeline import Pipeline
+# scikit-learn (and labeldp_model's estimators, built on it) load where a model is fitted: they are
+# half of the features party's start-up (tests/project/test_packaging.py)
 
 ModelKind = Literal["hgb", "linear"]
 Progress = Callable[[dict[str, float]], None]
@@ -140,6 +139,11 @@ class Encoder:
         """Fit with each categorical column's value counts over the training split given (e.g. summed
         over a cluster's partitions); ``table`` is the training split, or for gradient boosting any
         sample of it (ordinal codes and passed-through numbers learn nothing else from it)."""
+        from sklearn.compose import ColumnTransformer
+        from sklearn.impute import SimpleImputer
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder, StandardScaler
+
         categories = [
             [v for v, _ in sorted(c.items(), key=lambda p: (-p[1], p[0]))[:MAX_CATEGORIES]] for c in counts
         ]
@@ -200,6 +204,8 @@ def fit_in_steps(
 ) -> None:
     """Fit, reporting iterations, elapsed time and an ETA: gradient boosting is grown ``HGB_STEP``
     iterations at a time with warm starts (same result as one fit); other models in one go."""
+    from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
+
     if not isinstance(estimator, HistGradientBoostingClassifier | HistGradientBoostingRegressor):
         estimator.fit(X, y, sample_weight=sample_weight)
         return
@@ -233,6 +239,9 @@ def regressor(model: ModelKind, loss: str, encoder: Encoder, *, early_stopping: 
     and stops when their loss has not improved for ``EARLY_STOPPING_ROUNDS`` iterations — for an
     unbiased release, whose targets' noise is zero-mean, the held-out squared loss against the noisy
     targets is the loss against the true labels plus a constant, so it stops where the true loss does."""
+    from sklearn.ensemble import HistGradientBoostingRegressor
+    from sklearn.linear_model import PoissonRegressor, Ridge
+
     if model == "hgb":
         stopping: dict[str, Any] = {"early_stopping": False}
         if early_stopping:
@@ -323,6 +332,8 @@ def fit(
     fit_in_steps(estimator, X[~valid], target[~valid], progress, weight)
     # a grouped release's targets are corrected already, row by row
     final = final_step(estimator, noise, debias, groups)
+    from sklearn.pipeline import Pipeline
+
     pipeline = Pipeline([("encode", encoder.transformer), ("model", final)])
     # an unbiased release alone has nothing to undo; with others, every row was debiased by its own
     used: Debias = "none" if of_unbiased and groups is None else debias
@@ -359,6 +370,8 @@ def final_step(
     one by one; with ``debias="none"`` its targets are the rows' noisy values, which lie there too);
     an RR release's with the affine correction (``debias="affine"``, clipped by the correction
     itself); a model of one RR release's noisy values (``debias="none"``) as it is."""
+    from labeldp_model import AffineDebiasedRegressor, UnbiasedRegressor
+
     if groups is not None:
         return UnbiasedRegressor(estimator, *groups.span)
     if isinstance(noise, UnbiasedNoise) or debias == "unbiased":
@@ -448,6 +461,11 @@ def fit_classifier(
     progress: Progress | None = None,
 ) -> TrainedClassifier:
     """Binary and categorical releases: learn P(reported class | x) on the noisy classes."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.linear_model import LogisticRegression
+
+    from labeldp_model import ReleaseClassifier
+
     if debias == "unbiased":
         raise TrainingError("classifiers support debias none or affine")
     joined, capped = join_informative(release, features, noise)
@@ -469,6 +487,8 @@ def fit_classifier(
         estimator = LogisticRegression(max_iter=1000)
     fit_in_steps(estimator, X[~valid], bins[~valid], progress)
     final = ReleaseClassifier(estimator, noise.correction, debias=debias == "affine")
+    from sklearn.pipeline import Pipeline
+
     pipeline = Pipeline([("encode", encoder.transformer), ("model", final)])
     trained = TrainedClassifier(pipeline, encoder.columns, encoder.categorical, noise, "zero_one", debias, {})
     predicted = np.argmax(final.predict_proba(X[valid]), axis=1)
