@@ -46,6 +46,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -280,18 +281,27 @@ class Receiver:
         grouped = len(header.groups) > 0
         schema = release_schema(grouped)
         seen = UniqueIds(header.example_count, self.spool_dir)
+        # a chunk's IDs are hashed (compiled, without the interpreter lock) on a helper thread while
+        # this one writes the chunk and decodes the next: the two halves of the work overlap on two
+        # cores. One chunk in flight at a time, in message order.
+        hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="receiver-ids")
+        hashed: Future[None] | None = None
         try:
             # no dictionary for the IDs (each unique: pyarrow would build one until it overflowed)
             with pq.ParquetWriter(staged, schema, use_dictionary=["bin", "group"][: 1 + grouped]) as writer:
                 offset = 0
                 for data in read_records(spool):
                     ids, bins, groups = decode_chunk(data, header, offset)
-                    seen.add(ids)
+                    if hashed is not None:
+                        hashed.result()
+                    hashed = hashing.submit(seen.add, ids)
                     offset += len(ids)
                     columns = {"example_id": ids, "bin": pa.array(bins, pa.uint16())}
                     if groups is not None:
                         columns["group"] = pa.array(groups, pa.int16())
                     writer.write_table(pa.table(columns, schema=schema))
+            if hashed is not None:
+                hashed.result()
             repeats = seen.repeats()
             if repeats:
                 raise WireError("invalid_argument", f"the message lists {repeats} example IDs more than once")
@@ -301,6 +311,7 @@ class Receiver:
             staged.unlink(missing_ok=True)
             raise
         finally:
+            hashing.shutdown(wait=True)  # the helper may still be adding a chunk's keys: then close
             seen.close()
         return staged
 
