@@ -60,7 +60,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from features_party.receiver.store import SenderRegistry, release_schema
-from features_party.receiver.unique_ids import UniqueIds
+from features_party.receiver.unique_ids import Keys, UniqueIds
 from features_party.storage.data_dir import DataDir
 from features_party.storage.orm import ReceivedModel, ReceivedRelease
 from labeldp.common.files import write_bytes_atomic
@@ -282,26 +282,27 @@ class Receiver:
         schema = release_schema(grouped)
         seen = UniqueIds(header.example_count, self.spool_dir)
         # a chunk's IDs are hashed (compiled, without the interpreter lock) on a helper thread while
-        # this one writes the chunk and decodes the next: the two halves of the work overlap on two
-        # cores. One chunk in flight at a time, in message order.
+        # this one decodes the next chunk, writes this one and files the keys hashed before: the work
+        # overlaps on two cores. The helper hashes in message order, at most two chunks ahead.
         hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="receiver-ids")
-        hashed: Future[None] | None = None
+        hashed: Future[Keys] | None = None
         try:
             # no dictionary for the IDs (each unique: pyarrow would build one until it overflowed)
             with pq.ParquetWriter(staged, schema, use_dictionary=["bin", "group"][: 1 + grouped]) as writer:
                 offset = 0
                 for data in read_records(spool):
                     ids, bins, groups = decode_chunk(data, header, offset)
+                    following = hashing.submit(seen.keys, ids)
                     if hashed is not None:
-                        hashed.result()
-                    hashed = hashing.submit(seen.add, ids)
+                        seen.add_keys(hashed.result())
+                    hashed = following
                     offset += len(ids)
                     columns = {"example_id": ids, "bin": pa.array(bins, pa.uint16())}
                     if groups is not None:
                         columns["group"] = pa.array(groups, pa.int16())
                     writer.write_table(pa.table(columns, schema=schema))
             if hashed is not None:
-                hashed.result()
+                seen.add_keys(hashed.result())
             repeats = seen.repeats()
             if repeats:
                 raise WireError("invalid_argument", f"the message lists {repeats} example IDs more than once")
@@ -311,7 +312,7 @@ class Receiver:
             staged.unlink(missing_ok=True)
             raise
         finally:
-            hashing.shutdown(wait=True)  # the helper may still be adding a chunk's keys: then close
+            hashing.shutdown(wait=True, cancel_futures=True)  # a hash in flight ends before the close
             seen.close()
         return staged
 

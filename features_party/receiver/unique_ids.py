@@ -4,11 +4,13 @@ A message can hold many chunks and billions of IDs, so the receiver never keeps 
 Each ID becomes a 16-byte key (BLAKE2b-128 under a random key drawn for this message: a sender cannot
 aim IDs at one shard or make two IDs collide; two different IDs share a key with probability about
 2^-128 per pair). Up to ``IN_MEMORY_UP_TO`` IDs the keys sit in one array sorted at the end; beyond
-it they are spilled to an unlinked temporary file in the receiver's spool folder, then placed into 256
-shards by their top byte (a counting sort into a memory map of a second unlinked file) and each shard
-is sorted on its own — the idea of ``labels_party/datasets/key_pairs.py`` for uploads. Duplicates
-are then neighbours. Memory: one slice of keys and one shard (about n/256 × 24 bytes); disk: 32 bytes
-per ID, gone when the files close (a crash leaves nothing either: they have no name).
+it they are spilled to an unlinked temporary file in the receiver's spool folder as they arrive, in
+blocks of up to ``_SLICE`` keys, each block ordered by the keys' top byte (a stable sort on one byte,
+while the receiver is still reading the message); at the end each of the 256 shards is gathered from
+every block and sorted on its own — the idea of ``labels_party/datasets/key_pairs.py`` for uploads.
+Duplicates are then neighbours. Memory: one block of keys and one shard (about n/256 × 16 bytes) and
+257 offsets a block; disk: 16 bytes per ID, gone when the file closes (a crash leaves nothing either:
+it has no name).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from labeldp.common.blake2b_batch import blake2b_batch
 
 IN_MEMORY_UP_TO = 4_000_000  # IDs: 64 MB of keys
 SHARDS = 256
-_SLICE = 1 << 20  # keys read back from the spill file at a time
+_SLICE = 1 << 20  # keys a spilled block holds (the last one may hold fewer; one chunk may hold more)
 
 Keys = npt.NDArray[np.uint64]  # (n, 2)
 
@@ -51,11 +53,12 @@ class UniqueIds:
 
     def __init__(self, expected: int, spill_dir: Path) -> None:
         self._key = os.urandom(16)
-        self._spill_dir = spill_dir
-        self._counts = np.zeros(SHARDS, dtype=np.int64)
         self._n = 0
         self._memory: Keys | None = None
         self._spill: IO[bytes] | None = None
+        self._pending: list[Keys] = []  # keys not yet written (fewer than _SLICE before the last chunk)
+        self._pending_n = 0  # how many (counted, not summed: a message may come in many tiny chunks)
+        self._blocks: list[npt.NDArray[np.int64]] = []  # per written block: where each shard starts
         if expected <= IN_MEMORY_UP_TO:
             self._memory = np.empty((expected, 2), dtype=np.uint64)
         else:
@@ -63,45 +66,55 @@ class UniqueIds:
             self._spill = tempfile.TemporaryFile(dir=spill_dir, prefix=".ids-")  # noqa: SIM115 - close()
         self._expected = expected
 
-    def _keys(self, ids: pa.Array) -> Keys:
-        return blake2b_batch(ids, 16, key=self._key)  # one compiled pass over the chunk's IDs
+    def keys(self, ids: pa.Array) -> Keys:
+        """The keys of a chunk's IDs (valid, non-null text: ``decode_chunk`` checked them): one compiled
+        pass that holds no lock, so another thread may compute them while this one goes on."""
+        return blake2b_batch(ids, 16, key=self._key)
 
     def add(self, ids: pa.Array) -> None:
-        """IDs in message order (valid, non-null text: ``decode_chunk`` checked them)."""
-        keys = self._keys(ids)
+        """IDs in message order."""
+        self.add_keys(self.keys(ids))
+
+    def add_keys(self, keys: Keys) -> None:
+        """The keys of the next chunk's IDs, in message order."""
         if self._n + keys.shape[0] > self._expected:
             raise ValueError("more IDs than the message announced")  # ChunkStream checked the counts
-        self._counts += np.bincount((keys[:, 0] >> np.uint64(56)).astype(np.intp), minlength=SHARDS)
         if self._memory is not None:
             self._memory[self._n : self._n + keys.shape[0]] = keys
         else:
-            assert self._spill is not None
-            self._spill.write(keys.tobytes())
+            self._pending.append(keys)
+            self._pending_n += keys.shape[0]
+            if self._pending_n >= _SLICE:
+                self._write_block()
         self._n += keys.shape[0]
+
+    def _write_block(self) -> None:
+        """Write the pending keys as one block ordered by shard, and remember where each shard starts
+        (in keys from the file's start)."""
+        assert self._spill is not None
+        keys = np.concatenate(self._pending)
+        self._pending, self._pending_n = [], 0
+        shard = (keys[:, 0] >> np.uint64(56)).astype(np.uint8)
+        order = np.argsort(shard, kind="stable")  # a radix sort on one byte
+        start = int(self._blocks[-1][-1]) if self._blocks else 0  # where the previous block ended
+        self._blocks.append(start + np.concatenate(([0], np.cumsum(np.bincount(shard, minlength=SHARDS)))))
+        self._spill.write(np.take(keys, order, axis=0).tobytes())  # take: 10× a fancy index of rows
 
     def repeats(self) -> int:
         """How many of the IDs added repeat an earlier one (0: all distinct)."""
         if self._memory is not None:
             return _repeats(self._memory[: self._n])
         assert self._spill is not None
+        if self._pending:
+            self._write_block()
         self._spill.flush()
-        bounds = np.concatenate(([0], np.cumsum(self._counts)))
-        with tempfile.TemporaryFile(dir=self._spill_dir, prefix=".id-shards-") as backing:
-            backing.truncate(max(16 * self._n, 1))
-            shards = np.memmap(backing, dtype=np.uint64, mode="r+", shape=(max(self._n, 1), 2))
-            filled = bounds[:-1].copy()
-            self._spill.seek(0)
-            while block := self._spill.read(16 * _SLICE):
-                keys = np.frombuffer(block, dtype="<u8").reshape(-1, 2).astype(np.uint64)
-                shard = (keys[:, 0] >> np.uint64(56)).astype(np.uint8)
-                order = np.argsort(shard, kind="stable")  # a radix sort on one byte
-                cuts = np.concatenate(([0], np.cumsum(np.bincount(shard, minlength=SHARDS))))
-                for s in np.flatnonzero(np.diff(cuts)):
-                    part = keys[order[cuts[s] : cuts[s + 1]]]
-                    shards[filled[s] : filled[s] + part.shape[0]] = part
-                    filled[s] += part.shape[0]
-            found = sum(_repeats(np.array(shards[bounds[s] : bounds[s + 1]])) for s in range(SHARDS))
-            del shards
+        if not self._blocks:
+            return 0
+        spilled = np.memmap(self._spill, dtype=np.uint64, mode="r", shape=(int(self._blocks[-1][-1]), 2))
+        found = 0
+        for s in range(SHARDS):
+            found += _repeats(np.concatenate([spilled[b[s] : b[s + 1]] for b in self._blocks]))
+        del spilled
         return found
 
     def close(self) -> None:

