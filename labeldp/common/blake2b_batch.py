@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-COMPILE_FROM = 20_000  # strings: below this hashlib finishes before the kernel would have compiled
+COMPILE_FROM = 20_000  # strings: below this, while the kernel is not loaded, hashlib finishes first
 _COMPILING = threading.Lock()  # one compilation, however many threads ask at once
 
 _IV = np.array(
@@ -211,7 +211,10 @@ def blake2b_batch(
     words = digest_size // 8
     n = len(strings)
     out = np.empty((n, len(persons) * words), dtype=np.uint64)
-    kernel = _compile() if n >= COMPILE_FROM and compiled() else None
+    # a small batch takes hashlib only while the kernel is not loaded yet (compiling would cost more);
+    # once it is, the kernel is the faster path at any size (an upload's last batch of each row group)
+    loaded = _compile.cache_info().currsize > 0
+    kernel = _compile() if n and (n >= COMPILE_FROM or loaded) and compiled() else None
     if kernel is None:
         flat = out.reshape(-1)
         at = 0

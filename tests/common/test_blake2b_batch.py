@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -84,3 +85,31 @@ def test_nulls_and_bad_sizes_are_refused() -> None:
         batch.blake2b_batch(pa.array(["a", None]), 8)
     with pytest.raises(ValueError):
         batch.blake2b_batch(pa.array(["a"]), 32)
+
+
+def test_small_batches_take_the_loaded_kernel_and_hash_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the kernel is loaded (a large batch loads it), batches below ``COMPILE_FROM`` use it too
+    (hashlib is then asked only for the empty string's digest, not once a string): every length class,
+    one string and a few at a time, equal hashlib's digests."""
+    ids = _ids()
+    batch.blake2b_batch(pa.array(ids, pa.string()), 8)  # loads the kernel
+    if not batch.compiled():
+        pytest.skip("numba is not installed: hashlib serves every size")
+    assert batch._compile.cache_info().currsize == 1
+    key = os.urandom(16)
+    asked: list[bytes] = []
+
+    class Counting:
+        @staticmethod
+        def blake2b(data: bytes, **kw: Any) -> Any:
+            asked.append(data)
+            return hashlib.blake2b(data, **kw)
+
+    monkeypatch.setattr(batch, "hashlib", Counting)
+    for start, size in [(0, 1), (1, 1), (3, 2), (0, 10), (10, 37)]:
+        part = ids[start : start + size]
+        asked.clear()
+        out = batch.blake2b_batch(pa.array(part, pa.string()), 16, key=key)
+        assert asked == [b""], (start, size)  # the empty string's digest only: the kernel hashed them
+        assert np.array_equal(out, _reference(part, 16, key=key)), (start, size)
+    assert batch.blake2b_batch(pa.array([], pa.string()), 8).shape == (0, 1)
