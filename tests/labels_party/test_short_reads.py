@@ -38,6 +38,18 @@ def statements() -> Iterator[list[tuple[str, str]]]:
         event.remove(Engine, "before_cursor_execute", record)
 
 
+def selects_of(client: httpx.Client, reads: list[str]) -> list[tuple[str, str]]:
+    """(thread, SQL) of every SELECT the reads ran; each read answers 200 and runs at least two (the
+    API key, then what the route reads)."""
+    with statements() as seen:
+        for path in reads:
+            resp = client.get(path)
+            assert resp.status_code == 200, (path, resp.text)
+    selects = [(thread, sql) for thread, sql in seen if sql.lstrip().upper().startswith("SELECT")]
+    assert len(selects) >= 2 * len(reads)
+    return selects
+
+
 def test_short_reads_run_on_the_loop_on_sqlite_and_in_the_pool_elsewhere(api: Api) -> None:
     client = with_recipient(api.tenant("acme", "10"))
     ds = dataset(client)
@@ -56,12 +68,7 @@ def test_short_reads_run_on_the_loop_on_sqlite_and_in_the_pool_elsewhere(api: Ap
         "/v1/recipients",
         "/v1/priors",
     ]
-    with statements() as seen:
-        for path in reads:
-            resp = client.get(path)
-            assert resp.status_code == 200, (path, resp.text)
-    selects = [(thread, sql) for thread, sql in seen if sql.lstrip().upper().startswith("SELECT")]
-    assert len(selects) >= 2 * len(reads)  # the API key, then what the route reads
+    selects = selects_of(client, reads)
     on_workers = {thread == WORKER for thread, _ in selects}
     assert on_workers == ({False} if api.database_url.startswith("sqlite") else {True}), selects
 
@@ -98,10 +105,5 @@ def test_the_features_partys_short_reads_run_on_the_loop_on_sqlite(tmp_path: Pat
             "/v1/models",
             "/v1/senders",
         ]
-        with statements() as seen:
-            for path in reads:
-                resp = client.get(path)
-                assert resp.status_code == 200, (path, resp.text)
-    selects = [(thread, sql) for thread, sql in seen if sql.lstrip().upper().startswith("SELECT")]
-    assert len(selects) >= 2 * len(reads)
+        selects = selects_of(client, reads)
     assert WORKER not in {thread for thread, _ in selects}, selects
