@@ -303,6 +303,8 @@ def fit(
 ) -> Trained:
     """``release`` has ``example_id, bin`` (and ``group`` for a feature-aware release, whose
     mechanisms ``groups`` holds); ``features`` has ``example_id`` and the schema's columns."""
+    from sklearn.pipeline import Pipeline
+
     # an unbiased release has no groups (the receiver refuses such a message): ``groups`` with one are
     # several releases trained together, the unbiased one a mechanism among them
     of_unbiased = isinstance(noise, UnbiasedNoise)
@@ -332,8 +334,6 @@ def fit(
     fit_in_steps(estimator, X[~valid], target[~valid], progress, weight)
     # a grouped release's targets are corrected already, row by row
     final = final_step(estimator, noise, debias, groups)
-    from sklearn.pipeline import Pipeline
-
     pipeline = Pipeline([("encode", encoder.transformer), ("model", final)])
     # an unbiased release alone has nothing to undo; with others, every row was debiased by its own
     used: Debias = "none" if of_unbiased and groups is None else debias
@@ -463,6 +463,7 @@ def fit_classifier(
     """Binary and categorical releases: learn P(reported class | x) on the noisy classes."""
     from sklearn.ensemble import HistGradientBoostingClassifier
     from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import Pipeline
 
     from labeldp_model import ReleaseClassifier
 
@@ -487,8 +488,6 @@ def fit_classifier(
         estimator = LogisticRegression(max_iter=1000)
     fit_in_steps(estimator, X[~valid], bins[~valid], progress)
     final = ReleaseClassifier(estimator, noise.correction, debias=debias == "affine")
-    from sklearn.pipeline import Pipeline
-
     pipeline = Pipeline([("encode", encoder.transformer), ("model", final)])
     trained = TrainedClassifier(pipeline, encoder.columns, encoder.categorical, noise, "zero_one", debias, {})
     predicted = np.argmax(final.predict_proba(X[valid]), axis=1)
